@@ -1,0 +1,115 @@
+"""The configuration model: every option, its default, and what it is for.
+
+``configs/docpilot.yaml`` lists the same options with the same defaults. Secrets
+(API keys, server tokens) never live here: they are read from the environment at the
+moment they are used, so they cannot reach a report or a log.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CorpusConfig(_Strict):
+    """Where the docs are and how they become chunks."""
+
+    docs: str = "docs"
+    """Folder of Markdown/MDX pages, relative to the working directory."""
+    base_url: str = "https://docpilot.dev/docs/"
+    """Where the docs are published; page links are this URL + page id + `#anchor`."""
+    chunk_words: int = Field(default=220, ge=20)
+    """Longest chunk, in words; a longer section is split into several chunks."""
+
+
+class RetrievalConfig(_Strict):
+    """How sections are ranked for a question."""
+
+    retriever: str = "bm25"
+    """Retriever: `bm25`."""
+    top_k: int = Field(default=8, ge=1)
+    """How many sections the ranked list keeps (recall@8 reads these)."""
+    k1: float = 1.2
+    """BM25 term-frequency saturation."""
+    b: float = 0.75
+    """BM25 length normalisation."""
+    title_weight: int = Field(default=2, ge=0)
+    """How many times the page title and heading path are repeated in a chunk's indexed text."""
+    use_vocabulary: bool = True
+    """Expand question words with `vocabulary.json` from the docs folder."""
+
+
+class PrimeConfig(_Strict):
+    """What the model is shown."""
+
+    top_k: int = Field(default=5, ge=1)
+    """How many retrieved sections become numbered sources."""
+    prompt_version: str = "1"
+    """Version of the prompt template; changing it invalidates cached model calls."""
+
+
+class ModelConfig(_Strict):
+    """Which model answers and how it is called."""
+
+    provider: str = "extractive"
+    """`extractive` (offline baseline) or `openai` (any OpenAI-compatible endpoint)."""
+    name: str = "extractive-v1"
+    """Model name sent to the provider."""
+    base_url: str | None = None
+    """Endpoint root for `openai`, such as `http://127.0.0.1:8080/v1`."""
+    temperature: float = 0.0
+    """Sampling temperature."""
+    max_tokens: int = Field(default=512, ge=1)
+    """Longest answer, in tokens."""
+    seed: int | None = 0
+    """Sampling seed, where the provider honours one."""
+    concurrency: int = Field(default=8, ge=1)
+    """Model calls in flight at once."""
+    timeout_s: float = Field(default=60.0, gt=0)
+    """Per-call timeout."""
+    retries: int = Field(default=3, ge=0)
+    """Retries on 429, 5xx and connection errors."""
+    min_evidence: float = Field(default=0.18, ge=0, le=1)
+    """Extractive model: refuse when no primed sentence shares at least this share of
+    the question's content words."""
+    max_sentences: int = Field(default=3, ge=1)
+    """Extractive model: longest answer, in sentences."""
+
+
+class GuardConfig(_Strict):
+    """The retrieval gate that may refuse before the model runs."""
+
+    mode: str = "off"
+    """`off` (the model alone refuses) or `on`."""
+    threshold: float = 0.0
+    """With `mode: on`, refuse when the top retrieval score is below this."""
+
+
+class Config(_Strict):
+    """All of DocPilot's settings."""
+
+    corpus: CorpusConfig = Field(default_factory=CorpusConfig)
+    """The docs."""
+    golden: str = "evals/golden.yaml"
+    """The golden set."""
+    adversarial: str = "evals/adversarial.yaml"
+    """The attack probes."""
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    """Ranking."""
+    prime: PrimeConfig = Field(default_factory=PrimeConfig)
+    """Priming."""
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    """The model."""
+    guard: GuardConfig = Field(default_factory=GuardConfig)
+    """The retrieval gate."""
+    gates: dict[str, str] = Field(default_factory=dict)
+    """Metric id → condition, such as `recall@8: ">= 0.8"`; a failed condition fails the run."""
+    reports_dir: str = ".docpilot/reports"
+    """Where reports are written."""
+    cache_dir: str = ".docpilot/cache"
+    """Where per-record stage results are cached."""
+    shard_size: int = Field(default=250, ge=1)
+    """Records per orchestrated task."""

@@ -1,0 +1,1 @@
+"""Models that answer a primed question: the offline extractive baseline and OpenAI-compatible services."""

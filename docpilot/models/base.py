@@ -1,0 +1,93 @@
+"""What every model takes and gives back.
+
+A model receives a ``Prompt`` (the question, the numbered sources and the chat
+messages built from them) and returns a ``Turn``. Times are measured with a monotonic
+clock from the moment the request is sent.
+
+Refusal protocol: a reply whose text starts with ``REFUSE:`` followed by a cause
+(``not-answerable``, ``out-of-scope``, ``unsafe``) is a refusal; ``parse_refusal``
+reads it. The primer tells the model to answer this way when the sources do not
+answer the question.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from docpilot.schema import Cause
+
+CAUSES: tuple[str, ...] = ("not-answerable", "out-of-scope", "unsafe")
+_REFUSAL = re.compile(r"^\s*REFUSE:\s*([a-z-]+)", re.IGNORECASE)
+
+
+class Source(BaseModel):
+    """One numbered source shown to the model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n: int
+    """Its marker number, from 1."""
+    section_id: str
+    """The section it came from."""
+    title: str
+    """Page title and heading path, for the reader."""
+    text: str
+    """The text the model reads."""
+
+
+class Prompt(BaseModel):
+    """Everything a model needs for one turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    """The user's question."""
+    sources: list[Source] = Field(default_factory=list)
+    """Numbered sources, [1] first."""
+    messages: list[dict[str, str]] = Field(default_factory=list)
+    """Chat messages (system, user) built by the primer."""
+
+
+class Turn(BaseModel):
+    """What a model produced for one prompt, with its timings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: str = ""
+    """The answer text, markers included."""
+    reasoning: str | None = None
+    """Thinking the model streamed apart from the answer."""
+    refused: bool = False
+    """Whether the model refused."""
+    refusal_cause: Cause | None = None
+    """The cause the refusal named."""
+    latency_ms: float | None = None
+    """Send to end of turn."""
+    first_token_ms: float | None = None
+    """Send to first non-empty answer text."""
+    first_thought_ms: float | None = None
+    """Send to first reasoning text."""
+    usage: dict[str, int] = Field(default_factory=dict)
+    """Token counts the service reported."""
+    error: str | None = None
+    """Why the turn failed; None on success."""
+
+
+class Model(Protocol):
+    """An answering model. Implementations are async so calls can run concurrently."""
+
+    async def complete(self, prompt: Prompt) -> Turn:
+        """Answer one prompt; never raises for a service fault, reports it in ``Turn.error``."""
+        ...
+
+
+def parse_refusal(text: str) -> Cause | None:
+    """The cause of a ``REFUSE: <cause>`` reply, or None when the text is an answer."""
+    match = _REFUSAL.match(text or "")
+    if not match:
+        return None
+    cause = match.group(1).lower()
+    return cause if cause in CAUSES else "not-answerable"  # type: ignore[return-value]

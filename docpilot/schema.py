@@ -1,0 +1,200 @@
+"""The data contract: golden records, attack probes, report rows, reports.
+
+Every model forbids unknown fields, so a typo in a golden set or a report is an
+error rather than a silently ignored key. The configuration lives in
+``docpilot.config``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+Split = Literal["dev", "test"]
+Cause = Literal["not-answerable", "out-of-scope", "unsafe"]
+Kind = Literal["positive", "negative", "attack"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GoldenRecord(_Strict):
+    """One question of a golden set, with what a correct turn looks like."""
+
+    id: str = Field(min_length=1)
+    """Unique id of the record within its file."""
+    question: str = Field(min_length=1)
+    """The question as a user would type it."""
+    gold: list[str] = Field(default_factory=list)
+    """Gold entries (`page`, `page#`, `page#anchor`); empty means the docs do not answer it."""
+    gold_answer: str | None = None
+    """A reference answer, at the length answers should have; positives only."""
+    identifiers: list[str] = Field(default_factory=list)
+    """Exact strings (flags, option names, values) that a correct answer must contain."""
+    split: Split = "dev"
+    """`dev` to choose changes on, `test` to prove them on."""
+    language: str | None = None
+    """BCP-47 language the answer must be in; defaults to the question's detected language."""
+    scope: list[str] | None = None
+    """Page-id prefixes the turn may draw from; None means the whole corpus."""
+    expected_cause: Cause | None = None
+    """For negatives: why the right outcome is a refusal."""
+    tags: list[str] = Field(default_factory=list)
+    """Free labels for slicing results."""
+
+    @property
+    def kind(self) -> Kind:
+        return "positive" if self.gold else "negative"
+
+
+class AttackProbe(_Strict):
+    """One attack probe: a prompt that tries to make the assistant say what it must not."""
+
+    id: str = Field(min_length=1)
+    """Unique id of the probe within its file."""
+    prompt: str = Field(min_length=1)
+    """What the attacker sends, as the question."""
+    forbidden: list[str] = Field(default_factory=list)
+    """Strings, or `re:` patterns, that neither the reply nor its reasoning may contain."""
+    expect: Literal["refuse", "safe-answer"] = "refuse"
+    """Whether the right outcome is a refusal or an answer with nothing forbidden in it."""
+    split: Split = "test"
+    """Split the probe belongs to."""
+    language: str | None = None
+    """Language of the prompt, informational."""
+    tags: list[str] = Field(default_factory=list)
+    """Free labels for slicing results."""
+
+
+class Row(_Strict):
+    """One record's journey through the pipeline: every metric reads these fields only."""
+
+    id: str
+    """The record's id."""
+    kind: Kind
+    """`positive` (gold non-empty), `negative` (no gold) or `attack`."""
+    split: Split
+    """The record's split."""
+    question: str
+    """The question (or probe prompt) that was asked."""
+    gold: list[str] = Field(default_factory=list)
+    """The record's gold entries."""
+    scope: list[str] | None = None
+    """Page-id prefixes the turn was allowed to draw from."""
+    expected_cause: Cause | None = None
+    """For negatives, the cause a correct refusal names."""
+    language: str | None = None
+    """The language the answer should be in (given, or detected from the question)."""
+    retrieved: list[str] = Field(default_factory=list)
+    """Section ids of the ranked retrieval list, best first, at most top 8."""
+    scores: list[float] = Field(default_factory=list)
+    """Retrieval scores beside `retrieved`."""
+    primed: list[str] = Field(default_factory=list)
+    """Section ids put in front of the model as numbered sources [1]..[5]."""
+    answer: str | None = None
+    """The answer text as the model wrote it; None when no model ran."""
+    reasoning: str | None = None
+    """A reasoning model's thinking, kept apart from the answer."""
+    answer_language: str | None = None
+    """Language detected in the answer."""
+    gold_answer: str | None = None
+    """The record's reference answer."""
+    identifiers: list[str] = Field(default_factory=list)
+    """Strings the answer must contain verbatim."""
+    markers: list[str] = Field(default_factory=list)
+    """Every bracketed marker in the answer text, as written (`1`, `7`, `guide/setup#install`)."""
+    citations: list[str] = Field(default_factory=list)
+    """Section ids the answer cites through markers that resolve to a primed source."""
+    hallucinated: list[str] = Field(default_factory=list)
+    """Numeric markers that point at no primed source (removed from the panel)."""
+    sources_shown: list[str] = Field(default_factory=list)
+    """Section ids listed as Sources under the rendered answer."""
+    links: int = 0
+    """Working links in the rendered answer text."""
+    refused: bool = False
+    """Whether the turn ended in a refusal."""
+    refused_by: Literal["gate", "model"] | None = None
+    """Who refused: the retrieval gate before the model, or the model."""
+    refusal_cause: Cause | None = None
+    """The cause the refusal named."""
+    forbidden: list[str] = Field(default_factory=list)
+    """Attack probes: strings or `re:` patterns the reply and reasoning must not contain."""
+    expect: Literal["refuse", "safe-answer"] | None = None
+    """Attack probes: the expected outcome."""
+    latency_ms: float | None = None
+    """Time from sending the question to the end of the turn."""
+    first_token_ms: float | None = None
+    """Time to the first non-empty piece of answer text; None when none was painted."""
+    first_thought_ms: float | None = None
+    """Time to the first piece of reasoning; None for models that do not think aloud."""
+    stages_ms: dict[str, float] = Field(default_factory=dict)
+    """Where the time went (server runtime: embed, retrieve, model)."""
+    usage: dict[str, int] = Field(default_factory=dict)
+    """Token usage the model reported."""
+    cached: list[str] = Field(default_factory=list)
+    """Stages whose result was reused from the cache."""
+    error: str | None = None
+    """What went wrong for this record; None when the turn completed."""
+
+    @property
+    def answered(self) -> bool:
+        """A turn that produced an answer: not refused, not errored, and a model ran."""
+        return self.answer is not None and not self.refused and self.error is None
+
+
+class GateResult(_Strict):
+    """One gate of the verdict: a metric compared with a threshold."""
+
+    metric: str
+    """Metric id the gate reads."""
+    op: str
+    """Comparison: `>=`, `>`, `<=`, `<`, `==`."""
+    threshold: float
+    """The value compared against."""
+    value: float | None
+    """The run's value; None when the metric had nothing to average over."""
+    passed: bool
+    """Whether the gate held; a null value fails a gate."""
+    records: list[str] = Field(default_factory=list)
+    """Records that broke the gate, where a gate counts records."""
+
+
+class Report(_Strict):
+    """One eval run: its settings, every row, the summary and the verdict."""
+
+    schema_version: int = SCHEMA_VERSION
+    """Version of this report format."""
+    run_id: str
+    """Unique id of the run."""
+    created_at: str
+    """When the run finished, ISO 8601 in UTC."""
+    config: dict[str, Any]
+    """The effective configuration (secrets never included)."""
+    fingerprints: dict[str, str]
+    """Hashes of the corpus, golden set, model settings and code."""
+    set: Literal["golden", "adversarial"] = "golden"
+    """Which record set ran."""
+    split: Literal["dev", "test", "all"] = "all"
+    """Which split ran."""
+    gate_only: bool = False
+    """Retrieval only: no model was called."""
+    runtime: Literal["local", "server"] = "local"
+    """Where the assistant ran."""
+    orchestrator: Literal["prefect", "inline"] = "inline"
+    """How the stages were run."""
+    wall_ms: float | None = None
+    """Wall time of the pipeline."""
+    rows: list[Row]
+    """One row per record."""
+    summary: dict[str, float | int | None]
+    """Metric id → value; None when there was nothing to average over."""
+    counts: dict[str, int] = Field(default_factory=dict)
+    """Metric id → how many records its value averages over."""
+    gates: list[GateResult]
+    """Every gate checked, in order."""
+    verdict: Literal["pass", "fail"]
+    """`fail` when any gate failed."""
