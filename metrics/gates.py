@@ -1,0 +1,108 @@
+"""Gates: the thresholds a run must meet, and the pass/fail verdict they give.
+
+Three gates always hold for a full run, because each counts a defect a reader would
+see: a citation to a source that was never retrieved, a section from outside the
+turn's scope, an answer shown with Sources but no working link. The user adds
+conditions on any metric (``recall@8: ">= 0.8"``). A gate on a metric with nothing
+to measure fails: a run cannot pass on a number it did not produce.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
+
+from docpilot.errors import InputError
+from docpilot.schema import GateResult, Row
+from metrics.registry import RETRIEVAL_METRICS, Metric, get
+
+BUILTIN_GATES: tuple[str, ...] = (
+    "hallucinated_citations",
+    "scope_violations",
+    "unlinked_answers",
+)
+"""Metrics that must be 0 in every run that called the model."""
+
+_OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge,
+    ">": operator.gt,
+    "<=": operator.le,
+    "<": operator.lt,
+    "==": operator.eq,
+}
+_CONDITION = re.compile(
+    r"^\s*(?P<op>>=|<=|==|>|<)\s*(?P<number>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
+)
+_FORMS = "'>= 0.8', '> 0.5', '<= 4000', '< 0.1' or '== 0'"
+
+
+def parse_condition(text: str, *, metric: str | None = None) -> tuple[str, float]:
+    """Split a condition such as ``">= 0.8"`` into its operator and threshold.
+
+    The operator is one of ``>=``, ``>``, ``<=``, ``<``, ``==``; the threshold a
+    decimal number. ``metric`` only names the gate in the error message.
+    """
+    match = _CONDITION.match(text) if isinstance(text, str) else None
+    if match is None:
+        where = f"gate on {metric!r}: " if metric else ""
+        raise InputError(
+            f"{where}cannot read the condition {text!r}",
+            hint=f"write an operator and a number, e.g. {_FORMS}",
+        )
+    return match["op"], float(match["number"])
+
+
+def check_gates(
+    summary: Mapping[str, float | int | None],
+    rows: Sequence[Row],
+    conditions: Mapping[str, str],
+    *,
+    gate_only: bool = False,
+) -> list[GateResult]:
+    """Every gate of the run, built-in ones first, then the user's in the order given.
+
+    A run without a model (``gate_only``) has only retrieval numbers, so the built-in
+    gates and any user condition on a non-retrieval metric are left out rather than
+    failed. An unknown metric id or an unreadable condition is an InputError.
+    """
+    gates = []
+    if not gate_only:
+        gates = [_check(get(name), "==", 0.0, summary, rows) for name in BUILTIN_GATES]
+    for name, text in conditions.items():
+        metric = get(name)
+        op, threshold = parse_condition(text, metric=name)
+        if gate_only and name not in RETRIEVAL_METRICS:
+            continue
+        gates.append(_check(metric, op, threshold, summary, rows))
+    return gates
+
+
+def verdict(gates: Sequence[GateResult]) -> Literal["pass", "fail"]:
+    """``"fail"`` when any gate failed, else ``"pass"`` (also with no gates at all)."""
+    return "pass" if all(gate.passed for gate in gates) else "fail"
+
+
+def _check(
+    metric: Metric,
+    op: str,
+    threshold: float,
+    summary: Mapping[str, float | int | None],
+    rows: Sequence[Row],
+) -> GateResult:
+    value = summary.get(metric.id)
+    passed = value is not None and _OPERATORS[op](value, threshold)
+    records: list[str] = []
+    if not passed and metric.counts_records:
+        records = [
+            row.id for row in rows if metric.population.includes(row) and metric.score(row) > 0
+        ]
+    return GateResult(
+        metric=metric.id,
+        op=op,
+        threshold=threshold,
+        value=None if value is None else float(value),
+        passed=passed,
+        records=records,
+    )

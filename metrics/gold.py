@@ -1,0 +1,84 @@
+"""Gold matching: whether a retrieved or cited section counts for a gold entry.
+
+Section ids are ``page#anchor`` (DESIGN §3). A gold entry takes one of three forms:
+
+==================  ============================================================
+``guide/auth``      every section of page ``guide/auth`` and of the pages nested
+                    under it (``guide/auth/tokens#x``), but not ``guide/authz#x``
+``guide/auth#``     any section of page ``guide/auth``, and no nested page
+``guide/auth#req``  section ``guide/auth#req`` only
+==================  ============================================================
+
+A record's ``scope`` uses the first form: a section is in scope when its page equals
+one of the prefixes or is nested under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def page_of(section_id: str) -> str:
+    """The page id of a section id (the part before ``#``; the whole id when there is none)."""
+    return section_id.partition("#")[0]
+
+
+def is_under(page: str, prefix: str) -> bool:
+    """Whether ``page`` is the page ``prefix`` or a page nested under it.
+
+    The comparison is by whole path segments, so ``guide/authz`` is not under
+    ``guide/auth``. A trailing ``/`` on the prefix is ignored, and an empty prefix
+    names the docs root, under which every page lies.
+    """
+    prefix = prefix.rstrip("/")
+    if not prefix:
+        return True
+    return page == prefix or page.startswith(prefix + "/")
+
+
+def matches(section_id: str, entry: str) -> bool:
+    """Whether the section ``section_id`` satisfies the gold entry ``entry``.
+
+    >>> matches("guide/auth/tokens#rotate", "guide/auth")
+    True
+    >>> matches("guide/authz#roles", "guide/auth")
+    False
+    >>> matches("guide/auth#request", "guide/auth#")
+    True
+    >>> matches("guide/auth/tokens#rotate", "guide/auth#")
+    False
+    >>> matches("guide/auth#response", "guide/auth#request")
+    False
+    """
+    page, _, anchor = section_id.partition("#")
+    if "#" not in entry:
+        return is_under(page, entry)
+    entry_page, _, entry_anchor = entry.partition("#")
+    if page != entry_page:
+        return False
+    return entry_anchor == "" or anchor == entry_anchor
+
+
+def is_relevant(section_id: str, gold: Iterable[str]) -> bool:
+    """Whether ``section_id`` matches any entry of ``gold`` (binary relevance)."""
+    return any(matches(section_id, entry) for entry in gold)
+
+
+def in_scope(section_id: str, scope: Iterable[str] | None) -> bool:
+    """Whether ``section_id`` lies under one of the page-id prefixes of ``scope``.
+
+    ``None`` means the turn had the whole corpus, so every section is in scope; an
+    empty list allows nothing.
+    """
+    if scope is None:
+        return True
+    page = page_of(section_id)
+    return any(is_under(page, prefix) for prefix in scope)
+
+
+def unique(entries: Iterable[str]) -> list[str]:
+    """The entries in their first-seen order with repeats dropped.
+
+    Metrics count a gold entry or a cited section once however often it is listed.
+    """
+    return list(dict.fromkeys(entries))

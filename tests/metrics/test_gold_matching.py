@@ -1,0 +1,71 @@
+"""Gold matching (DESIGN §3): the three forms of a gold entry, and scope containment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from metrics.gold import in_scope, is_relevant, is_under, matches, page_of, unique
+
+CASES = json.loads(
+    (Path(__file__).resolve().parents[1] / "data" / "metrics" / "gold_cases.json").read_text()
+)
+
+
+@pytest.mark.parametrize(
+    "case", CASES, ids=[f"{c['section']} ~ {c['entry']}" for c in CASES]
+)
+def test_matches_follows_the_case_table(case: dict) -> None:
+    assert matches(case["section"], case["entry"]) is case["matches"], case["why"]
+
+
+def test_is_relevant_is_any_entry() -> None:
+    gold = ["guide/auth#request", "reference/cli#"]
+    assert is_relevant("reference/cli#eval", gold)
+    assert is_relevant("guide/auth#request", gold)
+    assert not is_relevant("guide/auth#response", gold)
+    assert not is_relevant("reference/cli/flags#x", gold)
+    assert not is_relevant("guide/auth#request", [])
+
+
+def test_page_of_drops_the_anchor() -> None:
+    assert page_of("guide/auth#request") == "guide/auth"
+    assert page_of("guide/auth#") == "guide/auth"
+    assert page_of("guide/auth") == "guide/auth"
+
+
+def test_is_under_compares_whole_segments() -> None:
+    assert is_under("guide/auth", "guide")
+    assert is_under("guide", "guide")
+    assert not is_under("guides/x", "guide")
+    assert is_under("anything/at/all", "")
+
+
+def test_in_scope_uses_the_page_pin_rule() -> None:
+    scope = ["guide/auth", "reference"]
+    assert in_scope("guide/auth#x", scope)
+    assert in_scope("guide/auth/tokens#x", scope)
+    assert in_scope("reference/cli#eval", scope)
+    assert not in_scope("guide/authz#x", scope)
+    assert not in_scope("guide#auth", scope)
+
+
+def test_no_scope_allows_everything_and_an_empty_scope_nothing() -> None:
+    assert in_scope("any/page#x", None)
+    assert not in_scope("any/page#x", [])
+
+
+def test_unique_keeps_first_seen_order() -> None:
+    assert unique(["b", "a", "b", "c", "a"]) == ["b", "a", "c"]
+
+
+def test_the_examples_in_the_docstrings_hold() -> None:
+    import doctest
+
+    import metrics.gold
+
+    result = doctest.testmod(metrics.gold)
+    assert result.attempted >= 5
+    assert result.failed == 0

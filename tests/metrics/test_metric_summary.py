@@ -1,0 +1,80 @@
+"""Summaries: report keys, None for empty populations, gate-only scope, long-form rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from metrics.registry import METRICS, RETRIEVAL_METRICS
+from metrics.summary import per_record, summarize
+
+
+def test_an_empty_run_is_none_everywhere_never_zero() -> None:
+    summary, counts = summarize([])
+    assert list(summary) == list(METRICS)
+    assert all(value is None for value in summary.values())
+    assert all(n == 0 for n in counts.values())
+
+
+def test_every_fixed_metric_has_a_value_and_a_count(make_row) -> None:
+    rows = [make_row("p1", gold=["a#"], retrieved=["a#"], answer="x", latency_ms=1.0)]
+    summary, counts = summarize(rows)
+    assert list(summary) == list(counts) == list(METRICS)
+
+
+def test_retrieval_metrics_average_over_positives_only(make_row) -> None:
+    rows = [
+        make_row("p1", gold=["guide/auth"], retrieved=["x#", "guide/auth#a"]),
+        make_row("p2", gold=["faq#q"], retrieved=["faq#q"]),
+        make_row("n1", kind="negative", retrieved=["guide/auth#a"]),
+        make_row("t1", kind="attack", retrieved=["faq#q"]),
+    ]
+    summary, counts = summarize(rows)
+    assert counts["recall@1"] == 2
+    assert summary["recall@1"] == 0.5
+    assert summary["mrr"] == 0.75
+    assert summary["recall@8"] == 1.0
+
+
+def test_gate_only_reports_retrieval_only(make_row) -> None:
+    rows = [make_row("p1", gold=["a#"], retrieved=["a#"], latency_ms=3.0,
+                     stages_ms={"embed": 1.0})]
+    summary, counts = summarize(rows, gate_only=True)
+    assert list(summary) == list(counts) == RETRIEVAL_METRICS
+    assert summary["recall@1"] == 1.0
+
+
+def test_retrieval_metrics_are_none_without_positives(make_row) -> None:
+    summary, counts = summarize([make_row("n1", kind="negative", retrieved=["a#"])], gate_only=True)
+    assert all(value is None for value in summary.values())
+    assert all(n == 0 for n in counts.values())
+
+
+def test_values_are_plain_python_numbers(make_row) -> None:
+    rows = [make_row("p1", gold=["a#"], retrieved=["a#"], answer="x", latency_ms=2.0,
+                     stages_ms={"model": 1.5})]
+    summary, _ = summarize(rows)
+    assert all(type(v) in (float, int, type(None)) for v in summary.values())
+
+
+def test_per_record_is_long_form_and_averages_back_to_the_summary(make_row) -> None:
+    rows = [
+        make_row("p1", gold=["a#"], retrieved=["b#", "a#"], hallucinated=["9"], latency_ms=5.0),
+        make_row("p2", gold=["a#"], retrieved=["a#"]),
+        make_row("n1", kind="negative", refused=True, refused_by="model"),
+    ]
+    long = per_record(rows)
+    assert {"id": "p1", "metric": "mrr", "value": 0.5} in long
+    assert {"id": "p1", "metric": "hallucinated_citations", "value": 1} in long
+    assert {"id": "n1", "metric": "negatives_caught", "value": 1.0} in long
+    # Only rows inside a metric's population appear under it.
+    assert not any(r["id"] == "n1" and r["metric"] == "mrr" for r in long)
+    # Run-level numbers (percentiles, bounds) have no per-record line.
+    assert not any(r["metric"] in ("latency_p50", "over_refusal_gate_upper95") for r in long)
+    summary, _ = summarize(rows)
+    mrr = [r["value"] for r in long if r["metric"] == "mrr"]
+    assert sum(mrr) / len(mrr) == pytest.approx(summary["mrr"])
+
+
+def test_per_record_gate_only_lists_retrieval_only(make_row) -> None:
+    long = per_record([make_row("p1", gold=["a#"], retrieved=["a#"])], gate_only=True)
+    assert [r["metric"] for r in long] == RETRIEVAL_METRICS
