@@ -1,0 +1,401 @@
+"""The openai model against a real local OpenAI-compatible server (tests/support/openai_server.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from email.utils import format_datetime
+
+import httpx
+import pytest
+
+from docpilot.errors import ConfigError
+from docpilot.models.base import Prompt, Source
+from docpilot.models.openai import OpenAIModel, api_key_from_env, parse_retry_after
+from tests.support.openai_server import OpenAIScript, Reply, serve_openai, serve_openai_process
+
+pytestmark = pytest.mark.anyio
+
+KEY = "sk-test-0123456789abcdef"
+ANSWER = "Send the token in the Authorization header [1]."
+REASONING = "Source 1 covers authentication; it names the header."
+PROMPT = Prompt(
+    question="How do I authenticate?",
+    sources=[Source(n=1, section_id="guide/auth#tokens", title="Auth › Tokens", text="Send the token.")],
+    messages=[
+        {"role": "system", "content": "Answer from the sources."},
+        {"role": "user", "content": "How do I authenticate?"},
+    ],
+)
+PROMPT_WORDS = 8  # the server counts whitespace-separated words of the messages as tokens
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[str, OpenAIScript]]:
+    script = OpenAIScript()
+    with serve_openai(script) as base_url:
+        yield base_url, script
+
+
+@pytest.fixture
+def script(served: tuple[str, OpenAIScript]) -> OpenAIScript:
+    served[1].reset()
+    return served[1]
+
+
+@pytest.fixture
+def base_url(served: tuple[str, OpenAIScript]) -> str:
+    return served[0]
+
+
+def _model(base_url: str, **options: object) -> OpenAIModel:
+    settings: dict[str, object] = {"model": "test-model", "api_key": KEY, "backoff_base_s": 0.01}
+    settings.update(options)
+    return OpenAIModel(base_url=base_url, **settings)  # type: ignore[arg-type]
+
+
+async def _complete(base_url: str, prompt: Prompt = PROMPT, **options: object):
+    async with _model(base_url, **options) as model:
+        return await model.complete(prompt)
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+async def test_answer_and_reasoning_are_kept_apart(base_url: str, script: OpenAIScript, field: str) -> None:
+    script.enqueue(Reply(answer=ANSWER, reasoning=REASONING, reasoning_field=field, first_token_delay_s=0.05))
+    turn = await _complete(base_url)
+    assert turn.error is None
+    assert turn.answer == ANSWER
+    assert turn.reasoning == REASONING
+    assert not turn.refused and turn.refusal_cause is None
+    assert turn.first_thought_ms is not None and turn.first_token_ms is not None and turn.latency_ms is not None
+    assert turn.first_thought_ms < turn.first_token_ms <= turn.latency_ms
+
+
+async def test_sse_comments_and_the_empty_role_delta_are_not_answer_text(base_url: str, script: OpenAIScript) -> None:
+    # The role chunk carries content "" and arrives at once; the first token is the first real text.
+    script.enqueue(Reply(answer=ANSWER, comment=True, first_token_delay_s=0.1))
+    turn = await _complete(base_url)
+    assert turn.error is None and turn.answer == ANSWER and turn.reasoning is None
+    assert turn.first_token_ms is not None and turn.first_token_ms >= 100
+
+
+async def test_request_follows_the_chat_completions_format(base_url: str, script: OpenAIScript) -> None:
+    await _complete(base_url, temperature=0.2, max_tokens=64, seed=7)
+    await _complete(base_url, seed=None)
+    first, second = (r.body for r in script.history)
+    assert first == {
+        "model": "test-model",
+        "messages": PROMPT.messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.2,
+        "max_tokens": 64,
+        "seed": 7,
+    }
+    assert "seed" not in second
+    assert script.history[0].headers["content-type"] == "application/json"
+
+
+async def test_a_prompt_without_messages_still_asks_its_question(base_url: str, script: OpenAIScript) -> None:
+    await _complete(base_url, Prompt(question="What is a chunk?"))
+    assert script.history[0].body["messages"] == [{"role": "user", "content": "What is a chunk?"}]
+
+
+async def test_slow_first_token_is_measured(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply(answer=ANSWER, first_token_delay_s=0.3))
+    turn = await _complete(base_url)
+    assert turn.error is None
+    assert 300 <= turn.first_token_ms < 1000
+    assert turn.latency_ms - turn.first_token_ms < 250  # the rest of the answer follows at once
+
+
+async def test_usage_is_taken_from_the_final_chunk(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply(answer="One two three four five.", reasoning="Six seven."))
+    turn = await _complete(base_url)
+    assert turn.usage == {"prompt_tokens": PROMPT_WORDS, "completion_tokens": 7, "total_tokens": PROMPT_WORDS + 7}
+
+
+async def test_refusal_is_parsed(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply(answer="REFUSE: not-answerable"))
+    turn = await _complete(base_url)
+    assert turn.error is None
+    assert turn.refused and turn.refusal_cause == "not-answerable"
+
+
+async def test_stream_cut_midway_is_an_error_with_partial_timings(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply(answer=ANSWER, pieces=6, disconnect_after=3))
+    turn = await _complete(base_url)
+    assert turn.error is not None and turn.error.startswith("stream ended before [DONE] after 3 chunks")
+    assert turn.answer and ANSWER.startswith(turn.answer) and turn.answer != ANSWER
+    assert turn.first_token_ms is not None and turn.latency_ms >= turn.first_token_ms
+    assert not turn.refused
+    assert len(script.history) == 1  # something streamed, so no retry
+
+
+async def test_stream_closed_without_done_is_an_error(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply(answer=ANSWER, omit_done=True))
+    turn = await _complete(base_url)
+    assert turn.error is not None and turn.error.startswith("stream ended before [DONE]")
+    assert turn.answer == ANSWER and turn.usage  # what arrived is kept
+
+
+async def test_disconnect_before_any_chunk_is_retried(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply(disconnect_after=0), Reply(answer=ANSWER))
+    turn = await _complete(base_url)
+    assert turn.error is None and turn.answer == ANSWER
+    assert len(script.history) == 2
+
+
+async def test_malformed_chunk_is_an_error_naming_the_line(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply(answer=ANSWER, malformed_after=1))
+    turn = await _complete(base_url)
+    assert turn.error is not None and turn.error.startswith("malformed JSON in stream chunk 2")
+    assert '"content": "cut' in turn.error
+    assert len(script.history) == 1
+
+
+async def test_error_chunk_mid_stream_is_reported(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply(answer=ANSWER, error_after=2, error_message="generation failed: out of memory"))
+    turn = await _complete(base_url)
+    assert turn.error is not None and "out of memory" in turn.error
+    assert len(script.history) == 1
+
+
+async def test_rate_limit_waits_for_retry_after_then_succeeds(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply.failure(429, "slow down", retry_after="1"), Reply(answer=ANSWER))
+    started = time.perf_counter()
+    turn = await _complete(base_url)
+    elapsed = time.perf_counter() - started
+    assert turn.error is None and turn.answer == ANSWER
+    assert elapsed >= 1.0
+    assert turn.latency_ms >= 1000  # the wait is part of what the user waited
+    assert len(script.history) == 2
+
+
+async def test_server_error_then_success(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply.failure(500), Reply(answer=ANSWER))
+    turn = await _complete(base_url)
+    assert turn.error is None and turn.answer == ANSWER
+    assert len(script.history) == 2
+
+
+async def test_persistent_server_error_gives_up_after_the_retries(base_url: str, script: OpenAIScript) -> None:
+    script.reset(default=Reply.failure(503, "overloaded"))
+    turn = await _complete(base_url, retries=2)
+    assert turn.error is not None
+    assert "HTTP 503" in turn.error and "overloaded" in turn.error and "after 3 attempts" in turn.error
+    assert "fix:" in turn.error
+    assert len(script.history) == 3
+
+
+async def test_retry_after_beyond_the_time_budget_gives_up_at_once(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply.failure(429, retry_after="30"))
+    started = time.perf_counter()
+    turn = await _complete(base_url, timeout_s=2)
+    assert time.perf_counter() - started < 1
+    assert turn.error is not None and "HTTP 429" in turn.error and "timeout_s" in turn.error
+
+
+@pytest.mark.parametrize(
+    ("status", "hint"),
+    [(401, "DOCPILOT_API_KEY"), (404, "/v1"), (400, "parameters")],
+)
+async def test_client_error_is_not_retried_and_says_how_to_fix(
+    base_url: str, script: OpenAIScript, status: int, hint: str
+) -> None:
+    # Services echo the key they were sent; it must not reach the report.
+    script.enqueue(Reply.failure(status, f"Incorrect API key provided: {KEY}."))
+    turn = await _complete(base_url)
+    assert turn.error is not None
+    assert f"HTTP {status}" in turn.error and hint in turn.error
+    assert KEY not in turn.error and "Incorrect API key" in turn.error
+    assert len(script.history) == 1
+
+
+async def test_non_streaming_reply_counts_first_token_at_latency(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply(answer=ANSWER, reasoning=REASONING, stream=False))
+    turn = await _complete(base_url)
+    assert turn.error is None
+    assert turn.answer == ANSWER and turn.reasoning == REASONING
+    assert turn.first_token_ms == turn.latency_ms
+    assert turn.usage["prompt_tokens"] == PROMPT_WORDS
+
+
+async def test_api_key_travels_only_in_the_authorization_header(base_url: str, script: OpenAIScript) -> None:
+    async with _model(base_url) as model:
+        assert KEY not in repr(model)
+        await model.complete(PROMPT)
+    received = script.history[0]
+    assert received.headers["authorization"] == f"Bearer {KEY}"
+    assert KEY not in json.dumps(received.body)
+    await _complete(base_url, api_key=None)
+    assert "authorization" not in script.history[1].headers
+
+
+async def test_unreachable_server_is_an_error_after_retries() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    turn = await _complete(f"http://127.0.0.1:{port}/v1", retries=1)
+    assert turn.error is not None
+    assert "cannot get a reply" in turn.error and "after 2 attempts" in turn.error
+    assert turn.first_token_ms is None
+
+
+async def test_turn_timeout_keeps_what_arrived(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply(answer=ANSWER, reasoning=REASONING, first_token_delay_s=2))
+    turn = await _complete(base_url, timeout_s=0.5)
+    assert turn.error is not None and "timeout_s=0.5" in turn.error
+    assert turn.reasoning == REASONING and turn.first_thought_ms is not None
+    assert turn.first_token_ms is None
+    assert 450 <= turn.latency_ms < 1500
+
+
+async def test_turns_reuse_one_connection(base_url: str, script: OpenAIScript) -> None:
+    # Regression: leaving the body unread after [DONE] made every turn open a new connection.
+    async with _model(base_url) as model:
+        for _ in range(3):
+            assert (await model.complete(PROMPT)).error is None
+    assert len({r.peer for r in script.history}) == 1
+
+
+async def test_concurrent_turns_overlap(base_url: str, script: OpenAIScript) -> None:
+    script.reset(default=Reply(answer=ANSWER, latency_s=0.2))
+    gate = asyncio.Semaphore(10)
+    async with httpx.AsyncClient(timeout=10) as client:
+        model = _model(base_url, client=client)
+
+        async def one() -> object:
+            async with gate:
+                return await model.complete(PROMPT)
+
+        started = time.perf_counter()
+        turns = await asyncio.gather(*(one() for _ in range(20)))
+        elapsed = time.perf_counter() - started
+    assert all(t.error is None and t.answer == ANSWER for t in turns)
+    assert elapsed < 1.5  # 20 turns one after another would take 4 s
+
+
+async def test_server_in_its_own_process_answers_the_same() -> None:
+    # The benchmark runs the server this way, so that its work does not slow the client.
+    with serve_openai_process(Reply(answer=ANSWER, reasoning=REASONING)) as other:
+        turn = await _complete(other)
+    assert turn.error is None and (turn.answer, turn.reasoning) == (ANSWER, REASONING)
+
+
+async def test_a_client_passed_in_stays_open(base_url: str) -> None:
+    async with httpx.AsyncClient() as client:
+        async with _model(base_url, client=client) as model:
+            await model.complete(PROMPT)
+        assert not client.is_closed
+
+
+def test_bad_settings_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="base_url"):
+        OpenAIModel(base_url="localhost:8000", model="m")
+    with pytest.raises(ConfigError, match="timeout_s"):
+        OpenAIModel(base_url="http://localhost:8000/v1", model="m", timeout_s=0)
+
+
+def test_api_key_comes_from_docpilot_then_openai_variable() -> None:
+    assert api_key_from_env({"DOCPILOT_API_KEY": "a", "OPENAI_API_KEY": "b"}) == "a"
+    assert api_key_from_env({"DOCPILOT_API_KEY": " ", "OPENAI_API_KEY": "b"}) == "b"
+    assert api_key_from_env({}) is None
+
+
+def test_retry_after_reads_seconds_and_http_dates() -> None:
+    now = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    assert parse_retry_after("3", now=now) == 3.0
+    assert parse_retry_after("0.5", now=now) == 0.5
+    assert parse_retry_after("Wed, 01 Jan 2025 12:00:05 GMT", now=now) == 5.0
+    assert parse_retry_after("Wed, 01 Jan 2025 11:59:00 GMT", now=now) == 0.0
+    assert parse_retry_after("soon", now=now) is None
+    assert parse_retry_after(None) is None
+
+
+async def test_retry_after_http_date_in_the_past_retries_at_once() -> None:
+    calls: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(time.perf_counter())
+        if len(calls) == 1:
+            past = format_datetime(datetime(2000, 1, 1, tzinfo=timezone.utc), usegmt=True)
+            return httpx.Response(429, headers={"retry-after": past}, json={"error": {"message": "busy"}})
+        return httpx.Response(200, json={"choices": [{"index": 0, "message": {"content": ANSWER}}]})
+
+    turn = await _complete("http://service.test/v1", transport=httpx.MockTransport(handler), backoff_base_s=5)
+    assert turn.error is None and turn.answer == ANSWER
+    assert calls[1] - calls[0] < 1  # the date said "now", so the 5 s backoff was not used
+
+
+async def test_chunks_on_consecutive_data_lines_are_each_read() -> None:
+    # Some servers end each event with one newline, so SSE joins several chunks into one event.
+    def chunk(text: str) -> str:
+        return "data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}) + "\n"
+
+    body = chunk("Send the token ") + chunk("in the header.") + "\n" + "data: [DONE]\n"
+    transport = httpx.MockTransport(
+        lambda request: httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body.encode())
+    )
+    turn = await _complete("http://service.test/v1", transport=transport)
+    assert turn.error is None and turn.answer == "Send the token in the header."
+
+
+def _sdk_stream(base_url: str) -> tuple[str, str, dict[str, int]]:
+    """Answer, reasoning and usage as the official OpenAI SDK reads the server's stream."""
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=base_url, api_key="x", max_retries=0)
+    stream = client.chat.completions.create(
+        model="test-model",
+        messages=PROMPT.messages,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    answer, reasoning, usage = [], [], {}
+    for chunk in stream:
+        for choice in chunk.choices:
+            answer.append(choice.delta.content or "")
+            reasoning.append((choice.delta.model_extra or {}).get("reasoning_content") or "")
+        if chunk.usage is not None:
+            usage = chunk.usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"})
+    client.close()
+    return "".join(answer), "".join(reasoning), usage
+
+
+async def test_official_sdk_reads_the_same_stream(base_url: str, script: OpenAIScript) -> None:
+    reply = Reply(answer=ANSWER, reasoning=REASONING, comment=True, pieces=5)
+    script.reset(default=reply)
+    sdk = await asyncio.to_thread(_sdk_stream, base_url)
+    ours = await _complete(base_url)
+    assert ours.error is None
+    assert sdk == (ours.answer, ours.reasoning, ours.usage)
+    assert sdk[0] == ANSWER and sdk[1] == REASONING and sdk[2]["total_tokens"] > 0
+
+
+def _sdk_completion(base_url: str) -> tuple[str, str, dict[str, int]]:
+    """Answer, reasoning and usage as the official OpenAI SDK reads a whole completion."""
+    openai = pytest.importorskip("openai")
+    with openai.OpenAI(base_url=base_url, api_key="x", max_retries=0) as client:
+        completion = client.chat.completions.create(model="test-model", messages=PROMPT.messages)
+    message = completion.choices[0].message
+    usage = completion.usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"})
+    return message.content or "", (message.model_extra or {}).get("reasoning_content") or "", usage
+
+
+async def test_official_sdk_reads_the_same_completion(base_url: str, script: OpenAIScript) -> None:
+    # A server that ignores "stream" sends both clients the same JSON completion.
+    script.reset(default=Reply(answer=ANSWER, reasoning=REASONING, stream=False))
+    sdk = await asyncio.to_thread(_sdk_completion, base_url)
+    ours = await _complete(base_url)
+    assert ours.error is None
+    assert sdk == (ours.answer, ours.reasoning, ours.usage)
+    assert sdk[0] == ANSWER and sdk[1] == REASONING

@@ -1,0 +1,360 @@
+"""A local OpenAI-compatible chat server whose replies a test scripts in advance.
+
+It speaks the wire format of ``POST /v1/chat/completions`` as the hosted service does:
+a streamed reply is a series of ``data: {chat.completion.chunk}`` server-sent events
+(a role chunk, optional reasoning chunks, answer chunks, a finish chunk, a usage chunk
+with no choices when ``stream_options.include_usage`` is set) closed by
+``data: [DONE]``; errors are ``{"error": {...}}`` bodies. Because it is a real HTTP
+server (Starlette under uvicorn on 127.0.0.1), clients are tested through their real
+sockets, timeouts and connection handling.
+
+What each request gets is chosen in this order: the next reply a test ``enqueue``\\ d,
+else the reply registered for the request's model name in ``by_model``, else the
+``default``. Every request is kept in ``history`` (headers and JSON body).
+
+    script = OpenAIScript()
+    with serve_openai(script) as base_url:
+        script.enqueue(Reply.failure(429, retry_after="1"), Reply(answer="Use tokens [1]."))
+        ...  # point a client at base_url
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+FINGERPRINT = "fp_docpilot_test"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted reply; the defaults give a plain streamed answer."""
+
+    answer: str = "Set the token in the Authorization header [1]."
+    """The answer text, sent as ``delta.content`` pieces."""
+    reasoning: str = ""
+    """Thinking sent before the answer, as ``delta.<reasoning_field>`` pieces."""
+    reasoning_field: str = "reasoning_content"
+    """The delta key that carries reasoning (``reasoning_content`` or ``reasoning``)."""
+    pieces: int = 4
+    """How many deltas the answer (and, apart, the reasoning) is cut into."""
+    latency_s: float = 0.0
+    """Wait before the response starts, as a busy service would."""
+    first_token_delay_s: float = 0.0
+    """Wait between the last reasoning chunk (or the role chunk) and the first answer chunk."""
+    status: int = 200
+    """HTTP status; anything but 200 sends an OpenAI-style error body."""
+    error_message: str = "scripted failure"
+    """The ``error.message`` of a failure body."""
+    retry_after: str | None = None
+    """A ``Retry-After`` header for a failure (seconds or an HTTP date)."""
+    disconnect_after: int | None = None
+    """Drop the connection after this many chunks (0: right after the headers)."""
+    malformed_after: int | None = None
+    """Send a broken JSON data line after this many chunks."""
+    error_after: int | None = None
+    """Send an ``{"error": ...}`` chunk after this many chunks, as vLLM does when generation fails."""
+    omit_done: bool = False
+    """End the body cleanly but without ``data: [DONE]``."""
+    stream: bool | None = None
+    """False: answer with one JSON completion even when asked to stream."""
+    comment: bool = False
+    """Send an SSE comment line (``: keep-alive``) before and between chunks."""
+
+    @classmethod
+    def failure(cls, status: int, message: str = "scripted failure", *, retry_after: str | None = None) -> Reply:
+        """An error reply with the given status."""
+        return cls(status=status, error_message=message, retry_after=retry_after)
+
+
+@dataclass(frozen=True)
+class ReceivedRequest:
+    """What the server was sent, for assertions."""
+
+    headers: dict[str, str]
+    """Request headers, names lower-cased."""
+    body: dict[str, Any]
+    """The decoded JSON body."""
+    peer: tuple[str, int] | None = None
+    """The client's address and port: one port for many requests means a reused connection."""
+
+
+@dataclass
+class OpenAIScript:
+    """The replies a server will give, and the requests it received."""
+
+    default: Reply = field(default_factory=Reply)
+    """The reply when nothing else applies."""
+    by_model: dict[str, Reply] = field(default_factory=dict)
+    """Replies chosen by the request's ``model`` field."""
+    history: list[ReceivedRequest] = field(default_factory=list)
+    """Every request, in arrival order."""
+    _queue: deque[Reply] = field(default_factory=deque)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def enqueue(self, *replies: Reply) -> None:
+        """Give these replies, in order, to the next requests."""
+        with self._lock:
+            self._queue.extend(replies)
+
+    def reset(self, default: Reply | None = None) -> None:
+        """Forget queued replies, routes and history, e.g. between tests."""
+        with self._lock:
+            self._queue.clear()
+            self.by_model.clear()
+            self.history.clear()
+            self.default = default or Reply()
+
+    def _take(self, received: ReceivedRequest) -> Reply:
+        with self._lock:
+            self.history.append(received)
+            if self._queue:
+                return self._queue.popleft()
+            return self.by_model.get(str(received.body.get("model")), self.default)
+
+
+class _Disconnect(Exception):
+    """Raised inside a stream to make uvicorn drop the connection mid-body."""
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    if not text:
+        return []
+    size = max(1, -(-len(text) // max(1, pieces)))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
+    # Word counts stand in for tokens: deterministic, and the same for every client.
+    prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+    completion = len(reply.answer.split()) + len(reply.reasoning.split())
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _chunk(body: dict[str, Any], choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-docpilot-test",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body.get("model", ""),
+        "system_fingerprint": FINGERPRINT,
+        "choices": choices,
+        **extra,
+    }
+
+
+def _chunks(body: dict[str, Any], reply: Reply) -> Iterator[dict[str, Any] | float]:
+    """The stream's chunks in order; a float is a pause before the next one."""
+    with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    extra = {"usage": None} if with_usage else {}
+
+    def choice(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+
+    yield _chunk(body, [choice({"role": "assistant", "content": "", "refusal": None})], **extra)
+    for piece in _split(reply.reasoning, reply.pieces):
+        yield _chunk(body, [choice({"content": None, reply.reasoning_field: piece})], **extra)
+    if reply.first_token_delay_s:
+        yield float(reply.first_token_delay_s)
+    for piece in _split(reply.answer, reply.pieces):
+        yield _chunk(body, [choice({"content": piece})], **extra)
+    yield _chunk(body, [choice({}, "stop")], **extra)
+    if with_usage:
+        yield _chunk(body, [], usage=_usage(body, reply))
+
+
+async def _stream(body: dict[str, Any], reply: Reply) -> AsyncIterator[bytes]:
+    sent = 0
+    for item in _chunks(body, reply):
+        if isinstance(item, float):
+            await asyncio.sleep(item)
+            continue
+        if reply.disconnect_after is not None and sent >= reply.disconnect_after:
+            raise _Disconnect
+        if reply.malformed_after is not None and sent >= reply.malformed_after:
+            yield b'data: {"id": "chatcmpl-docpilot-test", "choices": [{"delta": {"content": "cut\n\n'
+            break
+        if reply.error_after is not None and sent >= reply.error_after:
+            error = {"message": reply.error_message, "type": "server_error", "param": None, "code": None}
+            yield f"data: {json.dumps({'error': error})}\n\n".encode()
+            break
+        if reply.comment:
+            yield b": keep-alive\n\n"
+        yield f"data: {json.dumps(item)}\n\n".encode()
+        sent += 1
+    if reply.disconnect_after is not None:
+        raise _Disconnect
+    if not reply.omit_done:
+        yield b"data: [DONE]\n\n"
+
+
+def _completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.answer, "refusal": None}
+    if reply.reasoning:
+        message[reply.reasoning_field] = reply.reasoning
+    return {
+        "id": "chatcmpl-docpilot-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", ""),
+        "system_fingerprint": FINGERPRINT,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
+        "usage": _usage(body, reply),
+    }
+
+
+def _failure(reply: Reply) -> Response:
+    if reply.status == 429:
+        kind = "rate_limit_exceeded"
+    else:
+        kind = "server_error" if reply.status >= 500 else "invalid_request_error"
+    payload = {"error": {"message": reply.error_message, "type": kind, "param": None, "code": kind}}
+    headers = {"retry-after": reply.retry_after} if reply.retry_after is not None else None
+    return JSONResponse(payload, status_code=reply.status, headers=headers)
+
+
+def build_app(script: OpenAIScript) -> Starlette:
+    """The Starlette app that plays ``script``."""
+
+    async def chat_completions(request: Request) -> Response:
+        body = await request.json()
+        peer = (request.client.host, request.client.port) if request.client else None
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        reply = script._take(ReceivedRequest(headers=headers, body=body, peer=peer))
+        if reply.latency_s:
+            await asyncio.sleep(reply.latency_s)
+        if reply.status != 200:
+            return _failure(reply)
+        if not body.get("stream") or reply.stream is False:
+            return JSONResponse(_completion(body, reply))
+        return StreamingResponse(
+            _stream(body, reply),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+
+    return Starlette(routes=[Route("/v1/chat/completions", chat_completions, methods=["POST"])])
+
+
+class _QuietDisconnects(logging.Filter):
+    """Keeps uvicorn from logging the scripted disconnects as application crashes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        return not isinstance(exc, _Disconnect)
+
+
+def _bind() -> socket.socket:
+    # Naming the protocol lets asyncio set TCP_NODELAY on accepted connections; without it
+    # every reply on a kept-alive connection waits ~40 ms for a delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def _server(script: OpenAIScript) -> uvicorn.Server:
+    config = uvicorn.Config(
+        build_app(script),
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=1,
+    )
+    return uvicorn.Server(config)
+
+
+@contextmanager
+def serve_openai(script: OpenAIScript | None = None) -> Iterator[str]:
+    """Serve ``script`` on a free port of 127.0.0.1 in a background thread; yields the base URL (``.../v1``)."""
+    script = script if script is not None else OpenAIScript()
+    sock = _bind()
+    port = sock.getsockname()[1]
+    server = _server(script)
+    quiet = _QuietDisconnects()
+    logging.getLogger("uvicorn.error").addFilter(quiet)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name=f"openai-server-{port}", daemon=True
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the test OpenAI server on port {port} did not start")
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)
+        sock.close()
+        logging.getLogger("uvicorn.error").removeFilter(quiet)
+
+
+@contextmanager
+def serve_openai_process(default: Reply | None = None) -> Iterator[str]:
+    """Serve one reply for every request from a separate process; yields the base URL.
+
+    For load measurements: the server's own work then does not compete with the client
+    for one interpreter. There is no queue and no history across the process boundary.
+    """
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    reply = json.dumps(asdict(default or Reply()))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.openai_server", reply],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline() if process.stdout else ""
+        if not line.strip().isdigit():
+            raise RuntimeError(f"the test OpenAI server process did not start (it said {line!r})")
+        yield f"http://127.0.0.1:{int(line)}/v1"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout:
+            process.stdout.close()
+
+
+def _serve_forever(reply_json: str) -> None:
+    """Entry point of ``serve_openai_process``'s child: print the port, then serve until stopped."""
+    sock = _bind()
+    # Listening before the port is announced lets the parent connect at once; connections
+    # made before uvicorn accepts wait in the backlog.
+    sock.listen(2048)
+    logging.getLogger("uvicorn.error").addFilter(_QuietDisconnects())
+    print(sock.getsockname()[1], flush=True)
+    _server(OpenAIScript(default=Reply(**json.loads(reply_json)))).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    _serve_forever(sys.argv[1])
