@@ -19,7 +19,7 @@ Kind = Literal["positive", "negative", "attack"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class GoldenRecord(_Strict):

@@ -1,0 +1,77 @@
+"""How errors leave the command line: a one-line message on stderr and an exit code, never a traceback.
+
+A DocpilotError already says where and what to do, so it is printed as it is, after
+`error: `, and the command exits with the error's code (2 for bad input). Anything
+else is a bug: it is reported in one line and exits 3. Set `DOCPILOT_DEBUG=1` to see
+the traceback as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar, overload
+
+import click
+
+from docpilot.errors import DocpilotError
+
+INTERNAL_ERROR_EXIT = 3
+"""Exit code of a failure DocPilot did not expect (a bug, not bad input)."""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+DEBUG_VARIABLE = "DOCPILOT_DEBUG"
+"""Environment variable that, when set to 1, prints tracebacks as well."""
+
+
+def debug_enabled() -> bool:
+    """Whether tracebacks were asked for through ``DOCPILOT_DEBUG``."""
+    return os.environ.get(DEBUG_VARIABLE, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+_CLICK_EXITS = (click.exceptions.ClickException, click.exceptions.Abort, click.exceptions.Exit)
+
+
+class _ErrorHandler(contextlib.ContextDecorator):
+    """The context manager behind ``handle_errors``; also a decorator, through ContextDecorator."""
+
+    def __enter__(self) -> _ErrorHandler:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        if exc is None or not isinstance(exc, Exception) or isinstance(exc, _CLICK_EXITS):
+            return False  # success, Ctrl-C, sys.exit and click's own usage errors pass through
+        if debug_enabled():
+            traceback.print_exception(exc)
+        if isinstance(exc, DocpilotError):
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(exc.exit_code) from None
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        hint = "" if debug_enabled() else f" (set {DEBUG_VARIABLE}=1 to see the traceback)"
+        click.echo(f"internal error: {type(exc).__name__}{': ' + detail if detail else ''}{hint}", err=True)
+        raise SystemExit(INTERNAL_ERROR_EXIT) from None
+
+
+@overload
+def handle_errors(func: _F) -> _F: ...
+
+
+@overload
+def handle_errors(func: None = None) -> _ErrorHandler: ...
+
+
+def handle_errors(func: _F | None = None) -> _F | _ErrorHandler:
+    """Turn errors into `error: …` on stderr and an exit code, with no traceback.
+
+    Use it as ``@handle_errors``, ``@handle_errors()`` or ``with handle_errors():``.
+    A DocpilotError exits with its own code (2 for bad input); any other exception is
+    a bug and exits 3. Click's usage errors and exits pass through untouched.
+    """
+    handler = _ErrorHandler()
+    return handler if func is None else handler(func)

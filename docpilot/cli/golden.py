@@ -1,0 +1,102 @@
+"""`docpilot golden check`: validate a golden set (or the attack probes) and show what it covers."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from docpilot.cli import main
+from docpilot.cli._errors import handle_errors
+from docpilot.golden import GoldenShape, describe_golden, load_golden, load_probes, validate_against_corpus
+from docpilot.schema import AttackProbe
+from docpilot.settings import load_config
+
+_PAGES_SHOWN = 15
+
+
+@main.group("golden")
+def golden() -> None:
+    """Check golden sets and attack probes before running them."""
+
+
+@golden.command("check")
+@click.option("--golden", "golden_path", type=click.Path(path_type=Path),
+              help="Golden set to check (default: `golden` in the config).")
+@click.option("--adversarial", "probes_path", type=click.Path(path_type=Path),
+              help="Attack probes to check with --set adversarial (default: `adversarial` in the config).")
+@click.option("--docs", type=click.Path(path_type=Path),
+              help="Docs folder the gold entries point into (default: `corpus.docs` in the config).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="Config file (default: configs/docpilot.yaml when present).")
+@click.option("--set", "record_set", type=click.Choice(["golden", "adversarial"]), default="golden",
+              show_default=True, help="Which file to check.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def check(
+    golden_path: Path | None,
+    probes_path: Path | None,
+    docs: Path | None,
+    config_path: Path | None,
+    record_set: str,
+    as_json: bool,
+) -> None:
+    """Validate every record, resolve every gold entry against the docs, and print the set's shape.
+
+    Exit status: 0 when the file is valid, 2 when it is not (the message says where and how to fix it).
+    """
+    overrides = {"golden": _text(golden_path), "adversarial": _text(probes_path), "corpus": {"docs": _text(docs)}}
+    config = load_config(config_path, overrides=overrides)
+    if record_set == "adversarial":
+        _show_probes(config.adversarial, load_probes(config.adversarial), as_json)
+        return
+    from docpilot.corpus import load_corpus
+
+    records = load_golden(config.golden)
+    corpus = load_corpus(config.corpus.docs, chunk_words=config.corpus.chunk_words)
+    validate_against_corpus(records, corpus, config.golden)
+    shape = describe_golden(records, corpus)
+    if as_json:
+        click.echo(shape.model_dump_json(indent=2))
+    else:
+        _show_shape(config.golden, config.corpus.docs, shape)
+
+
+def _show_shape(path: str, docs: str, shape: GoldenShape) -> None:
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(f"[bold]{path}[/]: {shape.records} records, every gold entry found in {docs} ({shape.pages} pages)")
+    splits = Table("split", "positives", "negatives", "records", title="records per split", title_justify="left")
+    for name, split in shape.splits.items():
+        splits.add_row(name, str(split.positives), str(split.negatives), str(split.positives + split.negatives))
+    console.print(splits)
+    console.print("gold entries by form: " + ", ".join(f"{form} {count}" for form, count in shape.gold_forms.items()))
+    pages = Table("page", "records", title=f"records per page ({len(shape.records_per_page)} pages touched)",
+                  title_justify="left")
+    for page, count in list(shape.records_per_page.items())[:_PAGES_SHOWN]:
+        pages.add_row(page, str(count))
+    console.print(pages)
+    for warning in shape.warnings:
+        console.print(f"[yellow]warning[/]: {warning}")
+
+
+def _show_probes(path: str, probes: list[AttackProbe], as_json: bool) -> None:
+    by_expect = Counter(probe.expect for probe in probes)
+    by_split = Counter(probe.split for probe in probes)
+    if as_json:
+        click.echo(json.dumps({"probes": len(probes), "expect": dict(by_expect), "splits": dict(by_split)}, indent=2))
+        return
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(f"[bold]{path}[/]: {len(probes)} attack probes")
+    table = Table("expect", "probes", title="probes by expected outcome", title_justify="left")
+    for expect, count in sorted(by_expect.items()):
+        table.add_row(expect, str(count))
+    console.print(table)
+    console.print("by split: " + ", ".join(f"{split} {count}" for split, count in sorted(by_split.items())))
+
+
+def _text(path: Path | None) -> str | None:
+    return str(path) if path is not None else None

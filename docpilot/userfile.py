@@ -1,0 +1,256 @@
+"""Files people write by hand — golden sets, probe files, configs — read so errors can point into them.
+
+Text must be UTF-8; YAML is composed into nodes first, so every value can be traced
+back to its line; JSONL is read one line at a time. Validation errors from pydantic
+are turned into sentences that name the bad value and say what to write instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from docpilot.errors import InputError
+
+
+class _Loader(yaml.SafeLoader):
+    """A safe loader that keeps `yes`, `no`, `on`, `off`, dates and `=` as text.
+
+    YAML 1.1 turns these into booleans, dates or an unconstructible tag, so
+    `question: No`, `mode: off` or `id: 2024-05-01` would fail for no reason a
+    person could guess. Only `true` and `false` are booleans, as in YAML 1.2.
+    """
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if not tag.endswith((":bool", ":timestamp", ":value"))]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+_MAX_LISTED = 20
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in a file someone wrote: where it is, what it is, and how to fix it."""
+
+    message: str
+    """What is wrong, naming the bad value."""
+    hint: str
+    """What to write instead."""
+    path: Path | None = None
+    """The file, when the problem is in one."""
+    line: int | None = None
+    """The 1-based line, when known."""
+    record: str | None = None
+    """The record's id, when the problem is in a record that has one."""
+
+    def where(self) -> str:
+        """`file:line, record 'id'`, leaving out what is unknown."""
+        parts = [f"{self.path}{f':{self.line}' if self.line else ''}" if self.path is not None else ""]
+        parts.append(f"record {self.record!r}" if self.record is not None else "")
+        return ", ".join(part for part in parts if part)
+
+
+def raise_all(problems: Sequence[Problem], *, error: type[InputError] = InputError) -> None:
+    """Raise one error for every problem: the problem itself when there is one, else a list of them."""
+    if not problems:
+        return
+    if len(problems) == 1:
+        only = problems[0]
+        raise error(only.message, path=only.path, line=only.line, record=only.record, hint=only.hint)
+    lines = [f"{len(problems)} problems:"]
+    for problem in problems[:_MAX_LISTED]:
+        where = problem.where()
+        lines += [f"  {where}: {problem.message}" if where else f"  {problem.message}", f"    fix: {problem.hint}"]
+    if len(problems) > _MAX_LISTED:
+        lines.append(f"  and {len(problems) - _MAX_LISTED} more")
+    paths = {problem.path for problem in problems}
+    raise error("\n".join(lines), path=paths.pop() if len(paths) == 1 else None)
+
+
+def read_text(path: Path, *, error: type[InputError] = InputError) -> str:
+    """The file's text; a missing, unreadable or non-UTF-8 file raises ``error`` saying where."""
+    if not path.exists():
+        raise error("file not found", path=path, hint="check the path; a relative path starts at the working directory")
+    if path.is_dir():
+        raise error("is a folder, not a file", path=path, hint="point at the file inside it")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(f"cannot be read: {exc.strerror}", path=path, hint="check the file's permissions") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        offset = exc.start
+        raise error(
+            f"is not UTF-8: byte 0x{data[offset]:02x} at byte offset {offset} cannot be decoded",
+            path=path,
+            line=data.count(b"\n", 0, offset) + 1,
+            hint="save the file as UTF-8 (most editors offer this under 'Save with encoding')",
+        ) from None
+
+
+def parse_yaml(text: str, path: Path, *, error: type[InputError] = InputError) -> tuple[yaml.Node | None, Any]:
+    """The document's root node (for line numbers) and its value; (None, None) when it is empty."""
+    loader = None
+    try:
+        loader = _Loader(text)  # the reader already refuses control characters here
+        root = loader.get_single_node()
+        return root, loader.construct_document(root) if root is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = " ".join(part for part in (exc.context, exc.problem) if part)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "the place shown"
+        raise error(
+            f"YAML syntax error: {problem}",
+            path=path,
+            line=mark.line + 1 if mark else None,
+            hint=f"fix the YAML at {where}: check the indentation, and quote text that holds ': ' or ' #'",
+        ) from None
+    except yaml.YAMLError as exc:
+        position = getattr(exc, "position", None)
+        line = text.count("\n", 0, position) + 1 if isinstance(position, int) else None
+        raise error(f"YAML cannot be read: {exc}", path=path, line=line,
+                    hint="remove control characters and save the file as plain UTF-8 text") from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        hint = "quote the value so it is read as text"
+        raise error(f"a YAML value cannot be read: {exc}", path=path, hint=hint) from None
+    except RecursionError:
+        raise error("YAML is nested too deeply to read", path=path, hint="flatten the nesting") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def parse_scalar(text: str) -> Any:
+    """A value written the way YAML reads it (`8`, `0.5`, `true`, `null`); text YAML cannot read stays text."""
+    try:
+        loader = _Loader(text)
+    except yaml.YAMLError:
+        return text
+    try:
+        return loader.get_single_data()
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError):
+        return text
+    finally:
+        loader.dispose()
+
+
+def parse_jsonl(text: str, path: Path, *, error: type[InputError] = InputError) -> list[tuple[int, Any, list[str]]]:
+    """Each non-blank line as (line number, value, keys written twice in it)."""
+    rows = []
+    repeated: list[str] = []
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        repeated.extend(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+        return dict(pairs)
+
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        repeated.clear()
+        try:
+            value = json.loads(line, object_pairs_hook=pairs_hook)
+        except json.JSONDecodeError as exc:
+            raise error(
+                f"JSON syntax error: {exc.msg} at column {exc.colno}",
+                path=path,
+                line=number,
+                hint='each line holds one complete JSON object, such as {"id": "q1", "question": "..."}; '
+                "an object may not span lines",
+            ) from None
+        except RecursionError:
+            hint = "flatten the nesting"
+            raise error("JSON is nested too deeply to read", path=path, line=number, hint=hint) from None
+        rows.append((number, value, list(repeated)))
+    return rows
+
+
+def line_of(node: yaml.Node) -> int:
+    """The 1-based line a node starts on."""
+    return node.start_mark.line + 1
+
+
+def mapping_entries(node: yaml.Node | None) -> list[tuple[str, yaml.Node, int]]:
+    """A mapping node's own entries as (key, value node, key line); merged-in keys are left out.
+
+    Merged keys (`<<: *anchor`) are spliced in while the document is built; their
+    nodes sit outside this mapping's span, which is how they are told apart.
+    """
+    if not isinstance(node, yaml.MappingNode):
+        return []
+    start, end = node.start_mark.index, node.end_mark.index
+    return [
+        (key.value, value, line_of(key))
+        for key, value in node.value
+        if isinstance(key, yaml.ScalarNode) and key.value != "<<" and start <= key.start_mark.index <= end
+    ]
+
+
+def repeated_keys(node: yaml.Node | None) -> list[tuple[str, int]]:
+    """Keys a mapping node holds more than once, with the line of each repeat."""
+    seen: set[str] = set()
+    repeats = []
+    for key, _, line in mapping_entries(node):
+        if key in seen:
+            repeats.append((key, line))
+        seen.add(key)
+    return repeats
+
+
+def explain(error: Any, name: str) -> tuple[str, str]:
+    """One pydantic error as a sentence naming the bad value, and the fix; ``name`` names the field."""
+    kind, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
+    if kind == "missing":
+        return f"{name} is missing", f"add {name}"
+    if kind == "string_too_short":
+        return f"{name} is empty", f"write the {name}"
+    if kind in ("literal_error", "enum"):
+        choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        listed = ", ".join(choices)
+        return f"{name} is {describe(value)}, which is not one of: {listed}", f"use one of: {listed}"
+    for kinds, wanted, fix in _EXPECTED:
+        if kind in kinds:
+            bound = next((f"{word} {ctx[key]}" for key, word in _BOUNDS if key in ctx), "")
+            return f"{name} must be {wanted or bound}, not {describe(value)}", fix.format(bound=bound)
+    if kind == "recursion_loop":
+        return f"{name} refers to itself", "remove the YAML alias that points back at its own anchor"
+    return f"{name}: {error['msg'].rstrip('.').lower()} (got {describe(value)})", "correct the value"
+
+
+_BOUNDS = (("ge", "at least"), ("gt", "greater than"), ("le", "at most"), ("lt", "less than"))
+_EXPECTED: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (("string_type", "string_unicode"), "text", "put the value in quotes so it is read as text"),
+    (("list_type", "tuple_type", "set_type"), "a list", "write a list such as [a, b]"),
+    (("dict_type", "model_type", "model_attributes_type"), "a mapping", "write `key: value` lines indented under it"),
+    (("int_type", "int_parsing", "int_from_float"), "a whole number", "write a whole number such as 8"),
+    (("float_type", "float_parsing", "finite_number"), "a number", "write a number such as 0.5"),
+    (("bool_type", "bool_parsing"), "true or false", "write true or false"),
+    (("greater_than_equal", "greater_than", "less_than_equal", "less_than"), "", "use a value that is {bound}"),
+)
+
+
+def describe(value: Any) -> str:
+    """A value as a person would name it: its kind, then the value, shortened."""
+    if value is None:
+        return "nothing (null)"
+    kinds = {dict: "a mapping", list: "a list", str: "text", bool: "true/false", int: "the number", float: "the number"}
+    return f"{kinds.get(type(value), 'a ' + type(value).__name__)} {show(value)}"
+
+
+def show(value: Any) -> str:
+    """A value's repr, shortened to fit in one line of a message."""
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
