@@ -20,7 +20,7 @@ eval: install
 	$(BIN)/docpilot eval
 
 test: install
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile -r s
 
 clean:
 	rm -rf $(VENV) .docpilot .pytest_cache

@@ -1,0 +1,100 @@
+"""`docpilot eval` and `docpilot score`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from rich.console import Console
+
+from docpilot.cli import main
+from docpilot.cli._errors import handle_errors
+
+
+def _overrides(docs, golden, provider, model, base_url) -> dict:
+    overrides: dict = {}
+    if docs:
+        overrides.setdefault("corpus", {})["docs"] = docs
+    if golden:
+        overrides["golden"] = golden
+    for key, value in (("provider", provider), ("name", model), ("base_url", base_url)):
+        if value:
+            overrides.setdefault("model", {})[key] = value
+    if provider and provider != "extractive" and not model:
+        overrides["model"].setdefault("name", "gpt-4o-mini")
+    return overrides
+
+
+def _emit(report, path: str, as_json: bool) -> None:
+    if as_json:
+        payload = {
+            "summary": report.summary,
+            "gates": [g.model_dump() for g in report.gates],
+            "verdict": report.verdict,
+            "report": path,
+        }
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        from docpilot.scorecard import render_scorecard
+
+        render_scorecard(report, Console(), path=path)
+
+
+@main.command("eval")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Configuration file (YAML).")
+@click.option("--docs", type=click.Path(file_okay=False), help="Docs folder (overrides corpus.docs).")
+@click.option("--golden", type=click.Path(dir_okay=False), help="Golden set, YAML or JSONL.")
+@click.option("--split", type=click.Choice(["dev", "test", "all"]), default="all", show_default=True)
+@click.option("--gate-only", is_flag=True, help="Retrieval only: call no model, report retrieval metrics.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Where to write the report JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print summary, gates, verdict and report path as JSON.")
+@click.option(
+    "--orchestrator",
+    type=click.Choice(["auto", "prefect", "inline"]),
+    default="auto",
+    show_default=True,
+    help="auto: inline for --gate-only when no Prefect API is configured, Prefect otherwise.",
+)
+@click.option("--provider", type=click.Choice(["extractive", "openai"]), help="Model provider.")
+@click.option("--model", help="Model name sent to the provider.")
+@click.option("--base-url", help="Endpoint root of an OpenAI-compatible service, e.g. http://127.0.0.1:8080/v1.")
+@click.option("--no-cache", is_flag=True, help="Compute every stage afresh (results are still stored).")
+@handle_errors
+def eval_command(
+    config_path, docs, golden, split, gate_only, out, as_json, orchestrator, provider, model, base_url, no_cache
+):
+    """Run the golden set through the assistant, score it, write a report and a verdict.
+
+    Exit status: 0 when every gate passed, 1 when a gate failed, 2 on a usage, config or
+    input error.
+    """
+    from docpilot.golden import load_golden, validate_against_corpus
+    from docpilot.job import EvalJob
+    from docpilot.pipeline import open_workspace
+    from docpilot.settings import load_config
+
+    config = load_config(config_path, overrides=_overrides(docs, golden, provider, model, base_url))
+    records = load_golden(config.golden)
+    workspace = open_workspace(config, use_cache=not no_cache)
+    validate_against_corpus(records, workspace.corpus, config.golden)
+    job = EvalJob(config=config, golden=config.golden, split=split, gate_only=gate_only, use_cache=not no_cache, out=out)
+
+    from flows.eval import run_eval
+
+    report, path = run_eval(job, orchestrator)
+    _emit(report, path, as_json)
+    sys.exit(0 if report.verdict == "pass" else 1)
+
+
+@main.command("score")
+@click.argument("report_path", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print summary, gates and verdict as JSON.")
+@handle_errors
+def score_command(report_path, as_json):
+    """Recompute a report's summary, gates and verdict from its rows alone."""
+    from docpilot.report import load_report, rescore
+
+    report = rescore(load_report(report_path))
+    _emit(report, report_path, as_json)
+    sys.exit(0 if report.verdict == "pass" else 1)

@@ -1,0 +1,32 @@
+"""Offline language identification for questions and answers (py3langid's bundled model)."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+# Restricting the candidates keeps short questions from being read as rare languages.
+CANDIDATES = (
+    "en de fr es it pt nl sv da no fi pl cs ru uk tr ar he hi ja ko zh id vi el hu ro".split()
+)
+_MARKERS = re.compile(r"\[[^\]]*\]|`[^`]*`|https?://\S+")
+
+
+@lru_cache(maxsize=1)
+def _identifier():
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    identifier = LanguageIdentifier.from_model_file(MODEL_FILE)
+    identifier.set_languages(list(CANDIDATES))
+    return identifier
+
+
+def detect_language(text: str | None) -> str | None:
+    """The ISO 639-1 code of a text's language, or None when there are no words to read."""
+    if not text:
+        return None
+    cleaned = _MARKERS.sub(" ", text)
+    if not re.search(r"[^\W\d_]{2,}", cleaned):
+        return None
+    language, _ = _identifier().classify(cleaned)
+    return language

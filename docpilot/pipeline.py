@@ -1,0 +1,250 @@
+"""The stages of one eval, as plain functions over shards of records.
+
+retrieve → prime → model → render → score. Each stage takes the shard's traces and
+returns them one stage further on; the orchestrator (Prefect tasks, or the same
+functions called inline) only decides where and when each shard runs. The expensive
+stages look each record up in the stage cache first, and write each result as soon as
+it exists, so a crash loses no finished model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from docpilot.cache import StageCache, cache_key
+from docpilot.config import Config
+from docpilot.corpus import Chunk, Corpus, load_corpus
+from docpilot.language import detect_language
+from docpilot.models.base import Model, Prompt, Turn
+from docpilot.models.extractive import document_frequencies
+from docpilot.models.registry import build_model, model_identity
+from docpilot.primer import PROMPT_VERSION, prime
+from docpilot.render import Panel, render_panel
+from docpilot.retrieval import Hit, Retriever
+from docpilot.schema import GoldenRecord, Row
+
+
+class Trace(BaseModel):
+    """One record on its way through the stages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    record: GoldenRecord
+    """The golden record."""
+    hits: list[dict] = Field(default_factory=list)
+    """Ranked hits: section_id, chunk_id, score."""
+    retrieve_ms: float | None = None
+    """Time the retrieval took when it was computed."""
+    prompt: Prompt | None = None
+    """What the model was given."""
+    gate_refused: bool = False
+    """The retrieval gate refused before the model."""
+    turn: Turn | None = None
+    """What the model produced."""
+    panel: Panel | None = None
+    """The rendered answer."""
+    cached: list[str] = Field(default_factory=list)
+    """Stages whose results came from the cache."""
+
+
+@dataclass
+class Workspace:
+    """What the stages share within one process: the config, corpus, index and cache."""
+
+    config: Config
+    corpus: Corpus
+    retriever: Retriever
+    chunks: dict[str, Chunk]
+    cache: StageCache | None
+    _idf: dict[str, float] | None = field(default=None, repr=False)
+
+    @property
+    def idf(self) -> dict[str, float]:
+        """Word weights over the corpus's chunks, counted once per process."""
+        if self._idf is None:
+            self._idf = document_frequencies([c.text for c in self.corpus.chunks])
+        return self._idf
+
+
+_WORKSPACES: dict[tuple, Workspace] = {}
+
+
+def open_workspace(config: Config, *, use_cache: bool = True) -> Workspace:
+    """Load the corpus and build the index once per process for a given config."""
+    key = (config.model_dump_json(), use_cache)
+    workspace = _WORKSPACES.get(key)
+    if workspace is None:
+        corpus = load_corpus(Path(config.corpus.docs), chunk_words=config.corpus.chunk_words)
+        workspace = Workspace(
+            config=config,
+            corpus=corpus,
+            retriever=Retriever(corpus, config.retrieval),
+            chunks={c.id: c for c in corpus.chunks},
+            cache=StageCache(config.cache_dir) if use_cache else None,
+        )
+        _WORKSPACES.clear()  # one workspace per process is enough; do not pile up indexes
+        _WORKSPACES[key] = workspace
+    return workspace
+
+
+def start_traces(records: Sequence[GoldenRecord]) -> list[Trace]:
+    """Wrap records for the first stage."""
+    return [Trace(record=r) for r in records]
+
+
+def retrieve_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
+    """Rank sections for every record of a shard (cached per question, scope and index)."""
+    settings = ws.config.retrieval
+    for trace in traces:
+        record = trace.record
+        key = cache_key("retrieve", ws.retriever.fingerprint, record.question, record.scope, settings.top_k)
+        hit = ws.cache.get(key) if ws.cache else None
+        if hit is not None:
+            trace.hits, trace.retrieve_ms = hit["hits"], hit["ms"]
+            trace.cached.append("retrieve")
+            continue
+        start = time.perf_counter()
+        hits = ws.retriever.search(record.question, scope=record.scope, k=settings.top_k)
+        trace.retrieve_ms = (time.perf_counter() - start) * 1000
+        trace.hits = [{"section_id": h.section_id, "chunk_id": h.chunk_id, "score": h.score} for h in hits]
+        if ws.cache:
+            ws.cache.set(key, {"hits": trace.hits, "ms": trace.retrieve_ms})
+    return traces
+
+
+def prime_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
+    """Build each record's prompt from its top sections, and apply the retrieval gate."""
+    guard = ws.config.guard
+    for trace in traces:
+        hits = [Hit(**h) for h in trace.hits]
+        trace.prompt = prime(trace.record.question, hits, ws.chunks, k=ws.config.prime.top_k)
+        top = hits[0].score if hits else 0.0
+        trace.gate_refused = guard.mode == "on" and top < guard.threshold
+    return traces
+
+
+def _model_key(ws: Workspace, prompt: Prompt) -> str:
+    identity = model_identity(ws.config.model, corpus_fingerprint=ws.corpus.fingerprint)
+    return cache_key("model", PROMPT_VERSION, prompt.messages, identity)
+
+
+async def _answer_all(ws: Workspace, model: Model, todo: list[Trace]) -> None:
+    limit = asyncio.Semaphore(ws.config.model.concurrency)
+
+    async def one(trace: Trace) -> None:
+        async with limit:
+            turn = await model.complete(trace.prompt)
+        trace.turn = turn
+        if ws.cache and turn.error is None:
+            ws.cache.set(_model_key(ws, trace.prompt), turn.model_dump())
+
+    await asyncio.gather(*(one(t) for t in todo))
+
+
+def model_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
+    """Answer every primed record of a shard, concurrently, reusing cached turns."""
+    todo = []
+    for trace in traces:
+        if trace.gate_refused or trace.prompt is None:
+            continue
+        stored = ws.cache.get(_model_key(ws, trace.prompt)) if ws.cache else None
+        if stored is not None:
+            trace.turn = Turn.model_validate(stored)
+            trace.cached.append("model")
+        else:
+            todo.append(trace)
+    if todo:
+        asyncio.run(_run_model(ws, todo))
+    return traces
+
+
+async def _run_model(ws: Workspace, todo: list[Trace]) -> None:
+    idf = ws.idf if ws.config.model.provider == "extractive" else None
+    model = build_model(ws.config.model, corpus=ws.corpus, idf=idf)
+    try:
+        await _answer_all(ws, model, todo)
+    finally:
+        close = getattr(model, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def render_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
+    """Render every answer into the reader's panel."""
+    base = ws.config.corpus.base_url
+    for trace in traces:
+        if trace.turn is None or trace.prompt is None:
+            continue
+        trace.panel = render_panel(
+            trace.turn.answer,
+            trace.prompt.sources,
+            lambda section_id: ws.corpus.section_url(section_id, base),
+            refused=trace.turn.refused or trace.turn.error is not None,
+        )
+    return traces
+
+
+def build_rows(traces: list[Trace], *, gate_only: bool = False) -> list[Row]:
+    """One report row per trace: what the scorer reads."""
+    return [_row(t, gate_only=gate_only) for t in traces]
+
+
+def _row(trace: Trace, *, gate_only: bool) -> Row:
+    record = trace.record
+    row = Row(
+        id=record.id,
+        kind=record.kind,
+        split=record.split,
+        question=record.question,
+        gold=record.gold,
+        scope=record.scope,
+        expected_cause=record.expected_cause,
+        language=record.language,
+        retrieved=[h["section_id"] for h in trace.hits],
+        scores=[h["score"] for h in trace.hits],
+        gold_answer=record.gold_answer,
+        identifiers=record.identifiers,
+        cached=trace.cached,
+    )
+    if gate_only:
+        if trace.retrieve_ms is not None:
+            row.stages_ms = {"retrieve": round(trace.retrieve_ms, 3)}
+        return row
+    row.language = record.language or detect_language(record.question)
+    if trace.prompt is not None:
+        row.primed = [s.section_id for s in trace.prompt.sources]
+    stages = {"retrieve": trace.retrieve_ms or 0.0}
+    if trace.gate_refused:
+        row.refused, row.refused_by, row.refusal_cause = True, "gate", "not-answerable"
+        row.latency_ms = round(stages["retrieve"], 3)
+    elif trace.turn is not None:
+        turn = trace.turn
+        stages["model"] = turn.latency_ms or 0.0
+        offset = stages["retrieve"]
+        row.answer = turn.answer
+        row.reasoning = turn.reasoning
+        row.usage = turn.usage
+        row.error = turn.error
+        row.refused = turn.refused
+        row.refused_by = "model" if turn.refused else None
+        row.refusal_cause = turn.refusal_cause
+        row.latency_ms = round(offset + (turn.latency_ms or 0.0), 3)
+        row.first_token_ms = None if turn.first_token_ms is None else round(offset + turn.first_token_ms, 3)
+        row.first_thought_ms = None if turn.first_thought_ms is None else round(offset + turn.first_thought_ms, 3)
+        if row.answered:
+            row.answer_language = detect_language(turn.answer)
+    if trace.panel is not None and not row.refused and row.error is None:
+        panel = trace.panel
+        row.markers = panel.markers
+        row.citations = panel.citations
+        row.hallucinated = panel.hallucinated
+        row.sources_shown = [s.section_id for s in panel.sources]
+        row.links = panel.links
+    row.stages_ms = {k: round(v, 3) for k, v in stages.items()}
+    return row

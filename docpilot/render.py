@@ -1,0 +1,144 @@
+"""The answer panel a reader sees: answer text with linked markers, and Sources rows beneath.
+
+The same renderer serves the eval and the server, so what the eval scores is what a
+reader gets. Rules:
+
+- ``[n]`` (also ``[1, 2]`` or ``[1][2]``) where n numbers a primed source becomes a
+  link to that source: docs base URL + page path + ``#anchor``.
+- ``[n]`` that numbers no primed source is a hallucinated citation: it is removed from
+  the text and recorded.
+- A section id in brackets where a marker belongs (``[guide/setup#install]``) is left
+  as plain text: it is recorded as a marker but is not a link.
+- Sources rows list the cited sources; an answer that cites nothing is shown with the
+  sources it was primed with. An answer shown with Sources and no working link is
+  *unlinked*.
+- A refusal is shown as a message, with no Sources.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from docpilot.models.base import Source
+
+RENDERER_VERSION = "1"
+
+# [3], [1, 2], [guide/setup#install] — but not a Markdown link's [text](url).
+_MARKER = re.compile(r"\[([^\[\]\n]{1,200})\](?!\()")
+_NUMBERS = re.compile(r"^\s*\d+(?:\s*,\s*\d+)*\s*$")
+_SECTION_ID = re.compile(r"^[\w.\-/]+#[\w.\-]*$")
+
+
+class SourceRow(BaseModel):
+    """One Sources row under an answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n: int
+    """The marker number."""
+    section_id: str
+    """The section shown."""
+    title: str
+    """Its heading path."""
+    url: str
+    """Where the link goes."""
+
+
+class Panel(BaseModel):
+    """A rendered answer and the facts about its links that the scorer reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    markdown: str
+    """The panel as Markdown: linked text, then Sources."""
+    html: str
+    """The panel as an HTML fragment, every model string escaped."""
+    markers: list[str] = Field(default_factory=list)
+    """Every marker as written, in order."""
+    citations: list[str] = Field(default_factory=list)
+    """Section ids of markers that resolved, first mention first."""
+    hallucinated: list[str] = Field(default_factory=list)
+    """Numeric markers that named no primed source (removed)."""
+    sources: list[SourceRow] = Field(default_factory=list)
+    """The Sources rows shown."""
+    links: int = 0
+    """Working links in the answer text."""
+
+
+def _split_marker(body: str) -> list[str] | None:
+    """The labels inside one bracket, or None when it is not a citation marker at all."""
+    if _NUMBERS.match(body):
+        return [p.strip() for p in body.split(",")]
+    if _SECTION_ID.match(body.strip()):
+        return [body.strip()]
+    return None
+
+
+def render_panel(
+    answer: str,
+    sources: Sequence[Source],
+    url_for: Callable[[str], str],
+    *,
+    refused: bool = False,
+) -> Panel:
+    """Render one answer against the sources it was primed with."""
+    if refused:
+        text = "The documentation does not answer this question."
+        return Panel(markdown=text, html=f'<div class="panel refused"><p>{html.escape(text)}</p></div>')
+    by_n = {str(s.n): s for s in sources}
+    markers: list[str] = []
+    cited: dict[str, Source] = {}
+    hallucinated: list[str] = []
+    links = 0
+    md_parts: list[str] = []
+    html_parts: list[str] = []
+    pos = 0
+    for match in _MARKER.finditer(answer):
+        labels = _split_marker(match.group(1))
+        if labels is None:
+            continue
+        md_parts.append(answer[pos : match.start()])
+        html_parts.append(html.escape(answer[pos : match.start()]))
+        pos = match.end()
+        for label in labels:
+            markers.append(label)
+            source = by_n.get(label)
+            if source is not None:
+                cited.setdefault(source.section_id, source)
+                url = url_for(source.section_id)
+                links += 1
+                md_parts.append(f"[[{label}]]({url})")
+                html_parts.append(f'<a class="cite" href="{html.escape(url, quote=True)}">[{label}]</a>')
+            elif label.isdigit():
+                hallucinated.append(label)
+            else:
+                md_parts.append(f"[{label}]")
+                html_parts.append(html.escape(f"[{label}]"))
+    md_parts.append(answer[pos:])
+    html_parts.append(html.escape(answer[pos:]))
+    shown = list(cited.values()) or list(sources)
+    rows = [SourceRow(n=s.n, section_id=s.section_id, title=s.title, url=url_for(s.section_id)) for s in shown]
+    body = re.sub(r"[ \t]+([.,;:!?])", r"\1", "".join(md_parts)).strip()
+    markdown = body
+    if rows:
+        markdown += "\n\nSources:\n" + "\n".join(f"- [{r.n}] [{r.title}]({r.url})" for r in rows)
+    html_rows = "".join(
+        f'<li><a href="{html.escape(r.url, quote=True)}">[{r.n}] {html.escape(r.title)}</a></li>' for r in rows
+    )
+    fragment = f'<div class="panel"><p>{"".join(html_parts).strip()}</p>'
+    if rows:
+        fragment += f'<ol class="sources">{html_rows}</ol>'
+    fragment += "</div>"
+    return Panel(
+        markdown=markdown,
+        html=fragment,
+        markers=markers,
+        citations=list(cited),
+        hallucinated=hallucinated,
+        sources=rows,
+        links=links,
+    )

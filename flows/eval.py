@@ -1,0 +1,76 @@
+"""The eval flow: every shard through retrieve → prime → model → render → score, then the report.
+
+``run_stages`` is the whole wiring, written once. Under Prefect each call is a task run
+(one per stage per shard); inline, the same task functions are called directly with
+no server. The results are the same either way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from prefect import flow
+from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+from prefect.utilities.annotations import quote
+
+from docpilot.job import EvalJob, job_records, shards
+from docpilot.pipeline import start_traces
+from docpilot.schema import Report
+from tasks import report as report_task
+from tasks import stages
+
+Orchestrator = Literal["auto", "prefect", "inline"]
+Call = Callable[..., Any]
+
+
+def run_stages(job: EvalJob, call: Call, orchestrator: str) -> tuple[Report, str]:
+    """Run every stage over every shard through ``call``, then score and write the report."""
+    start = time.perf_counter()
+    rows = []
+    for shard in shards(job_records(job), job.config.shard_size):
+        traces = call(stages.retrieve, job, start_traces(shard))
+        if not job.gate_only:
+            for stage in (stages.prime, stages.model, stages.render):
+                traces = call(stage, job, traces)
+        rows.extend(call(stages.score, job, traces))
+    wall_ms = (time.perf_counter() - start) * 1000
+    return call(report_task.report, job, rows, wall_ms, orchestrator)
+
+
+def _inline(task, *args):
+    return task.fn(*args)
+
+
+def _as_task_run(task, *args):
+    # Prefect walks task arguments looking for futures; quote() spares it the lists.
+    return task(*(quote(a) if isinstance(a, list) else a for a in args))
+
+
+@flow(name="docpilot-eval", validate_parameters=False)
+def eval_flow(job: EvalJob) -> tuple[Report, str]:
+    """Evaluate a golden set, one Prefect task run per stage per shard."""
+    return run_stages(job, _as_task_run, "prefect")
+
+
+def api_configured() -> bool:
+    """Whether a Prefect API (a running server or Prefect Cloud) is configured."""
+    return bool(PREFECT_API_URL.value())
+
+
+def resolve_orchestrator(choice: Orchestrator, *, gate_only: bool) -> Literal["prefect", "inline"]:
+    """``auto`` runs inline only for --gate-only with no API configured; otherwise Prefect."""
+    if choice == "auto":
+        return "inline" if gate_only and not api_configured() else "prefect"
+    return choice
+
+
+def run_eval(job: EvalJob, orchestrator: Orchestrator = "auto") -> tuple[Report, str]:
+    """Run one eval under the chosen orchestrator; returns the report and its path."""
+    if resolve_orchestrator(orchestrator, gate_only=job.gate_only) == "inline":
+        return run_stages(job, _inline, "inline")
+    # A heartbeat thread would hold the process up to a second at exit; a run of a
+    # CLI process does not need crash detection by heartbeat.
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        return eval_flow(job)

@@ -1,0 +1,50 @@
+"""The stage tasks. Each unpacks its arguments and calls one core function over a shard.
+
+Caching is DocPilot's own (per record, inside the core), so Prefect's is off: a
+Prefect cache hit would still cost a full task run, and the workspace argument is not
+hashable.
+"""
+
+from __future__ import annotations
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from docpilot import pipeline
+from docpilot.job import EvalJob
+from docpilot.pipeline import Trace
+from docpilot.schema import Row
+
+
+def _workspace(job: EvalJob) -> pipeline.Workspace:
+    return pipeline.open_workspace(job.config, use_cache=job.use_cache)
+
+
+@task(name="retrieve", cache_policy=NONE)
+def retrieve(job: EvalJob, traces: list[Trace]) -> list[Trace]:
+    """Rank sections for a shard."""
+    return pipeline.retrieve_shard(_workspace(job), traces)
+
+
+@task(name="prime", cache_policy=NONE)
+def prime(job: EvalJob, traces: list[Trace]) -> list[Trace]:
+    """Build a shard's prompts and apply the retrieval gate."""
+    return pipeline.prime_shard(_workspace(job), traces)
+
+
+@task(name="model", cache_policy=NONE)
+def model(job: EvalJob, traces: list[Trace]) -> list[Trace]:
+    """Answer a shard's prompts, concurrently and bounded; faults mark records, not the task."""
+    return pipeline.model_shard(_workspace(job), traces)
+
+
+@task(name="render", cache_policy=NONE)
+def render(job: EvalJob, traces: list[Trace]) -> list[Trace]:
+    """Render a shard's answers into panels."""
+    return pipeline.render_shard(_workspace(job), traces)
+
+
+@task(name="score", cache_policy=NONE)
+def score(job: EvalJob, traces: list[Trace]) -> list[Row]:
+    """Turn a shard's traces into report rows."""
+    return pipeline.build_rows(traces, gate_only=job.gate_only)

@@ -1,0 +1,89 @@
+"""The eval flow under Prefect and inline: the same stages give the same rows and summary."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from docpilot.config import Config
+from docpilot.job import EvalJob
+from flows.eval import resolve_orchestrator, run_eval
+from tests.conftest import DATA
+
+PIPELINE = DATA / "pipeline"
+TIMING_ROW_FIELDS = {"latency_ms", "first_token_ms", "first_thought_ms", "stages_ms"}
+TIMING_METRICS = ("latency_", "first_token_", "stage_")
+
+
+def job(tmp_path, name: str, **changes) -> EvalJob:
+    config = Config(
+        corpus={"docs": str(PIPELINE / "docs")},
+        golden=str(PIPELINE / "golden.yaml"),
+        cache_dir=str(tmp_path / name / "cache"),
+        reports_dir=str(tmp_path / name / "reports"),
+        shard_size=4,  # two shards for six records
+    )
+    return EvalJob(config=config, golden=config.golden, **changes)
+
+
+def comparable(report):
+    rows = [r.model_dump(exclude=TIMING_ROW_FIELDS) for r in report.rows]
+    summary = {k: v for k, v in report.summary.items() if not k.startswith(TIMING_METRICS)}
+    return rows, summary
+
+
+@pytest.fixture(scope="module")
+def prefect_run(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("prefect")
+    return run_eval(job(tmp_path, "prefect"), "prefect")
+
+
+def test_prefect_and_inline_agree(prefect_run, tmp_path):
+    prefect_report, prefect_path = prefect_run
+    inline_report, _ = run_eval(job(tmp_path, "inline"), "inline")
+    assert prefect_report.orchestrator == "prefect" and inline_report.orchestrator == "inline"
+    assert comparable(prefect_report) == comparable(inline_report)
+    assert json.loads(open(prefect_path).read())["run_id"] == prefect_report.run_id
+
+
+def test_a_full_run_scores_every_record(prefect_run):
+    report, _ = prefect_run
+    assert [r.id for r in report.rows] == ["install", "token-env", "rollback", "rotate", "neg-pricing", "neg-kubernetes"]
+    assert report.summary["recall@8"] is not None and report.summary["answer_f1"] is not None
+    assert all(r.latency_ms is not None for r in report.rows)
+    negatives = [r for r in report.rows if r.kind == "negative"]
+    assert all(r.refused and r.refused_by == "model" for r in negatives)
+
+
+def test_a_rerun_reuses_every_cached_stage(tmp_path):
+    first, _ = run_eval(job(tmp_path, "again"), "inline")
+    second, _ = run_eval(job(tmp_path, "again"), "inline")
+    assert all(r.cached == [] for r in first.rows)
+    answered = [r for r in second.rows]
+    assert all("retrieve" in r.cached and "model" in r.cached for r in answered)
+    # Cached rows keep their original timings.
+    assert [r.latency_ms for r in first.rows] == [r.latency_ms for r in second.rows]
+    assert comparable(first) == (
+        [dict(r, cached=[]) for r in comparable(second)[0]],
+        comparable(second)[1],
+    )
+
+
+def test_gate_only_reports_retrieval_alone(tmp_path):
+    report, _ = run_eval(job(tmp_path, "gate", gate_only=True), "inline")
+    assert report.gate_only
+    assert all(r.answer is None and r.primed == [] for r in report.rows)
+    assert "recall@8" in report.summary and "answer_f1" not in report.summary
+
+
+def test_split_selects_records(tmp_path):
+    report, _ = run_eval(job(tmp_path, "dev", split="dev", gate_only=True), "inline")
+    assert {r.split for r in report.rows} == {"dev"} and len(report.rows) == 3
+
+
+def test_auto_is_inline_only_for_gate_only_without_an_api(monkeypatch):
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    assert resolve_orchestrator("auto", gate_only=True) == "inline"
+    assert resolve_orchestrator("auto", gate_only=False) == "prefect"
+    assert resolve_orchestrator("inline", gate_only=False) == "inline"
