@@ -15,7 +15,7 @@ from typing import Any
 
 import diskcache
 
-STAGE_VERSIONS = {"retrieve": "1", "model": "1"}
+STAGE_VERSIONS = {"retrieve": "1", "model": "2"}
 
 
 def cache_key(stage: str, *parts: Any) -> str:
@@ -47,3 +47,37 @@ class StageCache:
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["directory"])
+
+
+def describe_cache(directory: str | Path) -> dict:
+    """Entries per stage and bytes on disk of a cache directory (an absent one is empty)."""
+    directory = Path(directory)
+    entries = {stage: 0 for stage in STAGE_VERSIONS}
+    if not directory.exists():
+        return {"directory": str(directory), "entries": entries, "bytes": 0}
+    cache = StageCache(directory)
+    try:
+        for key in cache._store.iterkeys():
+            stage = str(key).split(":", 1)[0]
+            entries[stage] = entries.get(stage, 0) + 1
+        size = cache._store.volume()
+    finally:
+        cache.close()
+    return {"directory": str(directory), "entries": entries, "bytes": size}
+
+
+def clear_cache(directory: str | Path, *, stage: str | None = None) -> int:
+    """Remove every cached result, or one stage's; returns how many were removed."""
+    directory = Path(directory)
+    if not directory.exists():
+        return 0
+    cache = StageCache(directory)
+    try:
+        if stage is None:
+            return cache._store.clear()
+        doomed = [k for k in cache._store.iterkeys() if str(k).startswith(f"{stage}:")]
+        for key in doomed:
+            cache._store.delete(key)
+        return len(doomed)
+    finally:
+        cache.close()

@@ -5,6 +5,7 @@
     │   ├── ConfigError           a configuration value is wrong
     │   └── CorpusError           a docs folder cannot be read
     ├── ModelError                the model service failed for one record (the run goes on)
+    ├── OrchestratorError         Prefect could not be reached or started (exit 2)
     └── ReportError               a report file cannot be read or written (exit 2)
 
 Every message says where (file, line, record), what was wrong, and what to do.
@@ -64,6 +65,10 @@ class CorpusError(InputError):
 
 class ModelError(DocpilotError):
     """A model call failed; the record is marked as errored and the run goes on."""
+
+
+class OrchestratorError(DocpilotError):
+    """Prefect's API could not be reached, or its temporary server did not start."""
 
 
 class ReportError(DocpilotError):

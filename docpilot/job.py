@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from docpilot.config import Config
 from docpilot.golden import load_golden
@@ -26,14 +28,33 @@ class EvalJob(BaseModel):
     gate_only: bool = False
     """Retrieval only: no model is called."""
     use_cache: bool = True
-    """Reuse cached stage results."""
+    """Read and write cached stage results; False computes everything and stores nothing."""
+    refresh: list[Literal["retrieve", "model"]] = Field(default_factory=list)
+    """Stages to compute afresh (and store again) even where a cached result exists."""
+    allow_errors: bool = False
+    """Errored records are counted but do not fail the run."""
     out: str | None = None
     """Where to write the report; None for the reports folder."""
 
 
+_LOADED: dict[tuple[str, str], list[GoldenRecord]] = {}
+
+
+def read_records(path: str) -> list[GoldenRecord]:
+    """A golden set's records, parsed once per process for the same file content."""
+    try:
+        key = (str(Path(path).resolve()), hashlib.sha256(Path(path).read_bytes()).hexdigest())
+    except OSError:
+        return load_golden(path)  # says what is wrong with the path, in the user's terms
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = load_golden(path)
+    return _LOADED[key]
+
+
 def job_records(job: EvalJob) -> list[GoldenRecord]:
     """The job's records, in file order, filtered to its split."""
-    records = load_golden(job.golden)
+    records = read_records(job.golden)
     if job.split == "all":
         return records
     return [r for r in records if r.split == job.split]

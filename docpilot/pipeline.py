@@ -47,6 +47,8 @@ class Trace(BaseModel):
     """The retrieval gate refused before the model."""
     turn: Turn | None = None
     """What the model produced."""
+    languages: dict[str, str | None] = Field(default_factory=dict)
+    """Detected languages of the question and the answer, kept with the cached turn."""
     panel: Panel | None = None
     """The rendered answer."""
     cached: list[str] = Field(default_factory=list)
@@ -62,6 +64,7 @@ class Workspace:
     retriever: Retriever
     chunks: dict[str, Chunk]
     cache: StageCache | None
+    _identity: dict | None = field(default=None, repr=False)
     _idf: dict[str, float] | None = field(default=None, repr=False)
 
     @property
@@ -98,13 +101,16 @@ def start_traces(records: Sequence[GoldenRecord]) -> list[Trace]:
     return [Trace(record=r) for r in records]
 
 
-def retrieve_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
-    """Rank sections for every record of a shard (cached per question, scope and index)."""
+def retrieve_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[Trace]:
+    """Rank sections for every record of a shard (cached per question, scope and index).
+
+    ``refresh`` computes every ranking afresh and stores it over the cached one.
+    """
     settings = ws.config.retrieval
     for trace in traces:
         record = trace.record
         key = cache_key("retrieve", ws.retriever.fingerprint, record.question, record.scope, settings.top_k)
-        hit = ws.cache.get(key) if ws.cache else None
+        hit = ws.cache.get(key) if ws.cache and not refresh else None
         if hit is not None:
             trace.hits, trace.retrieve_ms = hit["hits"], hit["ms"]
             trace.cached.append("retrieve")
@@ -130,32 +136,34 @@ def prime_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
 
 
 def _model_key(ws: Workspace, prompt: Prompt) -> str:
-    identity = model_identity(ws.config.model, corpus_fingerprint=ws.corpus.fingerprint)
-    return cache_key("model", PROMPT_VERSION, prompt.messages, identity)
+    if ws._identity is None:
+        ws._identity = model_identity(ws.config.model, corpus_fingerprint=ws.corpus.fingerprint)
+    return cache_key("model", PROMPT_VERSION, prompt.messages, ws._identity)
 
 
-async def _answer_all(ws: Workspace, model: Model, todo: list[Trace]) -> None:
-    limit = asyncio.Semaphore(ws.config.model.concurrency)
-
-    async def one(trace: Trace) -> None:
-        async with limit:
-            turn = await model.complete(trace.prompt)
-        trace.turn = turn
-        if ws.cache and turn.error is None:
-            ws.cache.set(_model_key(ws, trace.prompt), turn.model_dump())
-
-    await asyncio.gather(*(one(t) for t in todo))
+def _languages(trace: Trace) -> dict[str, str | None]:
+    # Detected once, when the turn is new; a re-run reads them from the cache.
+    turn = trace.turn
+    answered = turn is not None and not turn.refused and turn.error is None
+    return {
+        "question": detect_language(trace.record.question),
+        "answer": detect_language(turn.answer) if answered else None,
+    }
 
 
-def model_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
-    """Answer every primed record of a shard, concurrently, reusing cached turns."""
+def model_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[Trace]:
+    """Answer every primed record of a shard, concurrently, reusing cached turns.
+
+    ``refresh`` calls the model for every record and stores the new turns.
+    """
     todo = []
     for trace in traces:
         if trace.gate_refused or trace.prompt is None:
             continue
-        stored = ws.cache.get(_model_key(ws, trace.prompt)) if ws.cache else None
+        stored = ws.cache.get(_model_key(ws, trace.prompt)) if ws.cache and not refresh else None
         if stored is not None:
-            trace.turn = Turn.model_validate(stored)
+            trace.turn = Turn.model_validate(stored["turn"])
+            trace.languages = stored["languages"]
             trace.cached.append("model")
         else:
             todo.append(trace)
@@ -164,15 +172,37 @@ def model_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     return traces
 
 
+# Turns in flight per HTTP client. httpx's connection pool scans all of its connections
+# on every request, so one client with 32 connections spends more CPU per turn than a
+# turn of a fast model is worth; several small pools keep the harness out of the way.
+_TURNS_PER_CLIENT = 4
+
+
 async def _run_model(ws: Workspace, todo: list[Trace]) -> None:
-    idf = ws.idf if ws.config.model.provider == "extractive" else None
-    model = build_model(ws.config.model, corpus=ws.corpus, idf=idf)
+    settings = ws.config.model
+    workers = min(settings.concurrency, len(todo))
+    idf = ws.idf if settings.provider == "extractive" else None
+    count = 1 if settings.provider == "extractive" else -(-workers // _TURNS_PER_CLIENT)
+    models = [build_model(settings, corpus=ws.corpus, idf=idf) for _ in range(count)]
+    pending = iter(todo)  # shared by the workers; safe, as next() never awaits
+
+    async def work(model: Model) -> None:
+        for trace in pending:
+            turn = await model.complete(trace.prompt)
+            trace.turn = turn
+            trace.languages = _languages(trace)
+            if ws.cache and turn.error is None:
+                # Stored as soon as it exists: a crash later in the run loses nothing.
+                entry = {"turn": turn.model_dump(), "languages": trace.languages}
+                ws.cache.set(_model_key(ws, trace.prompt), entry)
+
     try:
-        await _answer_all(ws, model, todo)
+        await asyncio.gather(*(work(models[w % count]) for w in range(workers)))
     finally:
-        close = getattr(model, "aclose", None)
-        if close is not None:
-            await close()
+        for model in models:
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
 
 
 def render_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
@@ -216,7 +246,7 @@ def _row(trace: Trace, *, gate_only: bool) -> Row:
         if trace.retrieve_ms is not None:
             row.stages_ms = {"retrieve": round(trace.retrieve_ms, 3)}
         return row
-    row.language = record.language or detect_language(record.question)
+    row.language = record.language or trace.languages.get("question") or detect_language(record.question)
     if trace.prompt is not None:
         row.primed = [s.section_id for s in trace.prompt.sources]
     stages = {"retrieve": trace.retrieve_ms or 0.0}
@@ -238,7 +268,7 @@ def _row(trace: Trace, *, gate_only: bool) -> Row:
         row.first_token_ms = None if turn.first_token_ms is None else round(offset + turn.first_token_ms, 3)
         row.first_thought_ms = None if turn.first_thought_ms is None else round(offset + turn.first_thought_ms, 3)
         if row.answered:
-            row.answer_language = detect_language(turn.answer)
+            row.answer_language = trace.languages.get("answer") or detect_language(turn.answer)
     if trace.panel is not None and not row.refused and row.error is None:
         panel = trace.panel
         row.markers = panel.markers

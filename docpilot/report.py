@@ -90,20 +90,22 @@ def load_report(path: str | Path) -> Report:
         ) from None
 
 
-def score(rows, conditions: dict[str, str], *, gate_only: bool):
+def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bool = False):
     """Summary, counts, gates and verdict of a list of rows: a pure function of the rows."""
     from metrics.gates import check_gates, verdict
     from metrics.summary import summarize
 
     summary, counts = summarize(rows, gate_only=gate_only)
-    gates = check_gates(summary, rows, conditions, gate_only=gate_only)
+    gates = check_gates(summary, rows, conditions, gate_only=gate_only, allow_errors=allow_errors)
     return summary, counts, gates, verdict(gates)
 
 
 def rescore(report: Report) -> Report:
     """The report with summary, counts, gates and verdict recomputed from its rows alone."""
     conditions = report.config.get("gates", {}) or {}
-    summary, counts, gates, outcome = score(report.rows, conditions, gate_only=report.gate_only)
+    summary, counts, gates, outcome = score(
+        report.rows, conditions, gate_only=report.gate_only, allow_errors=report.allow_errors
+    )
     return report.model_copy(update={"summary": summary, "counts": counts, "gates": gates, "verdict": outcome})
 
 
@@ -121,7 +123,9 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         "config": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
         "code": code_fingerprint(),
     }
-    summary, counts, gates, outcome = score(rows, job.config.gates, gate_only=job.gate_only)
+    summary, counts, gates, outcome = score(
+        rows, job.config.gates, gate_only=job.gate_only, allow_errors=job.allow_errors
+    )
     return Report(
         run_id=new_run_id(),
         created_at=now_iso(),
@@ -129,6 +133,8 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         fingerprints=fingerprints,
         split=job.split,
         gate_only=job.gate_only,
+        allow_errors=job.allow_errors,
+        cache_stats=cache_stats(rows, gate_only=job.gate_only),
         orchestrator=orchestrator,
         wall_ms=round(wall_ms, 1),
         rows=rows,
@@ -137,3 +143,14 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         gates=gates,
         verdict=outcome,
     )
+
+
+def cache_stats(rows, *, gate_only: bool) -> dict[str, dict[str, int]]:
+    """Per cached stage, how many records reused a stored result and how many computed one."""
+    stages = ("retrieve",) if gate_only else ("retrieve", "model")
+    stats = {}
+    for stage in stages:
+        ran = [r for r in rows if stage == "retrieve" or r.refused_by != "gate"]
+        reused = sum(stage in r.cached for r in ran)
+        stats[stage] = {"reused": reused, "computed": len(ran) - reused}
+    return stats

@@ -182,12 +182,16 @@ class Report(_Strict):
     """Which split ran."""
     gate_only: bool = False
     """Retrieval only: no model was called."""
+    allow_errors: bool = False
+    """Errored records were allowed: they are counted but do not fail the run."""
     runtime: Literal["local", "server"] = "local"
     """Where the assistant ran."""
     orchestrator: Literal["prefect", "inline"] = "inline"
     """How the stages were run."""
     wall_ms: float | None = None
     """Wall time of the pipeline."""
+    cache_stats: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """Per cached stage: records that reused a stored result, and records that computed one."""
     rows: list[Row]
     """One row per record."""
     summary: dict[str, float | int | None]

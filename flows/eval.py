@@ -15,6 +15,7 @@ from prefect import flow
 from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.utilities.annotations import quote
 
+from docpilot.errors import OrchestratorError
 from docpilot.job import EvalJob, job_records, shards
 from docpilot.pipeline import start_traces
 from docpilot.schema import Report
@@ -73,4 +74,20 @@ def run_eval(job: EvalJob, orchestrator: Orchestrator = "auto") -> tuple[Report,
     # A heartbeat thread would hold the process up to a second at exit; a run of a
     # CLI process does not need crash detection by heartbeat.
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        return eval_flow(job)
+        try:
+            return eval_flow(job)
+        except RuntimeError as exc:
+            if "Prefect API" not in str(exc):
+                raise
+            raise OrchestratorError(
+                "Prefect's temporary API server did not start in time "
+                f"(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS={_startup_timeout()})\n"
+                "  fix: start one with `prefect server start` and set PREFECT_API_URL="
+                "http://127.0.0.1:4200/api, raise the timeout, or run with --orchestrator inline"
+            ) from None
+
+
+def _startup_timeout() -> int:
+    from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
+    return PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()

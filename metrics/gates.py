@@ -22,8 +22,9 @@ BUILTIN_GATES: tuple[str, ...] = (
     "hallucinated_citations",
     "scope_violations",
     "unlinked_answers",
+    "errors",
 )
-"""Metrics that must be 0 in every run that called the model."""
+"""Metrics that must be 0 in every run that called the model (`errors` unless allowed)."""
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -60,8 +61,11 @@ def check_gates(
     conditions: Mapping[str, str],
     *,
     gate_only: bool = False,
+    allow_errors: bool = False,
 ) -> list[GateResult]:
     """Every gate of the run, built-in ones first, then the user's in the order given.
+
+    ``allow_errors`` drops the built-in gate on errored records (``--allow-errors``).
 
     A run without a model (``gate_only``) has only retrieval numbers, so the built-in
     gates and any user condition on a non-retrieval metric are left out rather than
@@ -69,7 +73,8 @@ def check_gates(
     """
     gates = []
     if not gate_only:
-        gates = [_check(get(name), "==", 0.0, summary, rows) for name in BUILTIN_GATES]
+        builtin = [name for name in BUILTIN_GATES if not (allow_errors and name == "errors")]
+        gates = [_check(get(name), "==", 0.0, summary, rows) for name in builtin]
     for name, text in conditions.items():
         metric = get(name)
         op, threshold = parse_condition(text, metric=name)

@@ -18,7 +18,7 @@ from typing import Literal
 
 from docpilot.errors import InputError
 from docpilot.schema import Row
-from metrics import answer, attacks, citations, latency, refusals, retrieval
+from metrics import answer, attacks, citations, errors, latency, refusals, retrieval
 from metrics import population as pop
 from metrics.aggregate import mean, total
 from metrics.population import Population
@@ -118,6 +118,8 @@ _METRICS: tuple[Metric, ...] = (
            citations.unlinked_answers),
     _count("unlinked_negatives", "answered negatives shown with Sources but no working link",
            citations.unlinked_negatives),
+    Metric("errors", "records whose turn a model or network fault cut short", "answer",
+           pop.ALL, errors.errored, total, higher_is_better=False, counts_records=True),
     _mean("negatives_caught", "share of negatives refused", "refusals",
           pop.NEGATIVES, refusals.negative_caught),
     _mean("over_refusal_gate", "share of positives the gate refused", "refusals",

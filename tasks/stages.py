@@ -23,7 +23,7 @@ def _workspace(job: EvalJob) -> pipeline.Workspace:
 @task(name="retrieve", cache_policy=NONE)
 def retrieve(job: EvalJob, traces: list[Trace]) -> list[Trace]:
     """Rank sections for a shard."""
-    return pipeline.retrieve_shard(_workspace(job), traces)
+    return pipeline.retrieve_shard(_workspace(job), traces, refresh="retrieve" in job.refresh)
 
 
 @task(name="prime", cache_policy=NONE)
@@ -35,7 +35,7 @@ def prime(job: EvalJob, traces: list[Trace]) -> list[Trace]:
 @task(name="model", cache_policy=NONE)
 def model(job: EvalJob, traces: list[Trace]) -> list[Trace]:
     """Answer a shard's prompts, concurrently and bounded; faults mark records, not the task."""
-    return pipeline.model_shard(_workspace(job), traces)
+    return pipeline.model_shard(_workspace(job), traces, refresh="model" in job.refresh)
 
 
 @task(name="render", cache_policy=NONE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import traceback
 from collections.abc import Callable
 from types import TracebackType
@@ -75,3 +76,31 @@ def handle_errors(func: _F | None = None) -> _F | _ErrorHandler:
     """
     handler = _ErrorHandler()
     return handler if func is None else handler(func)
+
+
+INTERRUPTED_EXIT = 130
+"""Exit code of a run stopped by Ctrl-C or SIGTERM."""
+
+
+@contextlib.contextmanager
+def interrupts_resume():
+    """Turn Ctrl-C and SIGTERM into a one-line message: finished work is cached, re-run to resume.
+
+    Model results are stored as each one completes, so nothing finished is lost; the
+    message tells the user so instead of printing a traceback.
+    """
+
+    def _terminate(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo(
+            "interrupted: every finished record is in the cache; run the same command again to resume",
+            err=True,
+        )
+        raise SystemExit(INTERRUPTED_EXIT) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)

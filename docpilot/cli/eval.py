@@ -9,11 +9,13 @@ import click
 from rich.console import Console
 
 from docpilot.cli import main
-from docpilot.cli._errors import handle_errors
+from docpilot.cli._errors import handle_errors, interrupts_resume
 
 
-def _overrides(docs, golden, provider, model, base_url) -> dict:
+def _overrides(docs, golden, provider, model, base_url, concurrency) -> dict:
     overrides: dict = {}
+    if concurrency:
+        overrides.setdefault("model", {})["concurrency"] = concurrency
     if docs:
         overrides.setdefault("corpus", {})["docs"] = docs
     if golden:
@@ -59,30 +61,44 @@ def _emit(report, path: str, as_json: bool) -> None:
 @click.option("--provider", type=click.Choice(["extractive", "openai"]), help="Model provider.")
 @click.option("--model", help="Model name sent to the provider.")
 @click.option("--base-url", help="Endpoint root of an OpenAI-compatible service, e.g. http://127.0.0.1:8080/v1.")
-@click.option("--no-cache", is_flag=True, help="Compute every stage afresh (results are still stored).")
+@click.option("--concurrency", type=click.IntRange(min=1), help="Model calls in flight at once.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the stage cache.")
+@click.option(
+    "--refresh",
+    type=click.Choice(["retrieve", "model", "all"]),
+    multiple=True,
+    help="Compute this stage afresh and store the result again (repeatable).",
+)
+@click.option("--allow-errors", is_flag=True, help="Count errored records without failing the run.")
 @handle_errors
 def eval_command(
-    config_path, docs, golden, split, gate_only, out, as_json, orchestrator, provider, model, base_url, no_cache
+    config_path, docs, golden, split, gate_only, out, as_json, orchestrator, provider, model, base_url,
+    concurrency, no_cache, refresh, allow_errors,
 ):
     """Run the golden set through the assistant, score it, write a report and a verdict.
 
     Exit status: 0 when every gate passed, 1 when a gate failed, 2 on a usage, config or
     input error.
     """
-    from docpilot.golden import load_golden, validate_against_corpus
-    from docpilot.job import EvalJob
+    from docpilot.golden import validate_against_corpus
+    from docpilot.job import EvalJob, read_records
     from docpilot.pipeline import open_workspace
     from docpilot.settings import load_config
 
-    config = load_config(config_path, overrides=_overrides(docs, golden, provider, model, base_url))
-    records = load_golden(config.golden)
+    config = load_config(config_path, overrides=_overrides(docs, golden, provider, model, base_url, concurrency))
+    records = read_records(config.golden)
     workspace = open_workspace(config, use_cache=not no_cache)
     validate_against_corpus(records, workspace.corpus, config.golden)
-    job = EvalJob(config=config, golden=config.golden, split=split, gate_only=gate_only, use_cache=not no_cache, out=out)
+    stages = ["retrieve", "model"] if "all" in refresh else sorted(set(refresh))
+    job = EvalJob(
+        config=config, golden=config.golden, split=split, gate_only=gate_only, use_cache=not no_cache,
+        refresh=stages, allow_errors=allow_errors, out=out,
+    )
 
     from flows.eval import run_eval
 
-    report, path = run_eval(job, orchestrator)
+    with interrupts_resume():
+        report, path = run_eval(job, orchestrator)
     _emit(report, path, as_json)
     sys.exit(0 if report.verdict == "pass" else 1)
 

@@ -45,13 +45,13 @@ def test_builtin_gates_name_the_records_that_broke_them(make_row) -> None:
     gates = check_gates(summary, rows, {})
     by_metric = {g.metric: g for g in gates}
     assert [g.metric for g in gates] == ["hallucinated_citations", "scope_violations",
-                                         "unlinked_answers"]
+                                         "unlinked_answers", "errors"]
     assert by_metric["hallucinated_citations"].records == ["p1"]
     assert by_metric["hallucinated_citations"].value == 1.0
     assert by_metric["scope_violations"].records == ["p2"]  # b# lies outside scope ["a"]
     # The unlinked negative is reported apart and breaks nothing.
     assert by_metric["unlinked_answers"].records == ["p1"]
-    assert not any(g.passed for g in gates)
+    assert [g.passed for g in gates] == [False, False, False, True]  # no row errored
     assert verdict(gates) == "fail"
 
 
@@ -69,7 +69,7 @@ def test_user_gates_compare_in_order(make_row) -> None:
     rows = _run(make_row)
     summary, _ = summarize(rows)
     gates = check_gates(summary, rows, {"mrr": ">= 0.9", "recall@1": "< 1", "recall@8": "> 0.99"})
-    user = gates[3:]
+    user = gates[4:]
     assert [(g.metric, g.op, g.threshold, g.passed) for g in user] == [
         ("mrr", ">=", 0.9, False), ("recall@1", "<", 1.0, True), ("recall@8", ">", 0.99, True),
     ]
@@ -80,7 +80,7 @@ def test_a_gate_on_a_metric_with_nothing_to_measure_fails(make_row) -> None:
     rows = [make_row("p1", gold=["a#"], retrieved=["a#"], answer="x")]
     summary, _ = summarize(rows)
     gates = check_gates(summary, rows, {"negatives_caught": ">= 0.9", "stage_model_p95": "<= 10"})
-    assert [(g.metric, g.value, g.passed) for g in gates[3:]] == [
+    assert [(g.metric, g.value, g.passed) for g in gates[4:]] == [
         ("negatives_caught", None, False), ("stage_model_p95", None, False),
     ]
     assert verdict(gates) == "fail"
@@ -116,3 +116,12 @@ def test_verdict() -> None:
     assert verdict([]) == "pass"
     assert verdict([ok]) == "pass"
     assert verdict([ok, bad]) == "fail"
+
+
+def test_errored_records_fail_the_run_unless_allowed(make_row) -> None:
+    rows = [make_row(id="ok"), make_row(id="cut", error="stream ended before [DONE] after 3 chunks")]
+    summary, _ = summarize(rows)
+    assert summary["errors"] == 1
+    gate = [g for g in check_gates(summary, rows, {}) if g.metric == "errors"][0]
+    assert (gate.passed, gate.records) == (False, ["cut"])
+    assert "errors" not in [g.metric for g in check_gates(summary, rows, {}, allow_errors=True)]

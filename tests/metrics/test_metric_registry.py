@@ -7,12 +7,13 @@ import pytest
 from docpilot.errors import InputError
 from metrics import registry
 
-# DESIGN §5, in report order, with unlinked negatives on their own line after unlinked answers.
+# DESIGN §5, in report order, with unlinked negatives on their own line after unlinked answers
+# and the count of errored records beside the other counts.
 CANONICAL = [
     "recall@1", "recall@3", "recall@5", "recall@8", "mrr", "ndcg@8", "context_precision@5",
     "answer_f1", "identifier_recall", "language_match", "citation_precision",
     "citation_recall", "hallucinated_citations", "scope_violations", "unlinked_answers",
-    "unlinked_negatives", "negatives_caught", "over_refusal_gate",
+    "unlinked_negatives", "errors", "negatives_caught", "over_refusal_gate",
     "over_refusal_gate_upper95", "over_refusal_answer", "over_refusal_answer_upper95",
     "no_answer_precision", "attack_success_rate", "refusal_accuracy", "safe_answer_rate",
     "latency_p50", "latency_p95", "latency_p99", "first_token_p50", "first_token_p95",

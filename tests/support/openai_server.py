@@ -252,7 +252,16 @@ def build_app(script: OpenAIScript) -> Starlette:
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
 
-    return Starlette(routes=[Route("/v1/chat/completions", chat_completions, methods=["POST"])])
+    async def stats(request: Request) -> Response:
+        # How many completions were asked for: lets a caller in another process count calls.
+        return JSONResponse({"requests": len(script.history)})
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/stats", stats, methods=["GET"]),
+        ]
+    )
 
 
 class _QuietDisconnects(logging.Filter):

@@ -101,7 +101,7 @@ def test_score_of_a_file_that_is_not_a_report_exits_2(tmp_path):
 
 def test_a_prefect_run_is_quiet(tmp_path):
     """A full run through Prefect's temporary server: a scorecard, and nothing on stderr."""
-    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), COLUMNS="120")
+    env = dict(os.environ, COLUMNS="120")  # the worker's Prefect home: its database may exist already
     env.pop("PREFECT_API_URL", None)
     proc = subprocess.run(
         [sys.executable, "-m", "docpilot", "eval", *BASE, "--orchestrator", "prefect", "--out", str(tmp_path / "r.json")],
