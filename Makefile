@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 eval: install
-	$(BIN)/docpilot eval
+	$(BIN)/docpilot eval --html .docpilot/report.html
 
 test: install
 	$(BIN)/python -m pytest -n 2 --dist loadfile -r s

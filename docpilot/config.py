@@ -86,6 +86,9 @@ class GuardConfig(_Strict):
     """`off` (the model alone refuses) or `on`."""
     threshold: float = 0.0
     """With `mode: on`, refuse when the top retrieval score is below this."""
+    max_over_refusal: float = Field(default=0.15, gt=0, le=1)
+    """`docpilot calibrate`: the highest one-sided 95 % Wilson upper bound of the gate's
+    over-refusal that a chosen threshold may have on the dev split."""
 
 
 class Config(_Strict):

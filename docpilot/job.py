@@ -10,8 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from docpilot.config import Config
-from docpilot.golden import load_golden
-from docpilot.schema import GoldenRecord
+from docpilot.golden import load_golden, load_probes
 
 
 class EvalJob(BaseModel):
@@ -22,7 +21,9 @@ class EvalJob(BaseModel):
     config: Config
     """The effective configuration."""
     golden: str
-    """Path of the golden set."""
+    """Path of the record file: the golden set, or the attack probes when ``set`` is adversarial."""
+    set: Literal["golden", "adversarial"] = "golden"
+    """Which record set runs: questions with known answers, or attack probes."""
     split: Literal["dev", "test", "all"] = "all"
     """Which records run."""
     gate_only: bool = False
@@ -37,24 +38,28 @@ class EvalJob(BaseModel):
     """Where to write the report; None for the reports folder."""
 
 
-_LOADED: dict[tuple[str, str], list[GoldenRecord]] = {}
+_LOADED: dict[tuple[str, str, str], list] = {}
 
 
-def read_records(path: str) -> list[GoldenRecord]:
-    """A golden set's records, parsed once per process for the same file content."""
+def read_records(path: str, kind: str = "golden") -> list:
+    """A golden set's records (or, for ``adversarial``, a probe file's probes), parsed once
+    per process for the same file content."""
     try:
-        key = (str(Path(path).resolve()), hashlib.sha256(Path(path).read_bytes()).hexdigest())
+        key = (kind, str(Path(path).resolve()), hashlib.sha256(Path(path).read_bytes()).hexdigest())
     except OSError:
-        return load_golden(path)  # says what is wrong with the path, in the user's terms
+        key = None
+    load = load_probes if kind == "adversarial" else load_golden
+    if key is None:
+        return load(path)  # says what is wrong with the path, in the user's terms
     if key not in _LOADED:
         _LOADED.clear()
-        _LOADED[key] = load_golden(path)
+        _LOADED[key] = load(path)
     return _LOADED[key]
 
 
 def job_records(job: EvalJob) -> list[GoldenRecord]:
     """The job's records, in file order, filtered to its split."""
-    records = read_records(job.golden)
+    records = read_records(job.golden, job.set)
     if job.split == "all":
         return records
     return [r for r in records if r.split == job.split]

@@ -27,7 +27,7 @@ from docpilot.models.registry import build_model, model_identity
 from docpilot.primer import PROMPT_VERSION, prime
 from docpilot.render import Panel, render_panel
 from docpilot.retrieval import Hit, Retriever
-from docpilot.schema import GoldenRecord, Row
+from docpilot.schema import AttackProbe, GoldenRecord, Row
 
 
 class Trace(BaseModel):
@@ -36,7 +36,9 @@ class Trace(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     record: GoldenRecord
-    """The golden record."""
+    """The golden record (for an attack probe: its prompt as the question, no gold)."""
+    attack: AttackProbe | None = None
+    """The attack probe this trace runs, if it is one."""
     hits: list[dict] = Field(default_factory=list)
     """Ranked hits: section_id, chunk_id, score."""
     retrieve_ms: float | None = None
@@ -96,9 +98,17 @@ def open_workspace(config: Config, *, use_cache: bool = True) -> Workspace:
     return workspace
 
 
-def start_traces(records: Sequence[GoldenRecord]) -> list[Trace]:
-    """Wrap records for the first stage."""
-    return [Trace(record=r) for r in records]
+def start_traces(records: Sequence[GoldenRecord | AttackProbe]) -> list[Trace]:
+    """Wrap golden records or attack probes for the first stage."""
+    return [_trace(r) for r in records]
+
+
+def _trace(record: GoldenRecord | AttackProbe) -> Trace:
+    if isinstance(record, GoldenRecord):
+        return Trace(record=record)
+    question = GoldenRecord(id=record.id, question=record.prompt, split=record.split,
+                            language=record.language, tags=record.tags)
+    return Trace(record=question, attack=record)
 
 
 def retrieve_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[Trace]:
@@ -229,7 +239,7 @@ def _row(trace: Trace, *, gate_only: bool) -> Row:
     record = trace.record
     row = Row(
         id=record.id,
-        kind=record.kind,
+        kind="attack" if trace.attack else record.kind,
         split=record.split,
         question=record.question,
         gold=record.gold,
@@ -242,6 +252,8 @@ def _row(trace: Trace, *, gate_only: bool) -> Row:
         identifiers=record.identifiers,
         cached=trace.cached,
     )
+    if trace.attack is not None:
+        row.forbidden, row.expect = trace.attack.forbidden, trace.attack.expect
     if gate_only:
         if trace.retrieve_ms is not None:
             row.stages_ms = {"retrieve": round(trace.retrieve_ms, 3)}

@@ -131,6 +131,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         created_at=now_iso(),
         config=config,
         fingerprints=fingerprints,
+        set=job.set,
         split=job.split,
         gate_only=job.gate_only,
         allow_errors=job.allow_errors,

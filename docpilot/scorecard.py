@@ -7,7 +7,7 @@ from rich.table import Table
 
 from docpilot.schema import Report
 
-_COUNTS = {"hallucinated_citations", "scope_violations", "unlinked_answers", "unlinked_negatives"}
+_COUNTS = {"hallucinated_citations", "scope_violations", "unlinked_answers", "unlinked_negatives", "errors"}
 _BOUNDS = {"over_refusal_gate": "over_refusal_gate_upper95", "over_refusal_answer": "over_refusal_answer_upper95"}
 
 

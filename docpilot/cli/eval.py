@@ -12,14 +12,14 @@ from docpilot.cli import main
 from docpilot.cli._errors import handle_errors, interrupts_resume
 
 
-def _overrides(docs, golden, provider, model, base_url, concurrency) -> dict:
+def _overrides(docs, golden, record_set, provider, model, base_url, concurrency) -> dict:
     overrides: dict = {}
     if concurrency:
         overrides.setdefault("model", {})["concurrency"] = concurrency
     if docs:
         overrides.setdefault("corpus", {})["docs"] = docs
     if golden:
-        overrides["golden"] = golden
+        overrides["golden" if record_set == "golden" else "adversarial"] = golden
     for key, value in (("provider", provider), ("name", model), ("base_url", base_url)):
         if value:
             overrides.setdefault("model", {})[key] = value
@@ -46,7 +46,12 @@ def _emit(report, path: str, as_json: bool) -> None:
 @main.command("eval")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Configuration file (YAML).")
 @click.option("--docs", type=click.Path(file_okay=False), help="Docs folder (overrides corpus.docs).")
-@click.option("--golden", type=click.Path(dir_okay=False), help="Golden set, YAML or JSONL.")
+@click.option("--golden", type=click.Path(dir_okay=False),
+              help="Record file: the golden set, or with --set adversarial the attack probes.")
+@click.option(
+    "--set", "record_set", type=click.Choice(["golden", "adversarial"]), default="golden", show_default=True,
+    help="Run the golden set, or the attack probes (adversarial).",
+)
 @click.option("--split", type=click.Choice(["dev", "test", "all"]), default="all", show_default=True)
 @click.option("--gate-only", is_flag=True, help="Retrieval only: call no model, report retrieval metrics.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Where to write the report JSON.")
@@ -70,10 +75,13 @@ def _emit(report, path: str, as_json: bool) -> None:
     help="Compute this stage afresh and store the result again (repeatable).",
 )
 @click.option("--allow-errors", is_flag=True, help="Count errored records without failing the run.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the HTML report here.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Also write JUnit XML here.")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Also write a Markdown summary here.")
 @handle_errors
 def eval_command(
-    config_path, docs, golden, split, gate_only, out, as_json, orchestrator, provider, model, base_url,
-    concurrency, no_cache, refresh, allow_errors,
+    config_path, docs, golden, record_set, split, gate_only, out, as_json, orchestrator, provider, model, base_url,
+    concurrency, no_cache, refresh, allow_errors, html_path, junit_path, markdown_path,
 ):
     """Run the golden set through the assistant, score it, write a report and a verdict.
 
@@ -85,13 +93,16 @@ def eval_command(
     from docpilot.pipeline import open_workspace
     from docpilot.settings import load_config
 
-    config = load_config(config_path, overrides=_overrides(docs, golden, provider, model, base_url, concurrency))
-    records = read_records(config.golden)
+    overrides = _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
+    config = load_config(config_path, overrides=overrides)
+    path = config.golden if record_set == "golden" else config.adversarial
+    records = read_records(path, record_set)
     workspace = open_workspace(config, use_cache=not no_cache)
-    validate_against_corpus(records, workspace.corpus, config.golden)
+    if record_set == "golden":
+        validate_against_corpus(records, workspace.corpus, path)
     stages = ["retrieve", "model"] if "all" in refresh else sorted(set(refresh))
     job = EvalJob(
-        config=config, golden=config.golden, split=split, gate_only=gate_only, use_cache=not no_cache,
+        config=config, golden=path, set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
         refresh=stages, allow_errors=allow_errors, out=out,
     )
 
@@ -99,7 +110,15 @@ def eval_command(
 
     with interrupts_resume():
         report, path = run_eval(job, orchestrator)
+    written = {}
+    if html_path or junit_path or markdown_path:
+        from docpilot.readout import write_outputs
+
+        written = write_outputs(report, html=html_path, junit=junit_path, markdown=markdown_path, report_path=path)
     _emit(report, path, as_json)
+    if not as_json:
+        for kind, where in written.items():
+            click.echo(f"{kind}: {where}")
     sys.exit(0 if report.verdict == "pass" else 1)
 
 
