@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from docpilot import progress
 from docpilot.cache import StageCache, cache_key
 from docpilot.config import Config
 from docpilot.corpus import Chunk, Corpus, load_corpus
@@ -121,6 +122,7 @@ def retrieve_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False)
         record = trace.record
         key = cache_key("retrieve", ws.retriever.fingerprint, record.question, record.scope, settings.top_k)
         hit = ws.cache.get(key) if ws.cache and not refresh else None
+        progress.advance("retrieve")
         if hit is not None:
             trace.hits, trace.retrieve_ms = hit["hits"], hit["ms"]
             trace.cached.append("retrieve")
@@ -175,6 +177,7 @@ def model_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False) ->
             trace.turn = Turn.model_validate(stored["turn"])
             trace.languages = stored["languages"]
             trace.cached.append("model")
+            progress.advance("model")
         else:
             todo.append(trace)
     if todo:
@@ -201,6 +204,7 @@ async def _run_model(ws: Workspace, todo: list[Trace]) -> None:
             turn = await model.complete(trace.prompt)
             trace.turn = turn
             trace.languages = _languages(trace)
+            progress.advance("model")
             if ws.cache and turn.error is None:
                 # Stored as soon as it exists: a crash later in the run loses nothing.
                 entry = {"turn": turn.model_dump(), "languages": trace.languages}

@@ -15,6 +15,7 @@ from prefect import flow
 from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.utilities.annotations import quote
 
+from docpilot import progress
 from docpilot.errors import OrchestratorError
 from docpilot.job import EvalJob, job_records, shards
 from docpilot.pipeline import start_traces
@@ -29,8 +30,11 @@ Call = Callable[..., Any]
 def run_stages(job: EvalJob, call: Call, orchestrator: str) -> tuple[Report, str]:
     """Run every stage over every shard through ``call``, then score and write the report."""
     start = time.perf_counter()
+    records = job_records(job)
+    for stage in ("retrieve",) if job.gate_only else ("retrieve", "model"):
+        progress.start(stage, len(records))
     rows = []
-    for shard in shards(job_records(job), job.config.shard_size):
+    for shard in shards(records, job.config.shard_size):
         traces = call(stages.retrieve, job, start_traces(shard))
         if not job.gate_only:
             for stage in (stages.prime, stages.model, stages.render):

@@ -108,8 +108,16 @@ def eval_command(
 
     from flows.eval import run_eval
 
-    with interrupts_resume():
-        report, path = run_eval(job, orchestrator)
+    from docpilot import progress
+
+    sink = progress.sink_for()
+    progress.install(sink)
+    try:
+        with interrupts_resume():
+            report, path = run_eval(job, orchestrator)
+    finally:
+        progress.install(None)
+        sink.close()
     written = {}
     if html_path or junit_path or markdown_path:
         from docpilot.readout import write_outputs
