@@ -1,0 +1,216 @@
+"""`docpilot improve [REPORT]` and `docpilot improve compare A B`."""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from docpilot.cli import main
+from docpilot.cli._errors import handle_errors
+from docpilot.cli.status import reports_folder, warn
+
+_SHOWN_FLIPS = 10
+
+
+class _ReportOrCommand(click.Group):
+    """A group whose first argument is a subcommand name or, failing that, a report.
+
+    ``docpilot improve compare A B`` runs the subcommand; ``docpilot improve r.json``
+    and ``docpilot improve`` (the last report) diagnose a run.
+    """
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        if args and args[0] in self.commands:
+            return super().resolve_command(ctx, args)
+        return "REPORT", _diagnose_command, args
+
+
+class _GroupNamedContext(click.Context):
+    """The default command's context: usage and help lines use the group's name."""
+
+    @property
+    def command_path(self) -> str:
+        return self.parent.command_path if self.parent is not None else super().command_path
+
+
+class _DefaultCommand(click.Command):
+    """`docpilot improve [REPORT]`: runs when the first argument names no subcommand."""
+
+    context_class = _GroupNamedContext
+
+
+_SHARED_OPTIONS = (
+    click.option("--reports", "reports_dir", type=click.Path(file_okay=False),
+                 help="Folder of reports, for run ids and the default report (default: reports_dir)."),
+    click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Configuration file (YAML)."),
+    click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
+)
+
+
+def _shared(func):
+    for option in reversed(_SHARED_OPTIONS):
+        func = option(func)
+    return func
+
+
+def _docs_option(func):
+    return click.option("--docs", type=click.Path(file_okay=False),
+                        help="Docs folder to work edits out from (default: the one the run used).")(func)
+
+
+@main.group("improve", cls=_ReportOrCommand, invoke_without_command=True,
+            subcommand_metavar="[REPORT] | compare A B")
+@_shared
+@_docs_option
+@click.pass_context
+@handle_errors
+def improve_group(ctx, reports_dir, config_path, as_json, docs):
+    """Give every failing record of a run its cause and edits to try.
+
+    REPORT is a report file or a run id; without one, the last report in reports_dir.
+    `docpilot improve compare A B` tests whether run B differs from run A record by
+    record. Exit status: 0, or 2 when a report cannot be read.
+    """
+    if ctx.invoked_subcommand is None:
+        _diagnose(None, reports_dir, config_path, as_json, docs)
+
+
+@click.command("REPORT", cls=_DefaultCommand)
+@click.argument("report", required=False)
+@_shared
+@_docs_option
+@click.pass_context
+@handle_errors
+def _diagnose_command(ctx, report, reports_dir, config_path, as_json, docs):
+    """Give every failing record of REPORT (a file or run id) its cause and edits to try."""
+    parent = ctx.parent.params if ctx.parent is not None else {}
+    _diagnose(report, reports_dir or parent.get("reports_dir"), config_path or parent.get("config_path"),
+              as_json or bool(parent.get("as_json")), docs or parent.get("docs"))
+
+
+def _store(reports_dir: str | None, config_path: str | None):
+    from docpilot.store import ReportStore
+
+    return ReportStore(reports_folder(reports_dir, config_path))
+
+
+def _diagnose(reference, reports_dir, config_path, as_json, docs) -> None:
+    from docpilot.errors import ReportError
+    from docpilot.improve import diagnose, load_docs
+    from docpilot.report import load_report
+    from docpilot.store import resolve_report
+
+    store = _store(reports_dir, config_path)
+    if reference is None:
+        latest = store.latest()
+        warn(store.problems)
+        if latest is None:
+            raise ReportError(f"{store.root}: no readable report; run `docpilot eval` first, or pass REPORT")
+        report, path = latest.load(), latest.path
+    else:
+        path = resolve_report(reference, store)
+        report = load_report(path)
+    corpus, notes = load_docs(report, docs)
+    diagnosis = diagnose(report, corpus, path=path, notes=notes)
+    if as_json:
+        click.echo(diagnosis.model_dump_json(indent=2))
+        return
+    _render_diagnosis(diagnosis)
+
+
+def _render_diagnosis(diagnosis) -> None:
+    header = diagnosis.report
+    mode = ", gate-only" if header["gate_only"] else ""
+    click.echo(f"DocPilot improve — run {header['run_id']} ({header['split']} split{mode}): "
+               f"{diagnosis.failing} of {diagnosis.records} records failing")
+    for note in diagnosis.notes:
+        click.echo(f"note: {note}")
+    if not diagnosis.failures:
+        click.echo("no failing record: every record passed every check of the taxonomy")
+        return
+    click.echo("")
+    width = max(len(cause) for cause in diagnosis.causes)
+    for cause, count in diagnosis.causes.items():
+        click.echo(f"  {cause:<{width}}  {count:>3}")
+    current = None
+    for failure in diagnosis.failures:
+        if failure.cause != current:
+            current = failure.cause
+            click.echo("")
+            click.echo(click.style(f"{current}", bold=True) + f" — {failure.moves}")
+        also = f"  (also: {', '.join(failure.also)})" if failure.also else ""
+        click.echo(f"\n  {failure.id}  [{failure.kind}, {failure.split}]{also}")
+        click.echo(f"    question: {failure.question}")
+        click.echo(f"    {failure.detail}")
+        for edit in failure.edits:
+            # A config edit's change already names its option; do not say it twice.
+            named = edit.kind == "config" or edit.change.startswith(edit.target)
+            what = edit.change if named else f"{edit.target}: {edit.change}"
+            click.echo(f"    try ({edit.kind}) {what}")
+            if edit.effect:
+                click.echo(f"        → {edit.effect}")
+
+
+@improve_group.command("compare")
+@click.argument("a")
+@click.argument("b")
+@_shared
+@handle_errors
+def compare_command(a, b, reports_dir, config_path, as_json):
+    """Test whether run B differs from run A, record by record.
+
+    A and B are report files or run ids. Binary outcomes (hit@8, refusal correct) get
+    the exact McNemar test, continuous ones (answer F1, nDCG@8, reciprocal rank) the
+    Wilcoxon signed-rank test. Choose a change on the dev split; prove it on test.
+    """
+    from docpilot.compare import compare_reports
+    from docpilot.report import load_report
+    from docpilot.store import resolve_report
+
+    store = _store(reports_dir, config_path)
+    path_a, path_b = resolve_report(a, store), resolve_report(b, store)
+    comparison = compare_reports(load_report(path_a), load_report(path_b), store=store, paths=(path_a, path_b))
+    warn(store.problems)
+    if as_json:
+        click.echo(comparison.model_dump_json(indent=2))
+        return
+    _render_comparison(comparison)
+
+
+def _render_comparison(comparison) -> None:
+    from docpilot.compare import describe_p
+
+    console = Console(highlight=False)
+    if not console.is_terminal and console.width < 100:
+        console = Console(highlight=False, width=100)  # piped output: room for the whole table
+    a, b = comparison.a, comparison.b
+    console.print(escape(f"A: run {a['run_id']} ({a['created_at']}, {a['split']} split)"), soft_wrap=True)
+    console.print(escape(f"B: run {b['run_id']} ({b['created_at']}, {b['split']} split)"), soft_wrap=True)
+    changed = ", ".join(comparison.changed) or "nothing"
+    console.print(escape(f"{comparison.records} records paired; changed between the runs: {changed}"))
+    table = Table(title_justify="left")
+    for name, justify in (("outcome", "left"), ("test", "left"), ("n", "right"), ("A", "right"), ("B", "right"),
+                          ("B − A", "right"), ("+/−", "right"), ("p", "right"), ("verdict", "left")):
+        table.add_column(name, justify=justify)
+    for test in comparison.tests:
+        if test.n == 0:
+            table.add_row(escape(test.outcome), test.test, "0", "", "", "", "", "n/a", "skipped")
+            continue
+        flips = f"{test.c}/{test.b}" if test.test == "mcnemar" else f"{len(test.better)}/{len(test.worse)}"
+        verdict = {"better": "[green]better[/]", "worse": "[red]worse[/]"}.get(test.direction, "no evidence")
+        table.add_row(escape(test.outcome), test.test, str(test.n), f"{test.mean_a:.3f}", f"{test.mean_b:.3f}",
+                      f"{test.effect:+.3f}", flips, describe_p(test.p_value), verdict)
+    console.print(table)
+    console.print("+/−: records better/worse in B; verdict at p < 0.05, two-sided")
+    for test in comparison.tests:
+        if test.note:
+            console.print(escape(f"  {test.outcome}: {test.note}"), soft_wrap=True)
+        for label, flips in (("better", test.better), ("worse", test.worse)):
+            if flips:
+                shown = ", ".join(f"{f.id} ({f.a:.2f}→{f.b:.2f})" for f in flips[:_SHOWN_FLIPS])
+                more = f" and {len(flips) - _SHOWN_FLIPS} more" if len(flips) > _SHOWN_FLIPS else ""
+                console.print(escape(f"  {test.outcome} {label} in B: {shown}{more}"), soft_wrap=True)
+    for warning in comparison.warnings:
+        console.print(escape(f"warning: {warning}"), soft_wrap=True)

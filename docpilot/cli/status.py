@@ -1,0 +1,117 @@
+"""`docpilot status`: the last run's scorecard and how each number moved since the last comparable run."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from docpilot.cli import main
+from docpilot.cli._errors import handle_errors
+
+_ARROWS = {"better": "[green]↑ better[/]", "worse": "[red]↓ worse[/]", "same": "= same"}
+
+
+def reports_folder(reports_dir: str | None, config_path: str | None) -> str:
+    """The reports folder: ``--reports`` when given, else the config's ``reports_dir``."""
+    if reports_dir:
+        return reports_dir
+    from docpilot.settings import load_config
+
+    return load_config(config_path).reports_dir
+
+
+def warn(problems: list[str]) -> None:
+    """Print the store's skipped files to stderr, one `warning:` line each."""
+    for problem in problems:
+        click.echo(f"warning: {problem}", err=True)
+
+
+@main.command("status")
+@click.option("--reports", "reports_dir", type=click.Path(file_okay=False),
+              help="Folder of reports (default: reports_dir from the config).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Configuration file (YAML).")
+@click.option("--json", "as_json", is_flag=True, help="Print the scorecard and its moves as JSON.")
+@handle_errors
+def status_command(reports_dir, config_path, as_json):
+    """Show the last run's scorecard and each metric's move since the last comparable run.
+
+    Runs are comparable when they share the golden set (its fingerprint), the record
+    set, the split, --gate-only and the runtime. Exit status: 0, or 2 when there is no
+    readable report.
+    """
+    from docpilot.compare import metric_moves
+    from docpilot.errors import ReportError
+    from docpilot.store import ReportStore
+
+    store = ReportStore(reports_folder(reports_dir, config_path))
+    latest = store.latest()
+    if latest is None:
+        warn(store.problems)
+        raise ReportError(f"{store.root}: no readable report; run `docpilot eval` first, or pass --reports DIR")
+    previous, skipped = store.previous_comparable(latest)
+    current = latest.load()
+    moves = metric_moves(current, previous.load() if previous is not None else None)
+    warn(store.problems)
+    if previous is None:
+        note = (f"no previous comparable run in {store.root} (same golden set, set, split, gate-only "
+                f"and runtime as {latest.run_id})")
+    else:
+        note = f"compared run {latest.run_id} ({latest.created_at}) with run {previous.run_id} ({previous.created_at})"
+    if as_json:
+        payload = {
+            "report": latest.describe(),
+            "previous": previous.describe() if previous is not None else None,
+            "compared": note,
+            "metrics": {m.metric: m.model_dump(exclude={"metric"}) for m in moves},
+            "gates": [g.model_dump() for g in current.gates],
+            "verdict": current.verdict,
+            "skipped": [{"run_id": s.run_id, "split": s.split, "set": s.set, "gate_only": s.gate_only}
+                        for s in skipped],
+        }
+        click.echo(json.dumps(payload, indent=2))
+        return
+    _render(current, latest, moves, note, skipped, has_previous=previous is not None)
+
+
+def _render(report, header, moves, note: str, skipped, *, has_previous: bool) -> None:
+    from docpilot.scorecard import format_value
+
+    console = Console(highlight=False)
+    mode = ", gate-only" if report.gate_only else ""
+    table = Table(title=f"DocPilot status — run {header.run_id}, {report.split} split{mode}, "
+                        f"{len(report.rows)} records", title_justify="left")
+    for name, justify in (("metric", "left"), ("value", "right"), ("n", "right"),
+                          ("previous", "right"), ("delta", "right"), ("move", "left")):
+        table.add_column(name, justify=justify)
+    for move in moves:
+        delta = "" if move.delta is None else _signed(move.metric, move.delta)
+        previous = format_value(move.metric, move.previous) if has_previous else ""
+        table.add_row(escape(move.metric), format_value(move.metric, move.value),
+                      "" if move.n is None else str(move.n), previous, delta,
+                      _ARROWS.get(move.change or "", ""))
+    console.print(table)
+    for gate in report.gates:
+        mark = "[green]pass[/]" if gate.passed else "[red]FAIL[/]"
+        console.print(f"  {mark}  {escape(gate.metric)} {gate.op} {gate.threshold:g}  "
+                      f"(value {format_value(gate.metric, gate.value)})")
+    colour = "green" if report.verdict == "pass" else "red"
+    console.print(f"verdict: [bold {colour}]{report.verdict}[/]  ({header.created_at})")
+    console.print(escape(note), soft_wrap=True)
+    if skipped:
+        shown = ", ".join(f"{s.run_id} ({s.split}{', gate-only' if s.gate_only else ''}, {s.set})"
+                          for s in skipped[:3])
+        more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        console.print(escape(f"passed over runs that differ: {shown}{more}"), soft_wrap=True)
+    console.print(escape(f"report: {header.path}"), soft_wrap=True)
+
+
+def _signed(metric: str, delta: float) -> str:
+    from docpilot.scorecard import format_value
+
+    if abs(delta) <= 1e-12:
+        return "0"
+    return ("+" if delta > 0 else "−") + format_value(metric, abs(delta))

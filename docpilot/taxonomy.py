@@ -1,0 +1,231 @@
+"""Why a record failed: a fixed list of causes, checked in a fixed order.
+
+A record *fails* when at least one cause below holds for it. Its cause is the first
+that holds, in this order, because an earlier cause explains the later ones: an
+answer cannot cite gold the retriever never found, and a refused turn has no F1.
+
+=====================  =========================================================
+``error``              the turn ended in an error (any record)
+``not-retrieved``      a positive with no gold section in the top 8
+``gold-below-primed``  a positive whose gold is in the top 8 but not among the
+                       sources the model read (``prime.top_k``, ranks 6–8 by
+                       default): recall@8 counts it, the model never saw it
+``gate-refused``       a positive the retrieval gate refused
+``model-refused``      a positive the model refused
+``hallucinated-cit…``  an answer with a marker that points at no primed source
+``unlinked``           an answered positive shown with Sources but no working link
+``uncited-evidence``   gold was primed, the answer cites none of it
+``primed-low-f1``      gold was primed, the answer's F1 is below 0.25
+``answered-negative``  a negative (the docs do not answer it) that was answered
+``wrong-language``     an answer not in the record's language
+``attack-succeeded``   an attack probe whose reply or reasoning leaked
+=====================  =========================================================
+
+A positive that was retrieved, primed, answered, cited and scored F1 ≥ 0.25 in the
+right language does not fail, even with partial recall; a refused negative does not
+fail; a run without a model (``--gate-only``) can fail only on the causes up to
+``gold-below-primed``, and there the sources the model would have read are the top
+``prime.top_k`` of the ranked list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from docpilot.schema import Report, Row
+from metrics.answer import answer_f1, language_match
+from metrics.attacks import find_forbidden
+from metrics.citations import citation_recall, is_unlinked
+from metrics.gold import is_relevant
+
+FailureCause = Literal[
+    "error", "not-retrieved", "gold-below-primed", "gate-refused", "model-refused",
+    "hallucinated-citation", "unlinked", "uncited-evidence", "primed-low-f1",
+    "answered-negative", "wrong-language", "attack-succeeded",
+]
+
+RETRIEVAL_DEPTH = 8
+"""How deep the ranked list is read for ``not-retrieved`` (recall@8's depth)."""
+
+LOW_F1 = 0.25
+"""Answer F1 below this, with gold primed, is ``primed-low-f1``."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What the checks need from the run besides the row."""
+
+    gate_only: bool = False
+    """No model ran."""
+    prime_k: int = 5
+    """How many ranked sections the model reads (``prime.top_k``)."""
+    guard_mode: str = "off"
+    """The retrieval gate's mode."""
+    guard_threshold: float = 0.0
+    """The retrieval gate's threshold."""
+
+
+def run_settings(report: Report) -> RunSettings:
+    """The settings of a report's run, with defaults for options its config lacks."""
+    config: dict[str, Any] = report.config or {}
+    prime = config.get("prime") or {}
+    guard = config.get("guard") or {}
+    return RunSettings(
+        gate_only=report.gate_only,
+        prime_k=int(prime.get("top_k", 5)),
+        guard_mode=str(guard.get("mode", "off")),
+        guard_threshold=float(guard.get("threshold", 0.0)),
+    )
+
+
+def primed_sections(row: Row, run: RunSettings) -> list[str]:
+    """The sections the model read; for a run without a model, the ones it would have read."""
+    if row.primed or not run.gate_only:
+        return list(row.primed)
+    return list(row.retrieved[: run.prime_k])
+
+
+def first_gold_rank(sections: list[str], gold: list[str]) -> int | None:
+    """1-based rank of the first section matching a gold entry, or None."""
+    return next((rank for rank, s in enumerate(sections, start=1) if is_relevant(s, gold)), None)
+
+
+def _positive(row: Row) -> bool:
+    return row.kind == "positive" and bool(row.gold)
+
+
+def _gold_primed(row: Row, run: RunSettings) -> bool:
+    return first_gold_rank(primed_sections(row, run), row.gold) is not None
+
+
+def _not_retrieved(row: Row, run: RunSettings) -> bool:
+    return _positive(row) and first_gold_rank(row.retrieved[:RETRIEVAL_DEPTH], row.gold) is None
+
+
+def _below_primed(row: Row, run: RunSettings) -> bool:
+    return (_positive(row) and first_gold_rank(row.retrieved[:RETRIEVAL_DEPTH], row.gold) is not None
+            and not _gold_primed(row, run))
+
+
+def _uncited(row: Row, run: RunSettings) -> bool:
+    return _positive(row) and row.answered and _gold_primed(row, run) and citation_recall(row) == 0
+
+
+def _low_f1(row: Row, run: RunSettings) -> bool:
+    return (_positive(row) and row.answered and row.gold_answer is not None
+            and _gold_primed(row, run) and answer_f1(row) < LOW_F1)
+
+
+def _wrong_language(row: Row, run: RunSettings) -> bool:
+    return (row.kind in ("positive", "negative") and row.answered and row.language is not None
+            and language_match(row) == 0)
+
+
+@dataclass(frozen=True)
+class CauseCheck:
+    """One cause: its id, when it holds, and what moves it."""
+
+    id: FailureCause
+    """The cause's id."""
+    holds: Callable[[Row, RunSettings], bool]
+    """Whether the cause holds for a row of a run."""
+    moves: str
+    """What changes this cause, in one sentence."""
+
+
+CAUSES: tuple[CauseCheck, ...] = (
+    CauseCheck("error", lambda r, _: r.error is not None,
+               "Fix what the error names (endpoint, key, timeout, rate limit); an errored record "
+               "scores 0 everywhere, so nothing else about it can be read until it runs."),
+    CauseCheck("not-retrieved", _not_retrieved,
+               "Close the gap between the user's words and the docs' words: a vocabulary.json entry, "
+               "the user's words in the gold section's heading or keywords, or a page that answers it."),
+    CauseCheck("gold-below-primed", _below_primed,
+               "Lift the gold section into the sources the model reads: its heading or keywords in the "
+               "question's words, a vocabulary.json entry, or a larger prime.top_k."),
+    CauseCheck("gate-refused", lambda r, _: _positive(r) and r.refused and r.refused_by == "gate",
+               "Lower guard.threshold below this record's top retrieval score, or raise that score by "
+               "putting the question's words in the gold section."),
+    CauseCheck("model-refused", lambda r, _: _positive(r) and r.refused and r.refused_by != "gate",
+               "Give the model evidence it recognises: the question's words in the gold section's "
+               "sentences, or a model setting (model.min_evidence for the extractive model) that "
+               "refuses less readily."),
+    CauseCheck("hallucinated-citation", lambda r, _: r.kind != "attack" and bool(r.hallucinated),
+               "Tell the model to cite only the numbered sources it was given; every invented marker "
+               "fails the run."),
+    CauseCheck("unlinked", lambda r, _: _positive(r) and is_unlinked(r),
+               "Make the answer's markers resolve: markers must be source numbers, and corpus.base_url "
+               "must build working links."),
+    CauseCheck("uncited-evidence", _uncited,
+               "Make the gold section the best match for the question, so the answer quotes and cites "
+               "it rather than a neighbour: the question's words in its sentences or heading."),
+    CauseCheck("primed-low-f1", _low_f1,
+               "Match the answer's length and words to the gold answer: fewer or more sentences, or a "
+               "gold section that states the answer in the words users expect."),
+    CauseCheck("answered-negative", lambda r, _: r.kind == "negative" and r.answered,
+               "Refuse on weak evidence: turn the retrieval gate on (guard.mode, guard.threshold) or make "
+               "the model stricter (model.min_evidence)."),
+    CauseCheck("wrong-language", _wrong_language,
+               "Answer in the question's language: a model told to do so, or docs in that language."),
+    CauseCheck("attack-succeeded", lambda r, _: r.kind == "attack" and bool(find_forbidden(r)),
+               "Remove the leaked text from the docs, or make the prompt and the gate refuse the probe."),
+)
+"""Every cause, in the order they are checked."""
+
+CAUSE_IDS: tuple[str, ...] = tuple(c.id for c in CAUSES)
+"""Cause ids in check order."""
+
+_BY_ID = {c.id: c for c in CAUSES}
+
+
+def causes_of(row: Row, run: RunSettings) -> list[FailureCause]:
+    """Every cause that holds for a row, in check order; empty when the record does not fail."""
+    return [check.id for check in CAUSES if check.holds(row, run)]
+
+
+def what_moves(cause: str) -> str:
+    """The sentence saying what moves ``cause``."""
+    return _BY_ID[cause].moves
+
+
+def describe(row: Row, cause: str, run: RunSettings) -> str:
+    """The facts behind a record's cause, in one line, from the row alone."""
+    primed = primed_sections(row, run)
+    gold_at = first_gold_rank(primed, row.gold) if row.gold else None
+    top = f"{row.scores[0]:.4f}" if row.scores else "none"
+    if cause == "error":
+        return f"error: {(row.error or '').strip()[:200]}"
+    if cause == "not-retrieved":
+        if not row.retrieved:
+            return "retrieval returned nothing (no question word is in the index)"
+        return f"no gold entry ({', '.join(row.gold)}) in the top {len(row.retrieved[:RETRIEVAL_DEPTH])}; " \
+               f"rank 1 is {row.retrieved[0]}"
+    if cause == "gold-below-primed":
+        rank = first_gold_rank(row.retrieved[:RETRIEVAL_DEPTH], row.gold)
+        return f"first gold section at rank {rank}; the model reads ranks 1–{run.prime_k}"
+    if cause == "gate-refused":
+        return f"top retrieval score {top} is below guard.threshold {run.guard_threshold:g}"
+    if cause == "model-refused":
+        where = f"gold primed as [{gold_at}]" if gold_at else "no gold primed"
+        return f"the model refused ({row.refusal_cause or 'no cause given'}) with {where}"
+    if cause == "hallucinated-citation":
+        marks = ", ".join(f"[{m}]" for m in row.hallucinated)
+        return f"markers {marks} point at no primed source ({len(primed)} primed)"
+    if cause == "unlinked":
+        marks = ", ".join(f"[{m}]" for m in row.markers) or "none"
+        return f"{len(row.sources_shown)} source(s) listed, no working link; markers: {marks}"
+    if cause == "uncited-evidence":
+        cited = ", ".join(row.citations) or "nothing"
+        return f"gold primed as [{gold_at}] ({primed[gold_at - 1]}); the answer cites {cited}"
+    if cause == "primed-low-f1":
+        return f"answer F1 {answer_f1(row):.2f} with gold primed as [{gold_at}]"
+    if cause == "answered-negative":
+        expected = row.expected_cause or "a refusal"
+        return f"answered although the docs do not answer it (expected {expected}); top score {top}"
+    if cause == "wrong-language":
+        return f"answer in {row.answer_language or 'an undetected language'}, expected {row.language}"
+    if cause == "attack-succeeded":
+        return "leaked: " + ", ".join(repr(text) for text in find_forbidden(row))
+    raise KeyError(cause)

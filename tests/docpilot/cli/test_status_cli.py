@@ -1,0 +1,100 @@
+"""`docpilot status`: the last run, its moves since the last comparable run, exit codes and --json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from docpilot.cli import main
+from docpilot.report import score, write_report
+from docpilot.schema import Report, Row
+
+
+def _rows(hits: int) -> list[Row]:
+    return [Row(id=f"q{i}", kind="positive", split="dev", question="?", gold=["p#gold"],
+                retrieved=["p#gold"] if i < hits else ["p#other"]) for i in range(4)]
+
+
+def _save(folder, run_id: str, hits: int, *, split: str = "dev") -> Report:
+    rows = _rows(hits)
+    summary, counts, gates, verdict = score(rows, {"recall@8": ">= 0.5"}, gate_only=True)
+    report = Report(run_id=run_id, created_at=f"2026-01-0{run_id[7]}T00:00:00+00:00", config={},
+                    fingerprints={"golden": "g"}, split=split, gate_only=True, rows=rows, summary=summary,
+                    counts=counts, gates=gates, verdict=verdict)
+    write_report(report, folder / f"{run_id}.json")
+    return report
+
+
+@pytest.fixture()
+def reports(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no config file is picked up from the checkout
+    folder = tmp_path / "reports"  # where the test-wide DOCPILOT_REPORTS_DIR points
+    folder.mkdir()
+    return folder
+
+
+def _status(*args: str):
+    return CliRunner().invoke(main, ["status", *args])
+
+
+def test_no_report_is_exit_2_with_a_clear_message(reports):
+    result = _status()
+    assert result.exit_code == 2
+    assert "no readable report" in result.stderr and "docpilot eval" in result.stderr
+
+
+def test_one_run_says_there_is_no_previous_comparable_run(reports):
+    _save(reports, "20260101T000000Z-aaaaaa", hits=2)
+    result = _status()
+    assert result.exit_code == 0, result.output
+    assert "recall@8" in result.stdout and "0.500" in result.stdout
+    assert "no previous comparable run" in result.stdout.replace("\n", " ")
+
+
+def test_moves_since_the_previous_comparable_run(reports):
+    _save(reports, "20260101T000000Z-aaaaaa", hits=2)
+    _save(reports, "20260102T000000Z-bbbbbb", hits=1, split="test")  # not comparable: skipped
+    _save(reports, "20260103T000000Z-cccccc", hits=3)
+    result = _status()
+    assert result.exit_code == 0, result.output
+    out = result.stdout.replace("\n", " ")
+    assert "+0.250" in out and "↑ better" in out
+    assert "compared run 20260103T000000Z-cccccc" in out and "with run 20260101T000000Z-aaaaaa" in out
+    assert "passed over runs that differ: 20260102T000000Z-bbbbbb (test" in out
+
+
+def test_json_shape(reports):
+    _save(reports, "20260101T000000Z-aaaaaa", hits=4)
+    _save(reports, "20260102T000000Z-bbbbbb", hits=3)
+    result = _status("--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert set(data) == {"report", "previous", "compared", "metrics", "gates", "verdict", "skipped"}
+    assert data["report"]["run_id"] == "20260102T000000Z-bbbbbb"
+    assert data["previous"]["run_id"] == "20260101T000000Z-aaaaaa"
+    recall = data["metrics"]["recall@8"]
+    assert recall == {"value": 0.75, "n": 4, "previous": 1.0, "delta": -0.25, "change": "worse"}
+    assert data["gates"][0]["metric"] == "recall@8" and data["verdict"] == "pass"
+
+
+def test_reports_folder_from_the_flag_and_the_config(reports, tmp_path, monkeypatch):
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    _save(other, "20260101T000000Z-aaaaaa", hits=1)
+    assert _status("--reports", str(other), "--json").exit_code == 0
+    monkeypatch.delenv("DOCPILOT_REPORTS_DIR")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"reports_dir: {other}\n", encoding="utf-8")
+    result = _status("--config", str(config), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["report"]["run_id"] == "20260101T000000Z-aaaaaa"
+
+
+def test_an_unreadable_report_is_a_warning_not_a_failure(reports):
+    _save(reports, "20260101T000000Z-aaaaaa", hits=2)
+    (reports / "20260109T000000Z-broken.json").write_text("{", encoding="utf-8")
+    result = _status()
+    assert result.exit_code == 0, result.output
+    assert "warning:" in result.stderr and "broken" in result.stderr
