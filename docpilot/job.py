@@ -34,6 +34,10 @@ class EvalJob(BaseModel):
     """Stages to compute afresh (and store again) even where a cached result exists."""
     allow_errors: bool = False
     """Errored records are counted but do not fail the run."""
+    runtime: Literal["local", "server"] = "local"
+    """Where the assistant runs: in this process, or behind `docpilot serve` over HTTP."""
+    url: str | None = None
+    """The server's base URL for the server runtime; None starts a local one for the run."""
     out: str | None = None
     """Where to write the report; None for the reports folder."""
 

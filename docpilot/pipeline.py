@@ -50,6 +50,8 @@ class Trace(BaseModel):
     """The retrieval gate refused before the model."""
     turn: Turn | None = None
     """What the model produced."""
+    stages_ms: dict[str, float] | None = None
+    """Stage timings a server reported (server runtime); None when the stages ran here."""
     languages: dict[str, str | None] = Field(default_factory=dict)
     """Detected languages of the question and the answer, kept with the cached turn."""
     panel: Panel | None = None
@@ -292,5 +294,75 @@ def _row(trace: Trace, *, gate_only: bool) -> Row:
         row.hallucinated = panel.hallucinated
         row.sources_shown = [s.section_id for s in panel.sources]
         row.links = panel.links
+    if trace.stages_ms is not None:
+        stages = trace.stages_ms  # measured by the server, where the time was spent
     row.stages_ms = {k: round(v, 3) for k, v in stages.items()}
     return row
+
+
+# The cache apart from the computing. A run that sends shards to other processes (a Dask
+# cluster) keeps every cache read and write in its own process: it fills in what is
+# stored, sends only the rest out to be computed with no cache, and stores what comes
+# back. The entries are the ones ``retrieve_shard`` and ``model_shard`` read and write.
+
+
+def lookup_rankings(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[int]:
+    """Fill in every trace whose ranking is cached; return the positions of those still to rank.
+
+    ``refresh`` fills in nothing, so every trace is ranked afresh.
+    """
+    todo = []
+    for position, trace in enumerate(traces):
+        hit = ws.cache.get(_ranking_key(ws, trace.record)) if ws.cache and not refresh else None
+        if hit is None:
+            todo.append(position)
+            continue
+        trace.hits, trace.retrieve_ms = hit["hits"], hit["ms"]
+        trace.cached.append("retrieve")
+    return todo
+
+
+def store_rankings(ws: Workspace, traces: list[Trace]) -> None:
+    """Store rankings computed elsewhere, under the keys ``retrieve_shard`` reads."""
+    if ws.cache is None:
+        return
+    for trace in traces:
+        if trace.retrieve_ms is not None and "retrieve" not in trace.cached:
+            ws.cache.set(_ranking_key(ws, trace.record), {"hits": trace.hits, "ms": trace.retrieve_ms})
+
+
+def lookup_turns(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[int]:
+    """Fill in the cached turn of every primed trace; return the positions of those still to answer.
+
+    Traces the retrieval gate refused, or with no prompt, need no model and are never
+    returned. ``refresh`` fills in nothing, so every primed trace is answered afresh.
+    """
+    todo = []
+    for position, trace in enumerate(traces):
+        if trace.gate_refused or trace.prompt is None:
+            continue
+        stored = ws.cache.get(_model_key(ws, trace.prompt)) if ws.cache and not refresh else None
+        if stored is None:
+            todo.append(position)
+            continue
+        trace.turn = Turn.model_validate(stored["turn"])
+        trace.languages = stored["languages"]
+        trace.cached.append("model")
+    return todo
+
+
+def store_turns(ws: Workspace, traces: list[Trace]) -> None:
+    """Store turns computed elsewhere, under the keys ``model_shard`` reads; errored turns are not kept."""
+    if ws.cache is None:
+        return
+    for trace in traces:
+        turn = trace.turn
+        if turn is None or trace.prompt is None or turn.error is not None or "model" in trace.cached:
+            continue
+        ws.cache.set(_model_key(ws, trace.prompt), {"turn": turn.model_dump(), "languages": trace.languages})
+
+
+def _ranking_key(ws: Workspace, record: GoldenRecord) -> str:
+    # The same key as retrieve_shard's.
+    top_k = ws.config.retrieval.top_k
+    return cache_key("retrieve", ws.retriever.fingerprint, record.question, record.scope, top_k)

@@ -132,10 +132,11 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         config=config,
         fingerprints=fingerprints,
         set=job.set,
+        runtime=job.runtime,
         split=job.split,
         gate_only=job.gate_only,
         allow_errors=job.allow_errors,
-        cache_stats=cache_stats(rows, gate_only=job.gate_only),
+        cache_stats=cache_stats(rows, gate_only=job.gate_only, runtime=job.runtime),
         orchestrator=orchestrator,
         wall_ms=round(wall_ms, 1),
         rows=rows,
@@ -146,8 +147,10 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
     )
 
 
-def cache_stats(rows, *, gate_only: bool) -> dict[str, dict[str, int]]:
+def cache_stats(rows, *, gate_only: bool, runtime: str = "local") -> dict[str, dict[str, int]]:
     """Per cached stage, how many records reused a stored result and how many computed one."""
+    if runtime == "server":
+        return {}  # the server runs the stages; nothing is cached on this side
     stages = ("retrieve",) if gate_only else ("retrieve", "model")
     stats = {}
     for stage in stages:

@@ -35,10 +35,14 @@ def run_stages(job: EvalJob, call: Call, orchestrator: str) -> tuple[Report, str
         progress.start(stage, len(records))
     rows = []
     for shard in shards(records, job.config.shard_size):
-        traces = call(stages.retrieve, job, start_traces(shard))
-        if not job.gate_only:
-            for stage in (stages.prime, stages.model, stages.render):
-                traces = call(stage, job, traces)
+        if job.runtime == "server":
+            traces = call(stages.remote, job, start_traces(shard))
+            traces = call(stages.render, job, traces)
+        else:
+            traces = call(stages.retrieve, job, start_traces(shard))
+            if not job.gate_only:
+                for stage in (stages.prime, stages.model, stages.render):
+                    traces = call(stage, job, traces)
         rows.extend(call(stages.score, job, traces))
     wall_ms = (time.perf_counter() - start) * 1000
     return call(report_task.report, job, rows, wall_ms, orchestrator)
@@ -72,7 +76,16 @@ def resolve_orchestrator(choice: Orchestrator, *, gate_only: bool) -> Literal["p
 
 
 def run_eval(job: EvalJob, orchestrator: Orchestrator = "auto") -> tuple[Report, str]:
-    """Run one eval under the chosen orchestrator; returns the report and its path."""
+    """Run one eval under the chosen orchestrator; returns the report and its path.
+
+    The server runtime without a URL serves the same config on a free loopback port for
+    the run.
+    """
+    if job.runtime == "server" and job.url is None:
+        from docpilot.remote import local_server
+
+        with local_server(job.config) as url:
+            return run_eval(job.model_copy(update={"url": url}), orchestrator)
     if resolve_orchestrator(orchestrator, gate_only=job.gate_only) == "inline":
         return run_stages(job, _inline, "inline")
     # A heartbeat thread would hold the process up to a second at exit; a run of a

@@ -38,6 +38,17 @@ def model(job: EvalJob, traces: list[Trace]) -> list[Trace]:
     return pipeline.model_shard(_workspace(job), traces, refresh="model" in job.refresh)
 
 
+@task(name="remote", cache_policy=NONE, retries=1, retry_delay_seconds=2)
+def remote(job: EvalJob, traces: list[Trace]) -> list[Trace]:
+    """Ask the assistant's HTTP server a shard's questions: retrieve, prime and model, over the network."""
+    from docpilot.remote import remote_shard
+
+    traces, stages = remote_shard(_workspace(job), traces, job.url, concurrency=job.config.model.concurrency)
+    for trace in traces:
+        trace.stages_ms = stages.get(trace.record.id, {})
+    return traces
+
+
 @task(name="render", cache_policy=NONE)
 def render(job: EvalJob, traces: list[Trace]) -> list[Trace]:
     """Render a shard's answers into panels."""

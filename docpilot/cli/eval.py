@@ -63,6 +63,9 @@ def _emit(report, path: str, as_json: bool) -> None:
     show_default=True,
     help="auto: inline for --gate-only when no Prefect API is configured, Prefect otherwise.",
 )
+@click.option("--runtime", type=click.Choice(["local", "server"]), default="local", show_default=True,
+              help="local: run the assistant in this process; server: measure it over HTTP.")
+@click.option("--url", help="Base URL of a running `docpilot serve` (server runtime); without it one is started.")
 @click.option("--provider", type=click.Choice(["extractive", "openai"]), help="Model provider.")
 @click.option("--model", help="Model name sent to the provider.")
 @click.option("--base-url", help="Endpoint root of an OpenAI-compatible service, e.g. http://127.0.0.1:8080/v1.")
@@ -80,7 +83,7 @@ def _emit(report, path: str, as_json: bool) -> None:
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Also write a Markdown summary here.")
 @handle_errors
 def eval_command(
-    config_path, docs, golden, record_set, split, gate_only, out, as_json, orchestrator, provider, model, base_url,
+    config_path, docs, golden, record_set, split, gate_only, out, as_json, orchestrator, runtime, url, provider, model, base_url,
     concurrency, no_cache, refresh, allow_errors, html_path, junit_path, markdown_path,
 ):
     """Run the golden set through the assistant, score it, write a report and a verdict.
@@ -100,10 +103,14 @@ def eval_command(
     workspace = open_workspace(config, use_cache=not no_cache)
     if record_set == "golden":
         validate_against_corpus(records, workspace.corpus, path)
+    if runtime == "server" and gate_only:
+        raise click.UsageError("--gate-only measures retrieval in this process; it does not apply to --runtime server")
+    if url and runtime != "server":
+        raise click.UsageError("--url names the server of --runtime server; add --runtime server")
     stages = ["retrieve", "model"] if "all" in refresh else sorted(set(refresh))
     job = EvalJob(
         config=config, golden=path, set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
-        refresh=stages, allow_errors=allow_errors, out=out,
+        refresh=stages, allow_errors=allow_errors, out=out, runtime=runtime, url=url,
     )
 
     from flows.eval import run_eval

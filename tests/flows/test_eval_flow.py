@@ -87,3 +87,16 @@ def test_auto_is_inline_only_for_gate_only_without_an_api(monkeypatch):
     assert resolve_orchestrator("auto", gate_only=True) == "inline"
     assert resolve_orchestrator("auto", gate_only=False) == "prefect"
     assert resolve_orchestrator("inline", gate_only=False) == "inline"
+
+
+def test_the_server_runtime_measures_the_same_assistant_over_http(tmp_path):
+    """`eval --runtime=server` with no URL serves the config on loopback for the run."""
+    local, _ = run_eval(job(tmp_path, "local"), "inline")
+    served, _ = run_eval(job(tmp_path, "served", runtime="server"), "inline")
+    assert served.runtime == "server" and served.cache_stats == {}
+    compared = TIMING_ROW_FIELDS | {"cached"}
+    assert [r.model_dump(exclude=compared) for r in served.rows] == [r.model_dump(exclude=compared) for r in local.rows]
+    for row in served.rows:
+        assert set(row.stages_ms) == {"embed", "retrieve", "model"}
+        assert sum(row.stages_ms.values()) <= row.latency_ms
+    assert served.summary["stage_embed_p50"] is not None

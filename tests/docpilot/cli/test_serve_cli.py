@@ -1,0 +1,107 @@
+"""`docpilot serve`: who it refuses to serve openly, and a real server process end to end."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from docpilot.cli import main
+from docpilot.errors import ConfigError
+from docpilot.server_auth import is_loopback, server_token
+
+ROOT = Path(__file__).resolve().parents[3]
+DOCS = ROOT / "tests" / "data" / "pipeline" / "docs"
+TOKEN = "cli-test-token-0123456789"
+
+
+@pytest.fixture(autouse=True)
+def _workdir(tmp_path, monkeypatch):
+    """An empty working directory: no config file is picked up, and the index is saved there."""
+    monkeypatch.chdir(tmp_path)
+
+
+def _serve(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, ["serve", *args], env=env)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost", "LOCALHOST"])
+def test_loopback_hosts(host):
+    assert is_loopback(host)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.com", "docs.internal"])
+def test_reachable_hosts(host):
+    assert not is_loopback(host)
+
+
+def test_no_auth_is_refused_on_a_public_host_with_exit_2():
+    result = _serve("--host", "0.0.0.0", "--no-auth", "--docs", str(DOCS))
+    assert result.exit_code == 2
+    assert "--no-auth is refused on host '0.0.0.0'" in result.stderr and "127.0.0.1" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_auth_without_a_token_is_refused_with_how_to_set_it(monkeypatch):
+    monkeypatch.delenv("DOCPILOT_SERVER_TOKEN", raising=False)
+    result = _serve("--docs", str(DOCS))
+    assert result.exit_code == 2
+    assert "DOCPILOT_SERVER_TOKEN is not set" in result.stderr and "export DOCPILOT_SERVER_TOKEN=" in result.stderr
+
+
+def test_the_token_policy():
+    assert server_token("127.0.0.1", no_auth=True, env={}) is None
+    assert server_token("0.0.0.0", no_auth=False, env={"DOCPILOT_SERVER_TOKEN": f" {TOKEN} "}) == TOKEN
+    with pytest.raises(ConfigError):
+        server_token("0.0.0.0", no_auth=False, env={"DOCPILOT_SERVER_TOKEN": "  "})
+
+
+def test_a_port_in_use_is_exit_2():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = _serve("--no-auth", "--port", str(port), "--docs", str(DOCS))
+    assert result.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
+
+
+def test_a_missing_docs_folder_is_exit_2(tmp_path):
+    result = _serve("--no-auth", "--docs", str(tmp_path / "missing"))
+    assert result.exit_code == 2 and "docs folder does not exist" in result.stderr
+
+
+def test_a_served_process_requires_its_token_and_stops_cleanly(tmp_path):
+    env = {**os.environ, "DOCPILOT_SERVER_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
+    log = tmp_path / "serve.log"
+    command = [sys.executable, "-c", "from docpilot.cli import main; main(prog_name='docpilot')",
+               "serve", "--port", "0", "--docs", str(DOCS), "--max-concurrency", "5"]  # fmt: skip
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"listening on (http://\S+)", log.read_text())):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        url = found.group(1)
+        assert "bearer token required" in log.read_text() and TOKEN not in log.read_text()
+        health = httpx.get(f"{url}/healthz").json()
+        assert health["auth"] == "bearer" and health["max_concurrency"] == 5
+        question = {"question": "How do I install Acme?", "stream": False}
+        assert httpx.post(f"{url}/v1/ask", json=question).status_code == 401
+        answered = httpx.post(f"{url}/v1/ask", json=question, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert answered.status_code == 200 and answered.json()["citations"]["citations"] == ["index#install"]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=15)
+    # uvicorn shuts down gracefully, then re-raises the signal so the exit status says how it ended.
+    assert code in (0, -signal.SIGTERM)
+    assert "Application shutdown complete" in log.read_text() and "Traceback" not in log.read_text()
