@@ -30,14 +30,14 @@ import os
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 
-from docpilot.errors import ConfigError
+from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Prompt, Turn, parse_refusal
 
 _log = logging.getLogger(__name__)
@@ -103,7 +103,8 @@ class _Retryable(Exception):
 class _Progress:
     """What one turn has received so far, kept across attempts and a timeout."""
 
-    def __init__(self) -> None:
+    def __init__(self, listener: Callable[[str, str], None] | None = None) -> None:
+        self.listener = listener
         self.started: float | None = None
         self.ended_ms: float | None = None
         self.answer: list[str] = []
@@ -123,12 +124,16 @@ class _Progress:
             self.answer.append(content)
             if self.first_token_ms is None:
                 self.first_token_ms = now_ms
+            if self.listener is not None:
+                self.listener("token", content)
         # Services name the field differently; one that sends both repeats the same text.
         thought = piece.get("reasoning_content") or piece.get("reasoning")
         if isinstance(thought, str) and thought:
             self.reasoning.append(thought)
             if self.first_thought_ms is None:
                 self.first_thought_ms = now_ms
+            if self.listener is not None:
+                self.listener("thought", thought)
 
     def take_usage(self, usage: Any) -> None:
         if isinstance(usage, Mapping):
@@ -259,9 +264,35 @@ class OpenAIModel:
         if self._owns_client:
             await self._client.aclose()
 
-    async def complete(self, prompt: Prompt) -> Turn:
+    async def stream(self, prompt: Prompt) -> AsyncIterator[tuple[str, str]]:
+        """The reply as it arrives: ``("thought", text)`` and ``("token", text)`` pieces.
+
+        Retries happen only before anything has streamed, so no piece is sent twice. A
+        turn that fails raises ModelError after the pieces that did arrive. Closing the
+        iterator early (a reader who went away) cancels the request.
+        """
+        pieces: asyncio.Queue = asyncio.Queue()
+        finished = object()
+
+        async def run() -> Turn:
+            try:
+                return await self.complete(prompt, _listener=lambda kind, text: pieces.put_nowait((kind, text)))
+            finally:
+                pieces.put_nowait(finished)
+
+        turn_task = asyncio.create_task(run())
+        try:
+            while (piece := await pieces.get()) is not finished:
+                yield piece
+            turn = await turn_task
+        finally:
+            turn_task.cancel()
+        if turn.error is not None:
+            raise ModelError(turn.error)
+
+    async def complete(self, prompt: Prompt, *, _listener: Callable[[str, str], None] | None = None) -> Turn:
         """Answer one prompt; a service fault ends the turn with ``Turn.error`` instead of raising."""
-        progress = _Progress()
+        progress = _Progress(_listener)
         try:
             async with asyncio.timeout(self.timeout_s):
                 error = await self._attempts(self._body(prompt), progress)

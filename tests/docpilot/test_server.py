@@ -429,3 +429,19 @@ def test_openapi_describes_both_endpoints_and_every_reference_resolves(url):
 def test_an_unknown_path_is_a_json_404(url):
     response = httpx.get(f"{url}/v1/nothing")
     assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+
+
+def test_an_openai_compatible_model_streams_through_the_server():
+    """The served model is a real streaming client talking to a local OpenAI-compatible service."""
+    from docpilot.models.openai import OpenAIModel
+    from tests.support.openai_server import OpenAIScript, Reply, serve_openai
+
+    script = OpenAIScript(default=Reply(answer="Install it with pip [1].", reasoning="Source 1 covers it.", pieces=3))
+    with serve_openai(script) as api:
+        with _serve(OpenAIModel(base_url=api, model="scripted")) as base:
+            events = _events(_ask(base, headers={}).text)
+    names = _names(events)
+    assert names[0] == "retrieval" and "thought" in names and names.index("thought") < names.index("token")
+    tokens = "".join(data["text"] for name, data in events if name == "token")
+    assert tokens == "Install it with pip [1]."
+    assert names[-2:] == ["timing", "done"]

@@ -13,7 +13,7 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from docpilot.errors import ConfigError
+from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Prompt, Source
 from docpilot.models.openai import OpenAIModel, api_key_from_env, parse_retry_after
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai, serve_openai_process
@@ -399,3 +399,23 @@ async def test_official_sdk_reads_the_same_completion(base_url: str, script: Ope
     assert ours.error is None
     assert sdk == (ours.answer, ours.reasoning, ours.usage)
     assert sdk[0] == ANSWER and sdk[1] == REASONING
+
+
+async def test_stream_yields_thoughts_then_tokens_as_they_arrive(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply(answer=ANSWER, reasoning=REASONING, pieces=4))
+    async with _model(base_url) as model:
+        pieces = [piece async for piece in model.stream(PROMPT)]
+    kinds = [kind for kind, _ in pieces]
+    assert kinds == sorted(kinds, key=lambda k: k != "thought") and "token" in kinds and len(pieces) > 2
+    assert "".join(text for kind, text in pieces if kind == "thought") == REASONING
+    assert "".join(text for kind, text in pieces if kind == "token") == ANSWER
+
+
+async def test_stream_raises_after_the_pieces_of_a_cut_turn(base_url: str, script: OpenAIScript) -> None:
+    script.enqueue(Reply(answer=ANSWER, pieces=6, disconnect_after=3))
+    received: list[str] = []
+    async with _model(base_url) as model:
+        with pytest.raises(ModelError, match="stream ended before"):
+            async for _, text in model.stream(PROMPT):
+                received.append(text)
+    assert received and ANSWER.startswith("".join(received))
