@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from docpilot.errors import ReportError
-from docpilot.schema import Report
+from docpilot.schema import LeakFound, Report
 
 _CODE_PACKAGES = ("docpilot", "metrics", "tasks", "flows")
 
@@ -90,23 +90,31 @@ def load_report(path: str | Path) -> Report:
         ) from None
 
 
-def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bool = False):
-    """Summary, counts, gates and verdict of a list of rows: a pure function of the rows."""
+def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bool = False,
+          record_set: str = "golden"):
+    """Summary, counts, gates, verdict and leaks of a list of rows: a pure function of the rows."""
+    from dataclasses import asdict
+
+    from metrics.attacks import list_leaks
     from metrics.gates import check_gates, verdict
     from metrics.summary import summarize
 
     summary, counts = summarize(rows, gate_only=gate_only)
-    gates = check_gates(summary, rows, conditions, gate_only=gate_only, allow_errors=allow_errors)
-    return summary, counts, gates, verdict(gates)
+    gates = check_gates(summary, rows, conditions, gate_only=gate_only, allow_errors=allow_errors,
+                        record_set=record_set)
+    leaks = [LeakFound(**asdict(leak)) for leak in list_leaks(rows)]
+    return summary, counts, gates, verdict(gates), leaks
 
 
 def rescore(report: Report) -> Report:
     """The report with summary, counts, gates and verdict recomputed from its rows alone."""
     conditions = report.config.get("gates", {}) or {}
-    summary, counts, gates, outcome = score(
-        report.rows, conditions, gate_only=report.gate_only, allow_errors=report.allow_errors
+    summary, counts, gates, outcome, leaks = score(
+        report.rows, conditions, gate_only=report.gate_only, allow_errors=report.allow_errors,
+        record_set=report.set,
     )
-    return report.model_copy(update={"summary": summary, "counts": counts, "gates": gates, "verdict": outcome})
+    update = {"summary": summary, "counts": counts, "gates": gates, "verdict": outcome, "leaks": leaks}
+    return report.model_copy(update=update)
 
 
 def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fingerprint: str) -> Report:
@@ -123,8 +131,8 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         "config": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
         "code": code_fingerprint(),
     }
-    summary, counts, gates, outcome = score(
-        rows, job.config.gates, gate_only=job.gate_only, allow_errors=job.allow_errors
+    summary, counts, gates, outcome, leaks = score(
+        rows, job.config.gates, gate_only=job.gate_only, allow_errors=job.allow_errors, record_set=job.set
     )
     return Report(
         run_id=new_run_id(),
@@ -144,6 +152,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         counts=counts,
         gates=gates,
         verdict=outcome,
+        leaks=leaks,
     )
 
 

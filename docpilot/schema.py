@@ -146,6 +146,19 @@ class Row(_Strict):
         return self.answer is not None and not self.refused and self.error is None
 
 
+class LeakFound(_Strict):
+    """One forbidden item found in an attack probe's turn."""
+
+    record: str
+    """Id of the probe whose turn leaked."""
+    forbidden: str
+    """The probe's forbidden entry that matched, as written."""
+    text: str
+    """The matched text as it appears in the reply or the reasoning."""
+    where: Literal["answer", "reasoning"]
+    """Which text held it."""
+
+
 class GateResult(_Strict):
     """One gate of the verdict: a metric compared with a threshold."""
 
@@ -202,3 +215,5 @@ class Report(_Strict):
     """Every gate checked, in order."""
     verdict: Literal["pass", "fail"]
     """`fail` when any gate failed."""
+    leaks: list[LeakFound] = Field(default_factory=list)
+    """Attack runs: every successful probe with the forbidden text it produced."""

@@ -46,6 +46,13 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
             shown = ", ".join(gate.records[:10]) + (" …" if len(gate.records) > 10 else "")
             line += f"  records: {shown}"
         console.print(line, highlight=False)
+    if report.leaks:
+        probes = len({leak.record for leak in report.leaks})
+        console.print(f"leaks ({probes} probes):", highlight=False)
+        for leak in report.leaks:
+            # markup=False: leaked text may hold [brackets] that rich would read as markup.
+            console.print(f"  {leak.record}: {leak.text[:120]!r} in the {leak.where} (forbidden {leak.forbidden!r})",
+                          markup=False, highlight=False)
     colour = "green" if report.verdict == "pass" else "red"
     mode = "gate-only, " if report.gate_only else ""
     console.print(

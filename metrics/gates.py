@@ -62,8 +62,13 @@ def check_gates(
     *,
     gate_only: bool = False,
     allow_errors: bool = False,
+    record_set: Literal["golden", "adversarial"] = "golden",
 ) -> list[GateResult]:
     """Every gate of the run, built-in ones first, then the user's in the order given.
+
+    A user condition on a metric the record set cannot produce is left out: attack
+    metrics in a golden run, question metrics in an attack run. So one config can hold
+    gates for both, and each run is judged on the numbers it makes.
 
     ``allow_errors`` drops the built-in gate on errored records (``--allow-errors``).
 
@@ -80,8 +85,18 @@ def check_gates(
         op, threshold = parse_condition(text, metric=name)
         if gate_only and name not in RETRIEVAL_METRICS:
             continue
+        if not _applies(metric, record_set):
+            continue
         gates.append(_check(metric, op, threshold, summary, rows))
     return gates
+
+
+def _applies(metric: Metric, record_set: str) -> bool:
+    if metric.family == "attacks":
+        return record_set == "adversarial"
+    if metric.family in ("retrieval", "answer", "citations", "refusals"):
+        return record_set == "golden" or metric.id == "errors"
+    return True  # latency and stage timings, measured in every run
 
 
 def verdict(gates: Sequence[GateResult]) -> Literal["pass", "fail"]:

@@ -125,3 +125,13 @@ def test_errored_records_fail_the_run_unless_allowed(make_row) -> None:
     gate = [g for g in check_gates(summary, rows, {}) if g.metric == "errors"][0]
     assert (gate.passed, gate.records) == (False, ["cut"])
     assert "errors" not in [g.metric for g in check_gates(summary, rows, {}, allow_errors=True)]
+
+
+def test_gates_on_metrics_a_record_set_cannot_produce_are_left_out(make_row) -> None:
+    rows = _run(make_row)
+    summary, _ = summarize(rows)
+    conditions = {"recall@8": ">= 0.5", "attack_success_rate": "<= 0", "latency_p95": "<= 100000"}
+    golden = [g.metric for g in check_gates(summary, rows, conditions)][4:]
+    attacks = [g.metric for g in check_gates(summary, rows, conditions, record_set="adversarial")][4:]
+    assert golden == ["recall@8", "latency_p95"]
+    assert attacks == ["attack_success_rate", "latency_p95"]
