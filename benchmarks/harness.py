@@ -67,6 +67,7 @@ def run(golden: Path, cache: Path, base_url: str, concurrency: int, orchestrator
             "cache_dir": str(cache),
             "reports_dir": str(cache.parent / "reports"),
             "model": {"provider": "openai", "name": "bench", "base_url": base_url, "concurrency": concurrency},
+            **({"shard_size": int(os.environ["SHARD"])} if os.environ.get("SHARD") else {}),
         },
     )
     report, _ = run_eval(EvalJob(config=config, golden=str(golden)), orchestrator)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,21 +201,30 @@ async def _run_model(ws: Workspace, todo: list[Trace]) -> None:
     count = 1 if settings.provider == "extractive" else -(-workers // _TURNS_PER_CLIENT)
     models = [build_model(settings, corpus=ws.corpus, idf=idf) for _ in range(count)]
     pending = iter(todo)  # shared by the workers; safe, as next() never awaits
+    loop = asyncio.get_running_loop()
+    # The language model takes a second to load; loaded mid-run, it would stall the turns in flight.
+    await loop.run_in_executor(None, detect_language, "warm up")
+    # Reading a turn's language and storing it is CPU and disk work; done on the event
+    # loop it would hold up every other turn in flight, and their clocks with them.
+    finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docpilot-store")
+
+    def finish(trace: Trace) -> None:
+        trace.languages = _languages(trace)
+        if ws.cache and trace.turn.error is None:
+            # Stored as soon as it exists: a crash later in the run loses nothing.
+            entry = {"turn": trace.turn.model_dump(), "languages": trace.languages}
+            ws.cache.set(_model_key(ws, trace.prompt), entry)
 
     async def work(model: Model) -> None:
         for trace in pending:
-            turn = await model.complete(trace.prompt)
-            trace.turn = turn
-            trace.languages = _languages(trace)
+            trace.turn = await model.complete(trace.prompt)
+            await loop.run_in_executor(finisher, finish, trace)
             progress.advance("model")
-            if ws.cache and turn.error is None:
-                # Stored as soon as it exists: a crash later in the run loses nothing.
-                entry = {"turn": turn.model_dump(), "languages": trace.languages}
-                ws.cache.set(_model_key(ws, trace.prompt), entry)
 
     try:
         await asyncio.gather(*(work(models[w % count]) for w in range(workers)))
     finally:
+        finisher.shutdown(wait=True)
         for model in models:
             close = getattr(model, "aclose", None)
             if close is not None:

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
 import random
 import re
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime, timezone
@@ -196,6 +198,13 @@ def _is_retryable_status(status: int) -> bool:
     return status == 429 or 500 <= status <= 599
 
 
+@functools.lru_cache(maxsize=1)
+def _tls_context() -> ssl.SSLContext:
+    # Loading the CA bundle costs ~0.1 s; a run makes one client per few concurrent turns,
+    # so they all share one context.
+    return httpx.create_ssl_context()  # what httpx would build per client, SSL_CERT_FILE included
+
+
 class OpenAIModel:
     """A chat model behind an OpenAI-compatible endpoint; one instance serves many concurrent turns."""
 
@@ -245,7 +254,7 @@ class OpenAIModel:
         # connections whenever more turns than the keep-alive limit are in flight.
         limits = httpx.Limits(max_connections=_CONNECTIONS, max_keepalive_connections=_CONNECTIONS)
         self._client = client or httpx.AsyncClient(
-            transport=transport, timeout=httpx.Timeout(timeout_s), limits=limits
+            transport=transport, timeout=httpx.Timeout(timeout_s), limits=limits, verify=_tls_context()
         )
         self._url = f"{self.base_url}/chat/completions"
 
