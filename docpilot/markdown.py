@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
-import yaml
+from docpilot.frontmatter import meta_keywords, meta_text, read_front_matter
 
-from docpilot.errors import CorpusError
-
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
 # Greedy on purpose: a lazy body with a trailing-space check costs a retry per character.
@@ -98,11 +94,11 @@ def parse_page(text: str, *, source: str, mdx: bool) -> ParsedPage:
     (ESM lines and ``{expressions}`` dropped).
     """
     lines = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    meta, start = _read_front_matter(lines, source)
+    meta, start = read_front_matter(lines, source)
     return ParsedPage(
-        title=_meta_text(meta, "title", lines, source),
-        description=_meta_text(meta, "description", lines, source),
-        keywords=_meta_keywords(meta, lines, source),
+        title=meta_text(meta, "title", lines, source),
+        description=meta_text(meta, "description", lines, source),
+        keywords=meta_keywords(meta, lines, source),
         sections=_cut_sections(lines[start:], mdx),
     )
 
@@ -128,82 +124,6 @@ def split_blocks(text: str) -> list[str]:
     if current:
         blocks.append("\n".join(current))
     return blocks
-
-
-def _read_front_matter(lines: list[str], source: str) -> tuple[dict[str, Any], int]:
-    if not lines or lines[0].rstrip() != "---":
-        return {}, 0
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
-    if end is None:
-        raise CorpusError(
-            "front matter opened with '---' is never closed",
-            path=source,
-            line=1,
-            hint="end the front matter with a line holding only '---'",
-        )
-    block = "\n".join(lines[1:end])
-    try:
-        meta = yaml.load(block, Loader=_YAML_LOADER)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 2 if mark is not None else 1
-        raise CorpusError(
-            f"front matter is not valid YAML: {exc.problem or exc}",
-            path=source,
-            line=min(line, end),
-            hint="fix the YAML between the two '---' lines (quote values holding ':' or '#')",
-        ) from None
-    except Exception as exc:  # noqa: BLE001 - YAML raises many types (dates, recursion); all mean bad input
-        raise CorpusError(
-            f"front matter cannot be read: {exc}",
-            path=source,
-            line=1,
-            hint="fix the YAML between the two '---' lines",
-        ) from None
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, dict):
-        raise CorpusError(
-            f"front matter must be a mapping of keys to values, not {type(meta).__name__}",
-            path=source,
-            line=2,
-            hint="write it as 'key: value' lines, such as 'title: My page'",
-        )
-    return meta, end + 1
-
-
-def _meta_text(meta: dict[str, Any], key: str, lines: list[str], source: str) -> str | None:
-    value = meta.get(key)
-    if value is None or isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        if value is None:
-            return None
-        raise CorpusError(
-            f"front matter {key!r} must be text, not {type(value).__name__}",
-            path=source,
-            line=_meta_line(lines, key),
-            hint=f"write it as '{key}: some text'",
-        )
-    return str(value).strip() or None
-
-
-def _meta_keywords(meta: dict[str, Any], lines: list[str], source: str) -> tuple[str, ...]:
-    value = meta.get("keywords")
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        value = value.split(",")
-    if isinstance(value, list) and all(isinstance(word, (str, int, float)) for word in value):
-        return tuple(str(word).strip() for word in value if str(word).strip())
-    raise CorpusError(
-        "front matter 'keywords' must be a list of words or a comma-separated string",
-        path=source,
-        line=_meta_line(lines, "keywords"),
-        hint="write it as 'keywords: [flow, task]' or 'keywords: flow, task'",
-    )
-
-
-def _meta_line(lines: list[str], key: str) -> int | None:
-    return next((i + 1 for i, line in enumerate(lines) if line.startswith(f"{key}:")), None)
 
 
 def _closes(line: str, fence: str) -> bool:
