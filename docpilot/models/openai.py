@@ -33,14 +33,13 @@ import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Prompt, Turn, parse_refusal
+from docpilot.models.wire import decode_chunks, parse_retry_after, sse_data
 
 _log = logging.getLogger(__name__)
 
@@ -69,27 +68,6 @@ def api_key_from_env(env: Mapping[str, str] = os.environ) -> str | None:
         if value:
             return value
     return None
-
-
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait as a ``Retry-After`` header asks, in seconds or as an HTTP date.
-
-    None when the header is absent or unreadable; a date in the past gives 0.
-    """
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(text)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
-    return max(0.0, seconds) if seconds == seconds else None  # NaN is unreadable
 
 
 class _Retryable(Exception):
@@ -156,37 +134,6 @@ class _Progress:
             usage=self.usage,
             error=error,
         )
-
-
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The data of each server-sent event; comments and other fields are skipped."""
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        if name == "data":
-            data.append(value[1:] if value.startswith(" ") else value)
-    # An event cut off by the end of the body is dropped, as SSE says, unless it is the end mark.
-    if data == ["[DONE]"]:
-        yield "[DONE]"
-
-
-def _decode(data: str) -> list[Any]:
-    """The JSON chunks in one event's data; raises ValueError when one is not JSON."""
-    try:
-        return [json.loads(data)]
-    except json.JSONDecodeError:
-        if "\n" not in data:
-            raise
-    # Some servers end each data line with a single newline, which joins several chunks
-    # into one event; read them one by one.
-    return [json.loads(line) for line in data.split("\n") if line.strip()]
 
 
 def _excerpt(text: str) -> str:
@@ -429,7 +376,7 @@ class OpenAIModel:
     ) -> str | None:
         """Read server-sent chunks up to [DONE]; the error text, or None on success."""
         lines = response.aiter_lines()
-        async for data in _sse_data(lines):
+        async for data in sse_data(lines):
             if data == "[DONE]":
                 progress.ended_ms = progress.elapsed_ms()
                 # Reading the body to its end lets the connection serve the next turn.
@@ -439,7 +386,7 @@ class OpenAIModel:
                             pass
                 return None
             try:
-                chunks = _decode(data)
+                chunks = decode_chunks(data)
             except ValueError:
                 return (
                     f"malformed JSON in stream chunk {progress.chunks + 1}: {_excerpt(data)!r}; "
