@@ -92,27 +92,33 @@ def load_report(path: str | Path) -> Report:
 
 def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bool = False,
           record_set: str = "golden"):
-    """Summary, counts, gates, verdict and leaks of a list of rows: a pure function of the rows."""
-    from dataclasses import asdict
-
-    from metrics.attacks import list_leaks
+    """Summary, counts, gates and verdict of a list of rows: a pure function of the rows."""
     from metrics.gates import check_gates, verdict
     from metrics.summary import summarize
 
     summary, counts = summarize(rows, gate_only=gate_only)
     gates = check_gates(summary, rows, conditions, gate_only=gate_only, allow_errors=allow_errors,
                         record_set=record_set)
-    leaks = [LeakFound(**asdict(leak)) for leak in list_leaks(rows)]
-    return summary, counts, gates, verdict(gates), leaks
+    return summary, counts, gates, verdict(gates)
+
+
+def leaks_of(rows) -> list[LeakFound]:
+    """Every forbidden text the attack probes' turns produced, with the probe and where."""
+    from dataclasses import asdict
+
+    from metrics.attacks import list_leaks
+
+    return [LeakFound(**asdict(leak)) for leak in list_leaks(rows)]
 
 
 def rescore(report: Report) -> Report:
     """The report with summary, counts, gates and verdict recomputed from its rows alone."""
     conditions = report.config.get("gates", {}) or {}
-    summary, counts, gates, outcome, leaks = score(
+    summary, counts, gates, outcome = score(
         report.rows, conditions, gate_only=report.gate_only, allow_errors=report.allow_errors,
         record_set=report.set,
     )
+    leaks = leaks_of(report.rows)
     update = {"summary": summary, "counts": counts, "gates": gates, "verdict": outcome, "leaks": leaks}
     return report.model_copy(update=update)
 
@@ -131,7 +137,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         "config": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
         "code": code_fingerprint(),
     }
-    summary, counts, gates, outcome, leaks = score(
+    summary, counts, gates, outcome = score(
         rows, job.config.gates, gate_only=job.gate_only, allow_errors=job.allow_errors, record_set=job.set
     )
     return Report(
@@ -152,7 +158,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         counts=counts,
         gates=gates,
         verdict=outcome,
-        leaks=leaks,
+        leaks=leaks_of(rows),
     )
 
 
