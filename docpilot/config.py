@@ -29,7 +29,8 @@ class RetrievalConfig(_Strict):
     """How sections are ranked for a question."""
 
     retriever: str = "bm25"
-    """Retriever: `bm25`."""
+    """Retriever: `bm25` (shared words; offline, fast), `dense` (embeddings) or `hybrid`
+    (both lists fused by reciprocal rank)."""
     top_k: int = Field(default=8, ge=1)
     """How many sections the ranked list keeps (recall@8 reads these)."""
     k1: float = 1.2
@@ -38,8 +39,37 @@ class RetrievalConfig(_Strict):
     """BM25 length normalisation."""
     title_weight: int = Field(default=2, ge=0)
     """How many times the page title and heading path are repeated in a chunk's indexed text."""
+    description_weight: int = Field(default=1, ge=0)
+    """How many times the page description (front matter or `llms.txt`) and keywords are
+    repeated in a chunk's indexed text."""
     use_vocabulary: bool = True
     """Expand question words with `vocabulary.json` from the docs folder."""
+    embedder: str = "minilm"
+    """Embedding model of `dense` and `hybrid`: `minilm` (all-MiniLM-L6-v2 on the CPU, needs
+    the `minilm` extra) or `openai` (any OpenAI-compatible `/v1/embeddings` endpoint)."""
+    embedding_model: str | None = None
+    """Model name sent to the `openai` embedder; empty means `text-embedding-3-small`."""
+    embedding_base_url: str | None = None
+    """Endpoint root of the `openai` embedder, such as `http://127.0.0.1:8080/v1`; empty
+    means `https://api.openai.com/v1`."""
+    embedding_dim: int | None = Field(default=None, ge=1)
+    """Vector length asked of the `openai` embedder; empty takes the model's own."""
+    embedding_batch_size: int = Field(default=64, ge=1)
+    """Texts embedded per call while an index is built."""
+    embedding_timeout_s: float = Field(default=60.0, gt=0)
+    """Timeout of one call to the `openai` embedder, in seconds."""
+    rrf_k: int = Field(default=60, ge=1)
+    """`hybrid`: reciprocal rank fusion constant; a section at rank r of a list earns
+    weight / (rrf_k + r) from it."""
+    bm25_weight: float = Field(default=1.0, ge=0)
+    """`hybrid`: weight of the BM25 list in the fusion."""
+    dense_weight: float = Field(default=1.0, ge=0)
+    """`hybrid`: weight of the dense list in the fusion."""
+    fusion_depth: int = Field(default=100, ge=1)
+    """`hybrid`: how many sections of each list take part in the fusion."""
+    index_dir: str | None = None
+    """Where built indexes are saved, one folder per fingerprint; empty means `index`
+    inside `cache_dir`."""
 
 
 class PrimeConfig(_Strict):

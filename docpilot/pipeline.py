@@ -93,7 +93,7 @@ def open_workspace(config: Config, *, use_cache: bool = True) -> Workspace:
         workspace = Workspace(
             config=config,
             corpus=corpus,
-            retriever=Retriever(corpus, config.retrieval),
+            retriever=Retriever.open(corpus, config.retrieval, cache_dir=config.cache_dir),
             chunks={c.id: c for c in corpus.chunks},
             cache=StageCache(config.cache_dir) if use_cache else None,
         )
@@ -153,7 +153,8 @@ def prime_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
 def _model_key(ws: Workspace, prompt: Prompt) -> str:
     if ws._identity is None:
         ws._identity = model_identity(ws.config.model, corpus_fingerprint=ws.corpus.fingerprint)
-    return cache_key("model", PROMPT_VERSION, prompt.messages, ws._identity)
+    version = (PROMPT_VERSION, ws.config.prime.prompt_version)
+    return cache_key("model", version, prompt.messages, ws._identity)
 
 
 def _languages(trace: Trace) -> dict[str, str | None]:

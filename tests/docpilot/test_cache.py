@@ -111,3 +111,11 @@ def test_a_killed_run_loses_no_finished_model_call(tmp_path, how):
     reused = sum("model" in row["cached"] for row in report["rows"])
     assert reused >= 2  # at least the calls that had finished before the kill
     assert reused + new_calls == 6
+
+
+def test_a_new_prompt_version_calls_the_model_again(tmp_path):
+    run_eval(job(tmp_path), "inline")
+    bumped = job(tmp_path)
+    bumped.config.prime.prompt_version = "2"
+    again, _ = run_eval(bumped, "inline")
+    assert all("retrieve" in r.cached and "model" not in r.cached for r in again.rows)
