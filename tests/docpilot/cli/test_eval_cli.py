@@ -113,3 +113,14 @@ def test_a_prefect_run_is_quiet(tmp_path):
     # Only the progress lines DocPilot prints itself: no Prefect logs, warnings or tracebacks.
     noise = [line for line in proc.stderr.splitlines() if not re.fullmatch(r"(retrieve|model): \d+/\d+ records", line)]
     assert noise == []
+
+
+def test_an_unreachable_prefect_api_is_a_setup_error(tmp_path):
+    env = dict(os.environ, PREFECT_API_URL="http://127.0.0.1:9/api")
+    proc = subprocess.run(
+        [sys.executable, "-m", "docpilot", "eval", *BASE, "--orchestrator", "prefect", "--out", str(tmp_path / "r.json")],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=240,
+    )
+    assert proc.returncode == 2
+    assert "cannot reach the Prefect API at http://127.0.0.1:9/api" in proc.stderr and "fix:" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "r.json").exists()
