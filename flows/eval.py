@@ -93,7 +93,13 @@ def run_eval(job: EvalJob, orchestrator: Orchestrator = "auto") -> tuple[Report,
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         try:
             return eval_flow(job)
-        except RuntimeError as exc:
+        except (RuntimeError, ValueError) as exc:
+            if "Failed to reach API" in str(exc) or "No Prefect API URL" in str(exc):
+                raise OrchestratorError(
+                    f"cannot reach the Prefect API at {PREFECT_API_URL.value() or '(none configured)'}: {exc}\n"
+                    "  fix: start it (`prefect server start`), correct PREFECT_API_URL, unset it to let "
+                    "DocPilot start a temporary server, or run with --orchestrator inline"
+                ) from None
             if "Prefect API" not in str(exc):
                 raise
             raise OrchestratorError(
