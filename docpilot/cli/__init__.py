@@ -6,8 +6,6 @@ Errors become messages and exit codes only at this edge.
 
 from __future__ import annotations
 
-import importlib
-
 import click
 
 from docpilot import __version__
@@ -19,9 +17,17 @@ def main() -> None:
     """Measure a documentation Q&A assistant, question by question."""
 
 
-for _module in ("eval", "golden", "schema", "index", "status", "improve", "serve", "report", "cache", "calibrate", "schedule"):
-    try:
-        importlib.import_module(f"docpilot.cli.{_module}")
-    except ModuleNotFoundError as exc:  # a command module not yet present
-        if exc.name != f"docpilot.cli.{_module}":
-            raise
+# The command modules register themselves on `main` when imported.
+from docpilot.cli import (  # noqa: E402,F401
+    cache,
+    calibrate,
+    eval,
+    golden,
+    improve,
+    index,
+    report,
+    schedule,
+    schema,
+    serve,
+    status,
+)

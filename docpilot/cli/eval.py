@@ -66,6 +66,12 @@ def _emit(report, path: str, as_json: bool) -> None:
 @click.option("--runtime", type=click.Choice(["local", "server"]), default="local", show_default=True,
               help="local: run the assistant in this process; server: measure it over HTTP.")
 @click.option("--url", help="Base URL of a running `docpilot serve` (server runtime); without it one is started.")
+@click.option(
+    "--runner", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+    help="dask: run the shards on a Dask cluster, under Prefect (a Prefect server is started when none is set).",
+)
+@click.option("--dask-address", help="Dask scheduler for --runner dask, such as tcp://10.0.0.5:8786; "
+              "without it a local cluster of two worker processes is started.")
 @click.option("--provider", type=click.Choice(["extractive", "openai"]), help="Model provider.")
 @click.option("--model", help="Model name sent to the provider.")
 @click.option("--base-url", help="Endpoint root of an OpenAI-compatible service, e.g. http://127.0.0.1:8080/v1.")
@@ -83,8 +89,9 @@ def _emit(report, path: str, as_json: bool) -> None:
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Also write a Markdown summary here.")
 @handle_errors
 def eval_command(
-    config_path, docs, golden, record_set, split, gate_only, out, as_json, orchestrator, runtime, url, provider, model, base_url,
-    concurrency, no_cache, refresh, allow_errors, html_path, junit_path, markdown_path,
+    config_path, docs, golden, record_set, split, gate_only, out, as_json, orchestrator, runtime, url, runner,
+    dask_address, provider, model, base_url, concurrency, no_cache, refresh, allow_errors, html_path, junit_path,
+    markdown_path,
 ):
     """Run the golden set through the assistant, score it, write a report and a verdict.
 
@@ -107,6 +114,8 @@ def eval_command(
         raise click.UsageError("--gate-only measures retrieval in this process; it does not apply to --runtime server")
     if url and runtime != "server":
         raise click.UsageError("--url names the server of --runtime server; add --runtime server")
+    if dask_address and runner != "dask":
+        raise click.UsageError("--dask-address names the scheduler of --runner dask; add --runner dask")
     stages = ["retrieve", "model"] if "all" in refresh else sorted(set(refresh))
     job = EvalJob(
         config=config, golden=path, set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
@@ -121,7 +130,7 @@ def eval_command(
     progress.install(sink)
     try:
         with interrupts_resume():
-            report, path = run_eval(job, orchestrator)
+            report, path = run_eval(job, orchestrator, runner=runner, dask_address=dask_address)
     finally:
         progress.install(None)
         sink.close()

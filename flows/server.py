@@ -1,0 +1,243 @@
+"""A Prefect server of its own for one run, when no Prefect API is configured.
+
+Work that leaves the flow's process (Dask workers) needs a Prefect API every process
+can reach: with none configured, each worker would start a temporary server of its
+own, which is slow and loses the runs. ``prefect_api`` starts ``prefect server start``
+on a free loopback port with a throw-away ``PREFECT_HOME``, waits until it answers,
+points this process and its children at it, and stops it (by its process id) when
+the run is over. With ``PREFECT_API_URL`` set it starts nothing.
+
+Creating Prefect's database costs more than half of a start (about 8 of 15 CPU
+seconds), so the first server keeps a copy of its new, empty database in the
+temporary folder, one per Prefect version, and later servers start from a copy of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import prefect
+from prefect.settings import PREFECT_API_URL, temporary_settings
+
+from docpilot.errors import OrchestratorError
+
+_HOST = "127.0.0.1"
+
+STARTUP_TIMEOUT_S = 180.0
+"""How long to wait for the server to answer. A new database takes about 10 s on an idle
+two-core machine, and several times that on a busy one."""
+_STOP_GRACE_S = 10.0
+_LOG_TAIL_LINES = 5
+
+# Settings of the process that would point the server elsewhere: its API address, and
+# a database of the user's that a throw-away server must not touch.
+_INHERITED_NOT = {"PREFECT_API_URL", "PREFECT_API_DATABASE_CONNECTION_URL", "PREFECT_SERVER_DATABASE_CONNECTION_URL"}
+
+# The server's own settings: an API and nothing else, quiet, and nothing sent anywhere.
+_SERVER_ENV = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+    "PREFECT_UI_ENABLED": "false",
+    "PREFECT_SERVER_UI_ENABLED": "false",
+    "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+}
+
+
+class _ServerExited(OrchestratorError):
+    """The server process ended before it answered."""
+
+
+@dataclass
+class PrefectServer:
+    """A running ``prefect server start`` process that this process started."""
+
+    process: subprocess.Popen
+    url: str
+    """The API's URL, such as ``http://127.0.0.1:41234/api``."""
+    home: Path
+    """Its ``PREFECT_HOME``: database and log, removed when it stops."""
+
+    @property
+    def pid(self) -> int:
+        """The server's process id."""
+        return self.process.pid
+
+    def stop(self) -> None:
+        """Stop the server by its process id, wait for it to exit, and remove its home."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=_STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+def start_prefect_server(*, services: bool = False, timeout_s: float = STARTUP_TIMEOUT_S) -> PrefectServer:
+    """Start ``prefect server start`` on a free loopback port and return once it is healthy.
+
+    ``services`` also runs the server's background services (the scheduler among
+    them); a server that only records one run needs none.
+    """
+    try:
+        return _start(services, timeout_s, seed=True)
+    except _ServerExited:
+        if not _template().exists():
+            raise
+        # A kept database that a server cannot start from is dropped, and made anew.
+        _template().unlink(missing_ok=True)
+        return _start(services, timeout_s, seed=False)
+
+
+def _start(services: bool, timeout_s: float, *, seed: bool) -> PrefectServer:
+    home = Path(tempfile.mkdtemp(prefix="docpilot-prefect-server-"))
+    database = home / "prefect.db"
+    seeded = seed and _seed_database(database)
+    port = _free_port()
+    url = f"http://{_HOST}:{port}/api"
+    env = {k: v for k, v in os.environ.items() if k not in _INHERITED_NOT}
+    env.update(_SERVER_ENV, PREFECT_HOME=str(home),
+               PREFECT_SERVER_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{database}")
+    command = [sys.executable, "-m", "prefect", "server", "start", "--host", _HOST, "--port", str(port)]
+    if not services:
+        command.append("--no-services")
+    log = home / "server.log"
+    with log.open("wb") as sink:
+        # A session of its own: Ctrl-C in the terminal reaches DocPilot, which then stops
+        # the server itself, rather than both at once.
+        process = subprocess.Popen(
+            command, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = PrefectServer(process=process, url=url, home=home)
+    try:
+        _wait_healthy(server, timeout_s, log)
+    except BaseException:
+        server.stop()
+        raise
+    if not seeded:
+        _keep_template(database)
+    return server
+
+
+@contextlib.contextmanager
+def prefect_api() -> Iterator[str]:
+    """The configured Prefect API's URL, or that of a server started for the duration of the block."""
+    configured = PREFECT_API_URL.value()
+    if configured:
+        yield configured
+        return
+    server = start_prefect_server()
+    try:
+        with using_api(server.url):
+            try:
+                yield server.url
+            finally:
+                _drain_to_api()
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def using_api(url: str) -> Iterator[None]:
+    """Point this process (its Prefect settings) and the processes it starts (their environment) at ``url``."""
+    previous = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = url
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            yield
+    finally:
+        if previous is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = previous
+
+
+def _drain_to_api(timeout_s: float = 5.0) -> None:
+    # Logs and events still queued for the server would be sent after it stopped, and
+    # print connection errors at exit: send them while it still listens.
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=timeout_s)
+    EventsWorker.drain_all(timeout=timeout_s)
+
+
+def _template() -> Path:
+    return Path(tempfile.gettempdir()) / f"docpilot-prefect-db-{prefect.__version__}.sqlite"
+
+
+def _seed_database(database: Path) -> bool:
+    """Start ``database`` as a copy of the kept empty database, when there is one."""
+    try:
+        shutil.copyfile(_template(), database)
+    except OSError:
+        return False
+    return True
+
+
+def _keep_template(database: Path) -> None:
+    """Keep a copy of a server's new database, taken before any run was recorded in it."""
+    template = _template()
+    if template.exists():
+        return
+    partial = template.with_name(f"{template.name}.{os.getpid()}.partial")
+    try:
+        # SQLite's backup copies a consistent snapshot of a database that is open elsewhere.
+        with (
+            contextlib.closing(sqlite3.connect(database)) as source,
+            contextlib.closing(sqlite3.connect(partial)) as copy,
+        ):
+            source.backup(copy)
+        os.replace(partial, template)
+    except (OSError, sqlite3.Error):
+        partial.unlink(missing_ok=True)  # only a lost speed-up: the next server creates its own
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((_HOST, 0))
+        return probe.getsockname()[1]
+
+
+def _wait_healthy(server: PrefectServer, timeout_s: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                raise _ServerExited(
+                    f"the Prefect server for this run exited with status {server.process.returncode} "
+                    f"before it answered:\n{_tail(log)}\n"
+                    "  fix: start one with `prefect server start` and set PREFECT_API_URL to its /api URL"
+                )
+            with contextlib.suppress(httpx.HTTPError):
+                if client.get(f"{server.url}/health").status_code == 200:
+                    return
+            time.sleep(0.2)
+    raise OrchestratorError(
+        f"the Prefect server for this run did not answer within {timeout_s:.0f} s\n"
+        "  fix: start one with `prefect server start`, wait until it answers, and set PREFECT_API_URL "
+        "to its /api URL"
+    )
+
+
+def _tail(log: Path) -> str:
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return "  (no server log)"
+    return "\n".join("  | " + line for line in lines[-_LOG_TAIL_LINES:])

@@ -1,0 +1,62 @@
+"""What a Prefect run leaves behind besides the report file: its scorecard as an artifact, and tags.
+
+The scorecard artifact is the run's Markdown summary (verdict, metrics with their
+moves since the previous comparable run, failed gates, failing records) and the path
+of the report it came from. It is published under one key, so the artifact's history
+in Prefect is the history of the nightly numbers. Tags say which golden set and which
+model a flow run measured, so runs can be filtered by them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from uuid import UUID
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NONE
+
+from docpilot.job import EvalJob
+from docpilot.report import file_fingerprint
+from docpilot.schema import Report
+
+SCORECARD_KEY = "docpilot-scorecard"
+"""Artifact key of the scorecard; one key keeps every run's scorecard as a version of it."""
+
+
+def run_tags(job: EvalJob, *, runner: str = "local", fingerprint: bool = True) -> list[str]:
+    """Flow-run tags of an eval: golden set (name and content hash), model, set, split, and runner.
+
+    ``fingerprint`` False leaves out the golden set's hash, for tags that outlive one run.
+    """
+    golden = Path(job.golden)
+    tags = [f"golden:{golden.name}"]
+    if fingerprint:
+        tags.append(f"golden-sha256:{file_fingerprint(golden)[:8]}")
+    if job.gate_only:
+        tags.append("gate-only")  # no model runs, so none is named
+    else:
+        tags.append(f"model:{job.config.model.provider}/{job.config.model.name}")
+    tags += [f"set:{job.set}", f"split:{job.split}", f"runner:{runner}"]
+    return tags
+
+
+def scorecard_markdown(report: Report, path: str) -> str:
+    """The scorecard artifact's text: the run's Markdown summary, then where its report is."""
+    # Imported here: an inline run, which publishes nothing, need not load them.
+    from docpilot.markdown_summary import render_markdown
+    from docpilot.readout import prepare_readout
+
+    summary = render_markdown(prepare_readout(report, report_path=path))
+    where = Path(path).resolve()
+    return f"{summary}\nReport: [`{where}`]({where.as_uri()})\n"
+
+
+@task(name="publish-scorecard", cache_policy=NONE)
+def publish_scorecard(report: Report, path: str) -> UUID:
+    """Publish the run's scorecard as a Markdown artifact under ``SCORECARD_KEY``."""
+    return create_markdown_artifact(
+        key=SCORECARD_KEY,
+        markdown=scorecard_markdown(report, path),
+        description=f"{report.verdict}: run {report.run_id}, report {path}",
+    )

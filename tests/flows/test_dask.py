@@ -1,0 +1,175 @@
+"""Shards on a Dask cluster: the same rows and summary as an inline run, and the cache kept by the flow."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+import subprocess
+import sys
+import uuid
+
+import psutil
+import pytest
+
+from docpilot import pipeline
+from docpilot.errors import OrchestratorError
+from docpilot.job import job_records
+from docpilot.models.base import Turn
+from flows.dask import LOCAL_WORKERS, dask_task_runner
+from flows.eval import run_eval
+from tests.conftest import ROOT
+from tests.support.pipeline_jobs import PIPELINE, comparable, pipeline_job
+
+from distributed import LocalCluster  # noqa: E402  (after flows.dask, which quiets it)
+
+
+@pytest.fixture(scope="module")
+def cluster(prefect_api):
+    """Two worker processes, shared by the runs of this module and named by address. (The
+    cluster DocPilot starts itself when given no address is the command test's below.)"""
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as running:
+        yield running.scheduler_address
+
+
+@pytest.fixture(scope="module")
+def dask_full(cluster, tmp_path_factory):
+    """A full run (extractive model) on the cluster."""
+    folder = tmp_path_factory.mktemp("dask-full")
+    report, _ = run_eval(pipeline_job(folder), runner="dask", dask_address=cluster)
+    return folder, report
+
+
+@pytest.fixture(scope="module")
+def dask_gate(cluster, tmp_path_factory):
+    """A gate-only run on the cluster."""
+    folder = tmp_path_factory.mktemp("dask-gate")
+    report, _ = run_eval(pipeline_job(folder, gate_only=True), runner="dask", dask_address=cluster)
+    return folder, report
+
+
+def test_a_full_run_on_dask_matches_an_inline_run(dask_full, tmp_path):
+    _, report = dask_full
+    inline, _ = run_eval(pipeline_job(tmp_path), "inline")
+    assert report.orchestrator == "prefect"
+    assert comparable(report) == comparable(inline)
+    assert report.summary["answer_f1"] is not None
+    assert all(row.cached == [] for row in report.rows)
+
+
+def test_a_gate_only_run_on_dask_matches_an_inline_run(dask_gate, tmp_path):
+    _, report = dask_gate
+    inline, _ = run_eval(pipeline_job(tmp_path, gate_only=True), "inline")
+    assert report.gate_only and "answer_f1" not in report.summary
+    assert comparable(report) == comparable(inline)
+
+
+def test_the_flow_stored_every_result_the_workers_computed(dask_full, dask_gate):
+    # An inline run over the same cache finds every stage of every record there.
+    full_folder, full = dask_full
+    again, _ = run_eval(pipeline_job(full_folder), "inline")
+    assert all(set(row.cached) == {"retrieve", "model"} for row in again.rows)
+    assert comparable(again) == comparable(full)
+    gate_folder, gate = dask_gate
+    again, _ = run_eval(pipeline_job(gate_folder, gate_only=True), "inline")
+    assert all(row.cached == ["retrieve"] for row in again.rows)
+    assert comparable(again) == comparable(gate)
+
+
+def test_lookups_fill_in_what_is_stored_and_return_the_rest(tmp_path):
+    job = pipeline_job(tmp_path)
+    cached = pipeline.open_workspace(job.config)
+    bare = dataclasses.replace(cached, cache=None)  # what a worker has: the same index, no cache
+    records = job_records(job)
+    traces = pipeline.start_traces(records)
+    todo = pipeline.lookup_rankings(cached, traces)
+    assert todo == list(range(len(records)))
+    pipeline.store_rankings(cached, pipeline.retrieve_shard(bare, [traces[p] for p in todo]))
+
+    # The stored rankings are the ones the inline stage reads.
+    inline = pipeline.retrieve_shard(cached, pipeline.start_traces(records))
+    assert all(t.cached == ["retrieve"] for t in inline)
+    fresh = pipeline.start_traces(records)
+    assert pipeline.lookup_rankings(cached, fresh) == []
+    assert [t.hits for t in fresh] == [t.hits for t in traces]
+    assert pipeline.lookup_rankings(cached, pipeline.start_traces(records), refresh=True) == list(range(len(records)))
+
+    primed = pipeline.prime_shard(cached, fresh)
+    todo = pipeline.lookup_turns(cached, primed)
+    assert todo == list(range(len(records)))
+    answered = pipeline.model_shard(bare, [primed[p] for p in todo])
+    pipeline.store_turns(cached, answered)
+
+    def primed_again():
+        return pipeline.prime_shard(cached, pipeline.retrieve_shard(cached, pipeline.start_traces(records)))
+
+    assert all("model" in t.cached for t in pipeline.model_shard(cached, primed_again()))
+    again = primed_again()
+    assert pipeline.lookup_turns(cached, again) == []
+    assert [t.turn for t in again] == [t.turn for t in answered]
+
+
+def test_errored_turns_are_not_stored(tmp_path):
+    job = pipeline_job(tmp_path)
+    ws = pipeline.open_workspace(job.config)
+    traces = pipeline.prime_shard(ws, pipeline.retrieve_shard(ws, pipeline.start_traces(job_records(job)[:1])))
+    traces[0].turn = Turn(answer="", error="timeout")
+    pipeline.store_turns(ws, traces)
+    assert pipeline.lookup_turns(ws, pipeline.prime_shard(ws, pipeline.retrieve_shard(ws, traces))) == [0]
+
+
+def test_dask_runs_only_under_prefect(tmp_path):
+    with pytest.raises(OrchestratorError, match="cannot run inline"):
+        run_eval(pipeline_job(tmp_path), "inline", runner="dask")
+
+
+def test_dask_does_not_run_the_server_runtime(tmp_path):
+    job = pipeline_job(tmp_path).model_copy(update={"runtime": "server", "url": "http://127.0.0.1:9"})
+    with pytest.raises(OrchestratorError, match="--runtime server"):
+        run_eval(job, "prefect", runner="dask")
+
+
+def test_an_address_where_no_scheduler_answers_is_named(tmp_path):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(OrchestratorError, match=f"--dask-address tcp://127.0.0.1:{port}: no Dask scheduler"):
+        run_eval(pipeline_job(tmp_path), "prefect", runner="dask", dask_address=f"tcp://127.0.0.1:{port}")
+
+
+def test_without_an_address_a_local_cluster_of_two_processes_is_started():
+    runner = dask_task_runner()
+    assert runner.address is None and LOCAL_WORKERS == 2
+    assert runner.cluster_kwargs == {"n_workers": 2, "threads_per_worker": 1, "processes": True,
+                                     "dashboard_address": None}
+
+
+def test_the_command_starts_and_stops_its_own_prefect_server_and_cluster(tmp_path):
+    # No PREFECT_API_URL and no --dask-address: `docpilot eval --runner dask` starts a Prefect
+    # server and a local cluster for the run, quietly, and leaves no process behind. Every
+    # process it starts inherits the mark.
+    mark = uuid.uuid4().hex
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "home"), DOCPILOT_TEST_MARK=mark)
+    result = subprocess.run(
+        [sys.executable, "-m", "docpilot", "eval", "--runner", "dask", "--gate-only", "--json",
+         "--docs", str(PIPELINE / "docs"), "--golden", str(PIPELINE / "golden.yaml"),
+         "--out", str(tmp_path / "report.json")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["verdict"] == "pass"
+    assert "Traceback" not in result.stderr and "ERROR" not in result.stderr, result.stderr
+    assert _processes_marked(mark) == []
+
+
+def _processes_marked(mark: str) -> list[int]:
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get("DOCPILOT_TEST_MARK") == mark and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process.pid)
+        except psutil.Error:
+            continue
+    return found
