@@ -120,22 +120,17 @@ def retrieve_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False)
 
     ``refresh`` computes every ranking afresh and stores it over the cached one.
     """
-    settings = ws.config.retrieval
-    for trace in traces:
-        record = trace.record
-        key = cache_key("retrieve", ws.retriever.fingerprint, record.question, record.scope, settings.top_k)
-        hit = ws.cache.get(key) if ws.cache and not refresh else None
-        progress.advance("retrieve")
-        if hit is not None:
-            trace.hits, trace.retrieve_ms = hit["hits"], hit["ms"]
-            trace.cached.append("retrieve")
-            continue
+    todo = lookup_rankings(ws, traces, refresh=refresh)
+    progress.advance("retrieve", len(traces) - len(todo))
+    top_k = ws.config.retrieval.top_k
+    for position in todo:
+        trace = traces[position]
         start = time.perf_counter()
-        hits = ws.retriever.search(record.question, scope=record.scope, k=settings.top_k)
+        hits = ws.retriever.search(trace.record.question, scope=trace.record.scope, k=top_k)
         trace.retrieve_ms = (time.perf_counter() - start) * 1000
         trace.hits = [{"section_id": h.section_id, "chunk_id": h.chunk_id, "score": h.score} for h in hits]
-        if ws.cache:
-            ws.cache.set(key, {"hits": trace.hits, "ms": trace.retrieve_ms})
+        progress.advance("retrieve")
+    store_rankings(ws, [traces[p] for p in todo])
     return traces
 
 
@@ -172,18 +167,8 @@ def model_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False) ->
 
     ``refresh`` calls the model for every record and stores the new turns.
     """
-    todo = []
-    for trace in traces:
-        if trace.gate_refused or trace.prompt is None:
-            continue
-        stored = ws.cache.get(_model_key(ws, trace.prompt)) if ws.cache and not refresh else None
-        if stored is not None:
-            trace.turn = Turn.model_validate(stored["turn"])
-            trace.languages = stored["languages"]
-            trace.cached.append("model")
-            progress.advance("model")
-        else:
-            todo.append(trace)
+    todo = [traces[p] for p in lookup_turns(ws, traces, refresh=refresh)]
+    progress.advance("model", sum("model" in t.cached for t in traces))
     if todo:
         asyncio.run(_run_model(ws, todo))
     return traces
@@ -334,7 +319,7 @@ def lookup_rankings(ws: Workspace, traces: list[Trace], *, refresh: bool = False
 
 
 def store_rankings(ws: Workspace, traces: list[Trace]) -> None:
-    """Store rankings computed elsewhere, under the keys ``retrieve_shard`` reads."""
+    """Store rankings computed here or on other processes, under the keys ``lookup_rankings`` reads."""
     if ws.cache is None:
         return
     for trace in traces:
