@@ -190,7 +190,9 @@ def test_probe_with_empty_pattern(tmp_path):
 
 
 def test_valid_set_resolves_against_docs(corpus):
-    validate_against_corpus(load_golden(DATA / "valid.yaml"), corpus, DATA / "valid.yaml")
+    records = load_golden(DATA / "valid.yaml")
+    assert validate_against_corpus(records, corpus, DATA / "valid.yaml") is None
+    assert all(corpus.has_entry(entry) for record in records for entry in record.gold)
 
 
 def test_wrong_gold_and_scope_are_all_named_with_suggestions(corpus):
@@ -276,9 +278,11 @@ def test_arbitrary_bytes_never_crash(tmp_path, data, suffix):
     path.write_bytes(data)
     for loader in (load_golden, load_probes):
         try:
-            loader(path)
-        except DocpilotError:
-            pass
+            records = loader(path)
+        except DocpilotError as exc:
+            assert exc.exit_code == 2 and str(exc).strip()  # a message to show, and exit 2
+        else:
+            assert isinstance(records, list)
 
 
 @FUZZ
@@ -312,6 +316,8 @@ def test_arbitrary_text_never_crashes(tmp_path, text):
     path = tmp_path / "fuzz.yaml"
     path.write_text(text, encoding="utf-8")
     try:
-        load_golden(path)
-    except DocpilotError:
-        pass
+        records = load_golden(path)
+    except DocpilotError as exc:
+        assert exc.exit_code == 2 and str(exc).strip()
+    else:
+        assert isinstance(records, list)

@@ -287,9 +287,11 @@ _FUZZ = settings(max_examples=150, deadline=None, database=None,
 def test_arbitrary_yaml_data_gives_config_or_config_error(tmp_path, data):
     path = _write(tmp_path, yaml.safe_dump(data))
     try:
-        load_config(path, env={})
-    except ConfigError:
-        pass
+        config = load_config(path, env={})
+    except ConfigError as exc:
+        assert exc.exit_code == 2 and str(exc).strip()
+    else:
+        assert isinstance(config, Config)
 
 
 @_FUZZ
