@@ -1,8 +1,9 @@
 """How close concurrent model calls come to the ideal wall time.
 
 Runs N turns of the openai model against the local test server, which waits a fixed
-latency before each reply, with one shared ``httpx.AsyncClient`` and an
-``asyncio.Semaphore`` bounding the turns in flight, as the model stage does. With
+latency before each reply, the way the model stage runs them: ``concurrency`` workers
+taking turns from one queue, every ``TURNS_PER_CLIENT`` workers sharing one client
+(``--one-client`` puts all of them on one client, to show what the split buys). With
 perfect overlap the run takes ``N * latency / concurrency``; ``ratio`` is the measured
 wall time over that ideal (1.0 is perfect; the client's own work pushes it above).
 The server runs in its own process so that its work does not compete with the client's.
@@ -25,10 +26,10 @@ from pathlib import Path
 if not __package__:  # run as a file: make the repository's packages importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
 
 from docpilot.models.base import Prompt, Turn  # noqa: E402
 from docpilot.models.openai import OpenAIModel  # noqa: E402
+from docpilot.pipeline import TURNS_PER_CLIENT  # noqa: E402
 from tests.support.openai_server import Reply, serve_openai_process  # noqa: E402
 
 
@@ -43,32 +44,48 @@ def _prompt(i: int) -> Prompt:
     )
 
 
-async def _run_turns(base_url: str, records: int, concurrency: int) -> tuple[float, list[Turn]]:
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-        model = OpenAIModel(base_url=base_url, model="bench", client=client, retries=0)
-        gate = asyncio.Semaphore(concurrency)
+async def _run_turns(
+    base_url: str, records: int, concurrency: int, *, one_client: bool = False
+) -> tuple[float, list[Turn]]:
+    per_client = concurrency if one_client else TURNS_PER_CLIENT
+    models = [
+        OpenAIModel(base_url=base_url, model="bench", retries=0) for _ in range(-(-concurrency // per_client))
+    ]
 
-        async def one(i: int) -> Turn:
-            async with gate:
-                return await model.complete(_prompt(i))
+    async def run(indexes) -> list[Turn]:
+        turns: list[Turn] = [None] * len(indexes)  # type: ignore[list-item]
+        pending = iter(enumerate(indexes))
 
-        # One untimed round opens the pool's connections, as a long run would have them open.
-        await asyncio.gather(*(one(i) for i in range(concurrency)))
+        async def work(model: OpenAIModel) -> None:
+            for slot, i in pending:
+                turns[slot] = await model.complete(_prompt(i))
+
+        await asyncio.gather(*(work(models[w % len(models)]) for w in range(concurrency)))
+        return turns
+
+    try:
+        # One untimed round opens the pools' connections, as a long run would have them open.
+        await run(range(concurrency))
         started = time.perf_counter()
-        turns = await asyncio.gather(*(one(i) for i in range(records)))
+        turns = await run(range(records))
         return time.perf_counter() - started, turns
+    finally:
+        for model in models:
+            await model.aclose()
 
 
-def measure(records: int = 1000, concurrency: int = 32, latency_s: float = 0.2) -> dict[str, object]:
+def measure(
+    records: int = 1000, concurrency: int = 32, latency_s: float = 0.2, *, one_client: bool = False
+) -> dict[str, object]:
     """Run the benchmark; the numbers it prints."""
     with serve_openai_process(Reply(latency_s=latency_s)) as base_url:
-        wall_s, turns = asyncio.run(_run_turns(base_url, records, concurrency))
+        wall_s, turns = asyncio.run(_run_turns(base_url, records, concurrency, one_client=one_client))
     ideal_s = records * latency_s / concurrency
     latencies = [t.latency_ms for t in turns if t.latency_ms is not None]
     return {
         "records": records,
         "concurrency": concurrency,
+        "turns_per_client": concurrency if one_client else TURNS_PER_CLIENT,
         "latency_s": latency_s,
         "wall_s": round(wall_s, 3),
         "ideal_s": round(ideal_s, 3),
@@ -85,8 +102,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records", type=int, default=1000, help="turns to run (default 1000)")
     parser.add_argument("--concurrency", type=int, default=32, help="turns in flight (default 32)")
     parser.add_argument("--latency-ms", type=float, default=200.0, help="server latency per turn (default 200)")
+    parser.add_argument("--one-client", action="store_true", help="every turn on one client")
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.records, args.concurrency, args.latency_ms / 1000.0), indent=2))
+    result = measure(args.records, args.concurrency, args.latency_ms / 1000.0, one_client=args.one_client)
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -177,14 +177,14 @@ def model_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False) ->
 # Turns in flight per HTTP client. httpx's connection pool scans all of its connections
 # on every request, so one client with 32 connections spends more CPU per turn than a
 # turn of a fast model is worth; several small pools keep the harness out of the way.
-_TURNS_PER_CLIENT = 4
+TURNS_PER_CLIENT = 4
 
 
 async def _run_model(ws: Workspace, todo: list[Trace]) -> None:
     settings = ws.config.model
     workers = min(settings.concurrency, len(todo))
     idf = ws.idf if settings.provider == "extractive" else None
-    count = 1 if settings.provider == "extractive" else -(-workers // _TURNS_PER_CLIENT)
+    count = 1 if settings.provider == "extractive" else -(-workers // TURNS_PER_CLIENT)
     models = [build_model(settings, corpus=ws.corpus, idf=idf) for _ in range(count)]
     pending = iter(todo)  # shared by the workers; safe, as next() never awaits
     loop = asyncio.get_running_loop()
