@@ -355,7 +355,7 @@ def _uvicorn(app: Starlette, *, access_log: bool, log_config: dict | None) -> uv
         log_config=log_config,
         lifespan="on",
         server_header=False,
-        # Longer than clients keep idle connections (httpx: 5 s), so the server never closes
+        # Longer than clients keep idle connections (4 to 5 s), so the server never closes
         # one just as a client reuses it.
         timeout_keep_alive=30,
         timeout_graceful_shutdown=3,

@@ -18,13 +18,17 @@ Faults never raise out of ``complete``: they end the turn with ``Turn.error``.
 
 The API key travels only in the ``Authorization`` header; error texts and ``repr``
 never show it.
+
+Requests go over one aiohttp session per model and event loop, made on first use, with
+up to 64 kept-alive connections, the process's one TLS context (``SSL_CERT_FILE``,
+``SSL_CERT_DIR``, else certifi's bundle) and the proxy ``HTTP(S)_PROXY`` / ``NO_PROXY``
+name for ``base_url``. A session passed in is used as it is and left open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 import os
@@ -35,19 +39,18 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-import httpx
+import aiohttp
+from yarl import URL
 
 from docpilot.errors import ConfigError, ModelError
-from docpilot.models.base import Prompt, Turn, parse_refusal
-from docpilot.models.wire import decode_chunks, parse_retry_after, sse_data
+from docpilot.models.base import Prompt, Turn
+from docpilot.models.connection import close_abandoned, env_proxy, new_session, tls_context
+from docpilot.models.wire import EventReader, PartialTurn, excerpt, parse_retry_after
 
 _log = logging.getLogger(__name__)
 
 KEY_VARIABLES: tuple[str, ...] = ("DOCPILOT_API_KEY", "OPENAI_API_KEY")
-_EXCERPT = 200
 _DRAIN_S = 1.0
-_CONNECTIONS = 64
-_USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 # Keys echoed back by a service ("Incorrect API key provided: sk-...") are hidden too.
 _KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-*.]{6,}")
 _HINTS: dict[int, str] = {
@@ -80,76 +83,8 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
-class _Progress:
-    """What one turn has received so far, kept across attempts and a timeout."""
-
-    def __init__(self, listener: Callable[[str, str], None] | None = None) -> None:
-        self.listener = listener
-        self.started: float | None = None
-        self.ended_ms: float | None = None
-        self.answer: list[str] = []
-        self.reasoning: list[str] = []
-        self.first_token_ms: float | None = None
-        self.first_thought_ms: float | None = None
-        self.usage: dict[str, int] = {}
-        self.chunks = 0
-
-    def elapsed_ms(self) -> float:
-        return (time.perf_counter() - self.started) * 1000.0 if self.started is not None else 0.0
-
-    def take_message(self, piece: Mapping[str, Any], now_ms: float) -> None:
-        """Add one streamed delta or one whole message to the turn."""
-        content = piece.get("content")
-        if isinstance(content, str) and content:
-            self.answer.append(content)
-            if self.first_token_ms is None:
-                self.first_token_ms = now_ms
-            if self.listener is not None:
-                self.listener("token", content)
-        # Services name the field differently; one that sends both repeats the same text.
-        thought = piece.get("reasoning_content") or piece.get("reasoning")
-        if isinstance(thought, str) and thought:
-            self.reasoning.append(thought)
-            if self.first_thought_ms is None:
-                self.first_thought_ms = now_ms
-            if self.listener is not None:
-                self.listener("thought", thought)
-
-    def take_usage(self, usage: Any) -> None:
-        if isinstance(usage, Mapping):
-            self.usage = {k: int(usage[k]) for k in _USAGE_KEYS if isinstance(usage.get(k), int)}
-
-    def to_turn(self, error: str | None) -> Turn:
-        answer = "".join(self.answer)
-        cause = parse_refusal(answer) if error is None else None
-        latency = self.ended_ms if self.ended_ms is not None else self.elapsed_ms()
-        return Turn(
-            answer=answer,
-            reasoning="".join(self.reasoning) or None,
-            refused=cause is not None,
-            refusal_cause=cause,
-            latency_ms=latency if self.started is not None else None,
-            first_token_ms=self.first_token_ms,
-            first_thought_ms=self.first_thought_ms,
-            usage=self.usage,
-            error=error,
-        )
-
-
-def _excerpt(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _EXCERPT else flat[:_EXCERPT] + "…"
-
-
 def _is_retryable_status(status: int) -> bool:
     return status == 429 or 500 <= status <= 599
-
-
-@functools.lru_cache(maxsize=1)
-def _tls_context() -> ssl.SSLContext:
-    # Loading the CA bundle costs ~0.1 s; a run makes one client per few concurrent turns,
-    # so they all share one context.
-    return httpx.create_ssl_context()  # what httpx would build per client, SSL_CERT_FILE included
 
 
 class OpenAIModel:
@@ -168,8 +103,7 @@ class OpenAIModel:
         retries: int = 3,
         backoff_base_s: float = 0.5,
         backoff_cap_s: float = 8.0,
-        client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        session: aiohttp.ClientSession | None = None,
     ) -> None:
         if not base_url or not base_url.startswith(("http://", "https://")):
             raise ConfigError(
@@ -184,8 +118,6 @@ class OpenAIModel:
                 f"retries={retries}, backoff_base_s={backoff_base_s}, backoff_cap_s={backoff_cap_s}",
                 hint="fix model.timeout_s / model.retries in the config",
             )
-        if client is not None and transport is not None:
-            raise ValueError("pass either client or transport, not both")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.temperature = temperature
@@ -196,14 +128,32 @@ class OpenAIModel:
         self.backoff_base_s = backoff_base_s
         self.backoff_cap_s = backoff_cap_s
         self._api_key = api_key or None
-        self._owns_client = client is None
-        # As many kept-alive connections as open ones: with fewer, httpcore closes and reopens
-        # connections whenever more turns than the keep-alive limit are in flight.
-        limits = httpx.Limits(max_connections=_CONNECTIONS, max_keepalive_connections=_CONNECTIONS)
-        self._client = client or httpx.AsyncClient(
-            transport=transport, timeout=httpx.Timeout(timeout_s), limits=limits, verify=_tls_context()
-        )
         self._url = f"{self.base_url}/chat/completions"
+        self._session = session
+        self._session_loop: asyncio.AbstractEventLoop | None = None
+        self._owns_session = session is None
+        # Connecting and every read wait at most timeout_s; the whole turn is bounded apart.
+        self._request_options: dict[str, Any] = {
+            "timeout": aiohttp.ClientTimeout(
+                total=None, connect=timeout_s, sock_connect=timeout_s, sock_read=timeout_s
+            ),
+            "allow_redirects": False,
+        }
+        self._headers = {"Accept": "text/event-stream"}
+        if self._api_key:
+            self._headers["Authorization"] = f"Bearer {self._api_key}"
+        self._tls: ssl.SSLContext | None = None
+        if self._owns_session:
+            self._tls = tls_context()
+            # Read from the environment once, where aiohttp's trust_env would read it again
+            # for every request, in a worker thread (with ~/.netrc): more CPU than the turn.
+            proxy, credentials = env_proxy(URL(self._url))
+            if proxy is not None:
+                self._request_options["proxy"] = proxy
+            if credentials is not None and self._url.startswith("https:"):
+                self._request_options["proxy_headers"] = {"Proxy-Authorization": credentials}
+            elif credentials is not None:  # a plain request goes to the proxy itself
+                self._headers["Proxy-Authorization"] = credentials
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "none"
@@ -216,9 +166,31 @@ class OpenAIModel:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this model made it; a client passed in stays open."""
-        if self._owns_client:
-            await self._client.aclose()
+        """Close the HTTP session if this model made it; a session passed in stays open."""
+        if not self._owns_session or self._session is None:
+            return
+        session, loop = self._session, self._session_loop
+        self._session = self._session_loop = None
+        if loop is asyncio.get_running_loop():
+            await session.close()
+        elif loop is not None:
+            close_abandoned(session, loop)
+
+    def _session_here(self) -> aiohttp.ClientSession:
+        """The session for the running event loop, made on first use.
+
+        aiohttp sessions belong to the loop they were made in, so a model used from a new
+        loop (a second ``asyncio.run``) lets the old session go and makes a fresh one.
+        """
+        loop = asyncio.get_running_loop()
+        session = self._session
+        if session is not None and (loop is self._session_loop or not self._owns_session):
+            return session
+        if session is not None and self._session_loop is not None:
+            close_abandoned(session, self._session_loop)
+        self._session = new_session(self._tls)
+        self._session_loop = loop
+        return self._session
 
     async def stream(self, prompt: Prompt) -> AsyncIterator[tuple[str, str]]:
         """The reply as it arrives: ``("thought", text)`` and ``("token", text)`` pieces.
@@ -248,7 +220,7 @@ class OpenAIModel:
 
     async def complete(self, prompt: Prompt, *, _listener: Callable[[str, str], None] | None = None) -> Turn:
         """Answer one prompt; a service fault ends the turn with ``Turn.error`` instead of raising."""
-        progress = _Progress(_listener)
+        progress = PartialTurn(_listener)
         try:
             async with asyncio.timeout(self.timeout_s):
                 error = await self._attempts(self._body(prompt), progress)
@@ -274,12 +246,6 @@ class OpenAIModel:
             body["seed"] = self.seed
         return body
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
-
     def _redact(self, text: str) -> str:
         if self._api_key:
             text = text.replace(self._api_key, "[redacted]")
@@ -290,7 +256,7 @@ class OpenAIModel:
         # Jitter spreads out the retries of many concurrent turns that failed together.
         return ceiling * random.uniform(0.5, 1.0)
 
-    async def _attempts(self, body: dict[str, Any], progress: _Progress) -> str | None:
+    async def _attempts(self, body: dict[str, Any], progress: PartialTurn) -> str | None:
         """Run attempts until one ends the turn; the error text, or None on success."""
         deadline = time.perf_counter() + self.timeout_s
         for attempt in range(self.retries + 1):
@@ -310,19 +276,24 @@ class OpenAIModel:
                 await asyncio.sleep(wait)
         return None  # unreachable: the last attempt returns above
 
-    async def _attempt(self, body: dict[str, Any], progress: _Progress) -> str | None:
+    async def _attempt(self, body: dict[str, Any], progress: PartialTurn) -> str | None:
         """One request; the error text, None on success; raises _Retryable when it may be retried."""
+        session = self._session_here()
         if progress.started is None:
             progress.started = time.perf_counter()
         try:
-            async with self._client.stream("POST", self._url, json=body, headers=self._headers()) as response:
-                if response.status_code >= 400:
+            async with session.post(
+                self._url, json=body, headers=self._headers, **self._request_options
+            ) as response:
+                if response.status >= 400:
                     return await self._read_failure(response)
                 content_type = response.headers.get("content-type", "")
                 if content_type.split(";")[0].strip().lower() == "application/json":
                     return await self._read_completion(response, progress)
                 return await self._read_stream(response, progress, content_type)
-        except httpx.RequestError as exc:
+        # aiohttp's own timeouts (connect, socket read) are ClientErrors and TimeoutErrors both;
+        # the turn's budget is not caught here, as it cancels the attempt instead.
+        except (aiohttp.ClientError, TimeoutError) as exc:
             reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
             if progress.chunks == 0:
                 raise _Retryable(
@@ -334,9 +305,9 @@ class OpenAIModel:
                 "fix: the server dropped the connection; check its logs and retry the run"
             )
 
-    async def _read_failure(self, response: httpx.Response) -> str:
-        status = response.status_code
-        detail = _excerpt((await response.aread()).decode("utf-8", errors="replace"))
+    async def _read_failure(self, response: aiohttp.ClientResponse) -> str:
+        status = response.status
+        detail = excerpt((await response.read()).decode("utf-8", errors="replace"))
         message = f"HTTP {status} from {self._url}: {detail}"
         if _is_retryable_status(status):
             hint = (
@@ -348,21 +319,21 @@ class OpenAIModel:
         hint = _HINTS.get(status, "check base_url, the model name and the API key")
         return f"{message}; fix: {hint}"
 
-    async def _read_completion(self, response: httpx.Response, progress: _Progress) -> str | None:
+    async def _read_completion(self, response: aiohttp.ClientResponse, progress: PartialTurn) -> str | None:
         """Read a whole JSON completion from a server that did not stream."""
-        raw = (await response.aread()).decode("utf-8", errors="replace")
+        raw = (await response.read()).decode("utf-8", errors="replace")
         now = progress.elapsed_ms()
         try:
             payload = json.loads(raw)
         except ValueError:
             payload = None
         if isinstance(payload, Mapping) and payload.get("error"):
-            return f"the service reported an error: {_excerpt(json.dumps(payload['error']))}"
+            return f"the service reported an error: {excerpt(json.dumps(payload['error']))}"
         choices = payload.get("choices") if isinstance(payload, Mapping) else None
         message = choices[0].get("message") if choices and isinstance(choices[0], Mapping) else None
         if not isinstance(message, Mapping):
             return (
-                f"cannot read the JSON completion {_excerpt(raw)!r}; "
+                f"cannot read the JSON completion {excerpt(raw)!r}; "
                 "fix: check base_url points at an OpenAI-compatible /v1 endpoint"
             )
         progress.chunks = 1
@@ -372,38 +343,24 @@ class OpenAIModel:
         return None
 
     async def _read_stream(
-        self, response: httpx.Response, progress: _Progress, content_type: str
+        self, response: aiohttp.ClientResponse, progress: PartialTurn, content_type: str
     ) -> str | None:
         """Read server-sent chunks up to [DONE]; the error text, or None on success."""
-        lines = response.aiter_lines()
-        async for data in sse_data(lines):
-            if data == "[DONE]":
-                progress.ended_ms = progress.elapsed_ms()
-                # Reading the body to its end lets the connection serve the next turn.
-                with contextlib.suppress(httpx.HTTPError, TimeoutError):
-                    async with asyncio.timeout(_DRAIN_S):
-                        async for _ in lines:
-                            pass
-                return None
-            try:
-                chunks = decode_chunks(data)
-            except ValueError:
-                return (
-                    f"malformed JSON in stream chunk {progress.chunks + 1}: {_excerpt(data)!r}; "
-                    "fix: the server sent a broken chunk; check its version and logs"
-                )
-            now = progress.elapsed_ms()
-            for chunk in chunks:
-                progress.chunks += 1
-                if not isinstance(chunk, Mapping):
-                    return f"stream chunk {progress.chunks} is not a JSON object: {_excerpt(data)!r}"
-                if chunk.get("error"):
-                    return f"the service reported an error mid-stream: {_excerpt(json.dumps(chunk['error']))}"
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") if isinstance(choice, Mapping) else None
-                    if isinstance(delta, Mapping) and choice.get("index", 0) == 0:
-                        progress.take_message(delta, now)
-                progress.take_usage(chunk.get("usage"))
+        events = EventReader()
+        # Lines are cut here: aiohttp's readline knows only "\n" line ends and refuses a line
+        # longer than its buffer (128 KiB), which one long answer in one chunk can exceed.
+        async for piece in response.content.iter_any():
+            for data in events.feed(piece):
+                if data == "[DONE]":
+                    progress.ended_ms = progress.elapsed_ms()
+                    await _drain(response)
+                    return None
+                error = progress.take_event(data)
+                if error is not None:
+                    return error
+        if events.close():  # the body ended in [DONE] without the blank line after it
+            progress.ended_ms = progress.elapsed_ms()
+            return None
         if progress.chunks == 0:
             return (
                 f"the reply from {self._url} (content-type {content_type or 'none'}) held no chunks; "
@@ -413,3 +370,13 @@ class OpenAIModel:
             f"stream ended before [DONE] after {progress.chunks} chunks; "
             "fix: the server closed the stream early; check its logs and retry the run"
         )
+
+
+async def _drain(response: aiohttp.ClientResponse) -> None:
+    """Read what follows [DONE] to the end of the body, so the connection can serve the next turn."""
+    if response.content.at_eof():
+        return
+    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+        async with asyncio.timeout(_DRAIN_S):
+            async for _ in response.content.iter_any():
+                pass

@@ -1,13 +1,31 @@
-"""The wire format of an OpenAI-compatible stream: server-sent events, their JSON chunks,
-and the ``Retry-After`` header of a service asking for patience."""
+"""The wire format of an OpenAI-compatible reply: server-sent events, the JSON chunks they
+carry and how their deltas make up a turn, and the ``Retry-After`` header of a service
+asking for patience."""
 
 from __future__ import annotations
 
+import codecs
 import json
-from collections.abc import AsyncIterator
+import re
+import time
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
+
+from docpilot.models.base import Turn, parse_refusal
+
+# Server-sent events end lines with any of these; str.splitlines would also cut at
+# characters such as U+2028 that JSON may carry unescaped inside a chunk.
+_LINE_END = re.compile(r"\r\n|\r|\n")
+_USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+_EXCERPT = 200
+
+
+def excerpt(text: str) -> str:
+    """A service's text on one line, cut to a length an error message can carry."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _EXCERPT else flat[:_EXCERPT] + "…"
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
@@ -31,23 +49,81 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     return max(0.0, seconds) if seconds == seconds else None  # NaN is unreadable
 
 
-async def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The data of each server-sent event; comments and other fields are skipped."""
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        if name == "data":
-            data.append(value[1:] if value.startswith(" ") else value)
-    # An event cut off by the end of the body is dropped, as SSE says, unless it is the end mark.
-    if data == ["[DONE]"]:
-        yield "[DONE]"
+class EventReader:
+    """Reads the data of server-sent events from a body that arrives in pieces of any size.
+
+    A piece may end inside a UTF-8 character, inside a line, or between the ``\\r`` and
+    ``\\n`` of a line end; lines may end in ``\\n``, ``\\r\\n`` or ``\\r`` and have no
+    length limit. Comments and fields other than ``data`` are skipped.
+
+        reader = EventReader()
+        for piece in body:
+            for data in reader.feed(piece):
+                ...
+        leftover = reader.close()
+    """
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._line: list[str] = []  # the start of a line whose end has not arrived
+        self._after_cr = False  # the last piece ended in "\r", so a "\n" opening the next ends no line
+        self._data: list[str] = []  # data lines of an event whose blank line has not arrived
+
+    def feed(self, piece: bytes) -> list[str]:
+        """The data of every event this piece of the body completed, in order."""
+        return self._events(self._lines(self._decoder.decode(piece)))
+
+    def close(self) -> list[str]:
+        """At the end of the body: ``["[DONE]"]`` when it ended inside a ``[DONE]`` event, else nothing.
+
+        Any other event cut off by the end of the body is dropped, as SSE says; the end
+        mark is kept because some servers omit the blank line after it.
+        """
+        lines = self._lines(self._decoder.decode(b"", True))
+        if self._line:
+            lines.append("".join(self._line))
+            self._line = []
+        self._events(lines)
+        data, self._data = self._data, []
+        return ["[DONE]"] if data == ["[DONE]"] else []
+
+    def _lines(self, text: str) -> list[str]:
+        if not text:
+            return []
+        if self._after_cr:
+            self._after_cr = False
+            if text[0] == "\n":
+                text = text[1:]
+                if not text:
+                    return []
+        if "\r" in text:
+            lines = _LINE_END.split(text)
+            self._after_cr = text[-1] == "\r"
+        elif "\n" in text:
+            lines = text.split("\n")
+        else:
+            # Part of a long line: pieces are joined once, when the line ends.
+            self._line.append(text)
+            return []
+        if self._line:
+            self._line.append(lines[0])
+            lines[0] = "".join(self._line)
+        unfinished = lines.pop()
+        self._line = [unfinished] if unfinished else []
+        return lines
+
+    def _events(self, lines: list[str]) -> list[str]:
+        events: list[str] = []
+        for line in lines:
+            if not line:
+                if self._data:
+                    events.append("\n".join(self._data))
+                    self._data = []
+            elif line[0] != ":":
+                name, _, value = line.partition(":")
+                if name == "data":
+                    self._data.append(value[1:] if value[:1] == " " else value)
+        return events
 
 
 def decode_chunks(data: str) -> list[Any]:
@@ -60,3 +136,83 @@ def decode_chunks(data: str) -> list[Any]:
     # Some servers end each data line with a single newline, which joins several chunks
     # into one event; read them one by one.
     return [json.loads(line) for line in data.split("\n") if line.strip()]
+
+
+class PartialTurn:
+    """What one turn has received so far, kept across attempts and a timeout."""
+
+    def __init__(self, listener: Callable[[str, str], None] | None = None) -> None:
+        self.listener = listener  # told ("token" | "thought", text) of each piece as it arrives
+        self.started: float | None = None  # perf_counter() when the first attempt was sent
+        self.ended_ms: float | None = None  # when the reply was complete, since started
+        self.answer: list[str] = []
+        self.reasoning: list[str] = []
+        self.first_token_ms: float | None = None
+        self.first_thought_ms: float | None = None
+        self.usage: dict[str, int] = {}
+        self.chunks = 0  # once one has arrived, a failure can no longer be retried
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000.0 if self.started is not None else 0.0
+
+    def take_event(self, data: str) -> str | None:
+        """Add one event's chunks to the turn; the error text when they end it."""
+        try:
+            chunks = decode_chunks(data)
+        except ValueError:
+            return (
+                f"malformed JSON in stream chunk {self.chunks + 1}: {excerpt(data)!r}; "
+                "fix: the server sent a broken chunk; check its version and logs"
+            )
+        now = self.elapsed_ms()
+        # JSON objects decode to dicts; testing for dict is cheaper than the Mapping ABC.
+        for chunk in chunks:
+            self.chunks += 1
+            if not isinstance(chunk, dict):
+                return f"stream chunk {self.chunks} is not a JSON object: {excerpt(data)!r}"
+            if chunk.get("error"):
+                return f"the service reported an error mid-stream: {excerpt(json.dumps(chunk['error']))}"
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") if isinstance(choice, dict) else None
+                if isinstance(delta, dict) and choice.get("index", 0) == 0:
+                    self.take_message(delta, now)
+            self.take_usage(chunk.get("usage"))
+        return None
+
+    def take_message(self, piece: Mapping[str, Any], now_ms: float) -> None:
+        """Add one streamed delta or one whole message to the turn."""
+        content = piece.get("content")
+        if isinstance(content, str) and content:
+            self.answer.append(content)
+            if self.first_token_ms is None:
+                self.first_token_ms = now_ms
+            if self.listener is not None:
+                self.listener("token", content)
+        # Services name the field differently; one that sends both repeats the same text.
+        thought = piece.get("reasoning_content") or piece.get("reasoning")
+        if isinstance(thought, str) and thought:
+            self.reasoning.append(thought)
+            if self.first_thought_ms is None:
+                self.first_thought_ms = now_ms
+            if self.listener is not None:
+                self.listener("thought", thought)
+
+    def take_usage(self, usage: Any) -> None:
+        if isinstance(usage, Mapping):
+            self.usage = {k: int(usage[k]) for k in _USAGE_KEYS if isinstance(usage.get(k), int)}
+
+    def to_turn(self, error: str | None) -> Turn:
+        answer = "".join(self.answer)
+        cause = parse_refusal(answer) if error is None else None
+        latency = self.ended_ms if self.ended_ms is not None else self.elapsed_ms()
+        return Turn(
+            answer=answer,
+            reasoning="".join(self.reasoning) or None,
+            refused=cause is not None,
+            refusal_cause=cause,
+            latency_ms=latency if self.started is not None else None,
+            first_token_ms=self.first_token_ms,
+            first_thought_ms=self.first_thought_ms,
+            usage=self.usage,
+            error=error,
+        )

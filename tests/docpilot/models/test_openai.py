@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+import gc
 import json
+import logging
+import re
+import shutil
 import socket
+import subprocess
+import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timezone
 from email.utils import format_datetime
+from pathlib import Path
 
-import httpx
+import aiohttp
 import pytest
 
 from docpilot.errors import ConfigError, ModelError
@@ -271,8 +280,8 @@ async def test_turns_reuse_one_connection(base_url: str, script: OpenAIScript) -
 async def test_concurrent_turns_overlap(base_url: str, script: OpenAIScript) -> None:
     script.reset(default=Reply(answer=ANSWER, latency_s=0.2))
     gate = asyncio.Semaphore(10)
-    async with httpx.AsyncClient(timeout=10) as client:
-        model = _model(base_url, client=client)
+    async with aiohttp.ClientSession() as session:
+        model = _model(base_url, session=session)
 
         async def one() -> object:
             async with gate:
@@ -292,11 +301,30 @@ async def test_server_in_its_own_process_answers_the_same() -> None:
     assert turn.error is None and (turn.answer, turn.reasoning) == (ANSWER, REASONING)
 
 
-async def test_a_client_passed_in_stays_open(base_url: str) -> None:
-    async with httpx.AsyncClient() as client:
-        async with _model(base_url, client=client) as model:
-            await model.complete(PROMPT)
-        assert not client.is_closed
+async def test_a_session_passed_in_stays_open(base_url: str, script: OpenAIScript) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with _model(base_url, session=session) as model:
+            assert (await model.complete(PROMPT)).error is None
+        assert not session.closed
+        async with _model(base_url, session=session) as again:
+            assert (await again.complete(PROMPT)).error is None
+    assert len({r.peer for r in script.history}) == 1  # the second model reused the session's connection
+
+
+def test_a_model_serves_one_asyncio_run_after_another(
+    base_url: str, script: OpenAIScript, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A session belongs to the event loop it was made in; the second run must not reuse it.
+    script.reset(default=Reply(answer=ANSWER))
+    model = _model(base_url)
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        first = asyncio.run(model.complete(PROMPT))
+        second = asyncio.run(model.complete(PROMPT))
+        asyncio.run(model.aclose())
+        gc.collect()
+    assert (first.error, second.error) == (None, None) and first.answer == second.answer == ANSWER
+    assert len(script.history) == 2
+    assert "Unclosed" not in caplog.text  # the first run's session was closed, not left behind
 
 
 def test_bad_settings_are_config_errors() -> None:
@@ -322,32 +350,14 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
     assert parse_retry_after(None) is None
 
 
-async def test_retry_after_http_date_in_the_past_retries_at_once() -> None:
-    calls: list[float] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        calls.append(time.perf_counter())
-        if len(calls) == 1:
-            past = format_datetime(datetime(2000, 1, 1, tzinfo=timezone.utc), usegmt=True)
-            return httpx.Response(429, headers={"retry-after": past}, json={"error": {"message": "busy"}})
-        return httpx.Response(200, json={"choices": [{"index": 0, "message": {"content": ANSWER}}]})
-
-    turn = await _complete("http://service.test/v1", transport=httpx.MockTransport(handler), backoff_base_s=5)
+async def test_retry_after_http_date_in_the_past_retries_at_once(base_url: str, script: OpenAIScript) -> None:
+    past = format_datetime(datetime(2000, 1, 1, tzinfo=timezone.utc), usegmt=True)
+    script.enqueue(Reply.failure(429, "busy", retry_after=past), Reply(answer=ANSWER, stream=False))
+    started = time.perf_counter()
+    turn = await _complete(base_url, backoff_base_s=5)
     assert turn.error is None and turn.answer == ANSWER
-    assert calls[1] - calls[0] < 1  # the date said "now", so the 5 s backoff was not used
-
-
-async def test_chunks_on_consecutive_data_lines_are_each_read() -> None:
-    # Some servers end each event with one newline, so SSE joins several chunks into one event.
-    def chunk(text: str) -> str:
-        return "data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}) + "\n"
-
-    body = chunk("Send the token ") + chunk("in the header.") + "\n" + "data: [DONE]\n"
-    transport = httpx.MockTransport(
-        lambda request: httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body.encode())
-    )
-    turn = await _complete("http://service.test/v1", transport=transport)
-    assert turn.error is None and turn.answer == "Send the token in the header."
+    assert len(script.history) == 2
+    assert time.perf_counter() - started < 1  # the date said "now", so the 5 s backoff was not used
 
 
 def _sdk_stream(base_url: str) -> tuple[str, str, dict[str, int]]:
@@ -419,3 +429,167 @@ async def test_stream_raises_after_the_pieces_of_a_cut_turn(base_url: str, scrip
             async for _, text in model.stream(PROMPT):
                 received.append(text)
     assert received and ANSWER.startswith("".join(received))
+
+
+# Bodies the scripted server cannot send (odd line ends, lines cut between reads) come from
+# a bare HTTP/1.1 server on a socket, which writes each piece of the body on its own.
+
+
+class _BodyServer:
+    """Answers every request on 127.0.0.1 with the same body, sent chunked in the given pieces."""
+
+    def __init__(self, *pieces: bytes, content_type: str = "text/event-stream") -> None:
+        self.pieces = pieces
+        self.content_type = content_type
+        self.requests: list[str] = []  # the head (request line and headers) of each request
+        self._open: dict[asyncio.StreamWriter, asyncio.Task] = {}  # connections being served
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._open[writer] = asyncio.current_task()  # type: ignore[assignment]
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while not writer.is_closing():
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+                self.requests.append(head)
+                length = re.search(r"(?im)^content-length: *(\d+)", head)
+                await reader.readexactly(int(length.group(1)) if length else 0)
+                writer.write(
+                    f"HTTP/1.1 200 OK\r\ncontent-type: {self.content_type}\r\n"
+                    "transfer-encoding: chunked\r\n\r\n".encode()
+                )
+                for piece in self.pieces:
+                    writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    await writer.drain()
+                    await asyncio.sleep(0.005)  # lets the client read each piece apart
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        writer.close()
+        del self._open[writer]
+
+    @contextlib.asynccontextmanager
+    async def serve(self, ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[str]:
+        """Serve until the block ends; yields the base URL (``.../v1``)."""
+        server = await asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=ssl_context)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            yield f"{'https' if ssl_context else 'http'}://127.0.0.1:{port}/v1"
+        finally:
+            server.close()
+            # Closing the connections a client left open lets their handlers end on their own;
+            # a handler cancelled instead would be logged as a failed callback.
+            handlers = list(self._open.values())
+            for writer in list(self._open):
+                writer.close()
+            if handlers:
+                await asyncio.wait(handlers, timeout=5)
+            await server.wait_closed()
+
+
+def _event(text: str, end: str = "\n\n") -> str:
+    chunk = {"choices": [{"index": 0, "delta": {"content": text}}]}
+    return "data: " + json.dumps(chunk, ensure_ascii=False) + end
+
+
+async def test_chunks_on_consecutive_data_lines_are_each_read() -> None:
+    # Some servers end each event with one newline, so SSE joins several chunks into one event.
+    body = _event("Send the token ", "\n") + _event("in the header.", "\n") + "\n" + "data: [DONE]\n"
+    async with _BodyServer(body.encode()).serve() as url:
+        turn = await _complete(url)
+    assert turn.error is None and turn.answer == "Send the token in the header."
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\n"], ids=["CR", "CRLF", "LF"])
+async def test_every_sse_line_end_is_read(end: str) -> None:
+    body = f": hello{end}" + _event("Send the token", end * 2) + _event(" in the header.", end * 2)
+    async with _BodyServer(body.encode(), f"data: [DONE]{end}{end}".encode()).serve() as url:
+        turn = await _complete(url)
+    assert turn.error is None and turn.answer == "Send the token in the header."
+
+
+async def test_line_ends_and_characters_cut_between_reads_are_joined() -> None:
+    # One chunk written over two data lines: the "\r" and "\n" between them arrive in two
+    # reads (taking them for two line ends would cut the event, and its JSON, in two), and
+    # so do the two bytes of "é".
+    head, tail = '{"choices": [{"index": 0,', '"delta": {"content": "Café ouvert."}}]}'
+    body = f"data: {head}\r\ndata: {tail}\r\n\r\ndata: [DONE]\r\n\r\n".encode()
+    crlf, accent = body.index(b"\r\n"), body.index("é".encode())
+    pieces = [body[: crlf + 1], body[crlf + 1 : accent + 1], body[accent + 1 :]]
+    async with _BodyServer(*pieces).serve() as url:
+        turn = await _complete(url)
+    assert turn.error is None and turn.answer == "Café ouvert."
+
+
+async def test_a_line_longer_than_the_read_buffer_is_read() -> None:
+    # aiohttp's readline refuses lines over 128 KiB; a long answer in one chunk is one long line.
+    long_answer = "word " * 40_000
+    line = _event(long_answer).encode()
+    pieces = [line[i : i + 16_384] for i in range(0, len(line), 16_384)] + [b"data: [DONE]\n\n"]
+    async with _BodyServer(*pieces).serve() as url:
+        turn = await _complete(url)
+    assert len(line) > 200_000
+    assert turn.error is None and turn.answer == long_answer
+
+
+async def test_http_proxy_from_the_environment_carries_the_request(
+    base_url: str, script: OpenAIScript, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = _BodyServer(_event(ANSWER).encode(), b"data: [DONE]\n\n")
+    async with proxy.serve() as proxy_url:
+        proxy_address = proxy_url.removeprefix("http://").removesuffix("/v1")
+        monkeypatch.setenv("HTTP_PROXY", f"http://user:secret@{proxy_address}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.delenv("http_proxy", raising=False)
+        turn = await _complete("http://model.invalid/v1")
+        assert turn.error is None and turn.answer == ANSWER
+        assert proxy.requests[0].startswith("POST http://model.invalid/v1/chat/completions HTTP/1.1")
+        credentials = base64.b64encode(b"user:secret").decode()
+        assert f"proxy-authorization: basic {credentials}".lower() in proxy.requests[0].lower()
+        # NO_PROXY sends requests for its hosts straight to them.
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        direct = await _complete(base_url)
+    assert direct.error is None and len(proxy.requests) == 1 and len(script.history) == 1
+
+
+def test_a_proxy_the_client_cannot_speak_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
+    with pytest.raises(ConfigError, match="socks5"):
+        OpenAIModel(base_url="https://api.example.com/v1", model="m")
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_https_trusts_the_certificates_named_by_ssl_cert_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = _self_signed(tmp_path)
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+    async with _BodyServer(_event(ANSWER).encode(), b"data: [DONE]\n\n").serve(served) as url:
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+        monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+        untrusted = await _complete(url, retries=0)  # certifi's bundle does not know this certificate
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        trusted = await _complete(url)
+    assert untrusted.error is not None and "certificate" in untrusted.error.lower()
+    assert trusted.error is None and trusted.answer == ANSWER
+
+
+def test_an_unreadable_ssl_cert_file_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+    with pytest.raises(ConfigError, match="SSL_CERT_FILE"):
+        OpenAIModel(base_url="https://api.example.com/v1", model="m")
