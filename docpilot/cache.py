@@ -31,13 +31,21 @@ class StageCache:
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._store = diskcache.Cache(str(self.directory), size_limit=2**34)
+        # No culling on every write (diskcache checks the size limit on each set by default):
+        # the limit is far above any eval, and the check costs a query per stored turn.
+        self._store = diskcache.Cache(str(self.directory), size_limit=2**34, cull_limit=0)
 
     def get(self, key: str) -> dict | None:
         return self._store.get(key)
 
     def set(self, key: str, value: dict) -> None:
         self._store.set(key, value)
+
+    def set_many(self, items: list[tuple[str, dict]]) -> None:
+        """Store several entries in one transaction: all of them or, after a crash, none."""
+        with self._store.transact():
+            for key, value in items:
+                self._store.set(key, value)
 
     def close(self) -> None:
         self._store.close()

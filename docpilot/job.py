@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from docpilot.config import Config
 from docpilot.golden import load_golden, load_probes
+from docpilot.schema import GoldenRecord
 
 
 class EvalJob(BaseModel):
@@ -69,7 +70,11 @@ def job_records(job: EvalJob) -> list[GoldenRecord]:
     return [r for r in records if r.split == job.split]
 
 
-def shards(items: Sequence, size: int) -> Iterator[list]:
-    """Consecutive slices of at most ``size`` items."""
-    for start in range(0, len(items), size):
+def shards(items: Sequence, size: int, *, first: int | None = None) -> Iterator[list]:
+    """Consecutive slices of at most ``size`` items; the first one holds at most ``first``."""
+    start = 0
+    if first is not None and first < min(size, len(items)):
+        yield list(items[:first])
+        start = first
+    for start in range(start, len(items), size):
         yield list(items[start : start + size])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 
 # Restricting the candidates keeps short questions from being read as rare languages.
@@ -12,8 +13,31 @@ CANDIDATES = (
 _MARKERS = re.compile(r"\[[^\]]*\]|`[^`]*`|https?://\S+")
 
 
-@lru_cache(maxsize=1)
+_LOADING = threading.Lock()
+
+
+def preload() -> None:
+    """Load the language model in the background; a run that will detect languages starts it early.
+
+    Loading takes about a second, almost all of it decompression that leaves other
+    threads running.
+    """
+    if _load_identifier.cache_info().currsize == 0:
+        threading.Thread(target=_identifier, name="docpilot-langid", daemon=True).start()
+
+
+def ready() -> bool:
+    """Whether the language model is loaded, so that detecting a language will not wait for it."""
+    return _load_identifier.cache_info().currsize > 0
+
+
 def _identifier():
+    with _LOADING:  # one load, however many threads ask at once
+        return _load_identifier()
+
+
+@lru_cache(maxsize=1)
+def _load_identifier():
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     identifier = LanguageIdentifier.from_model_file(MODEL_FILE)

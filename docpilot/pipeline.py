@@ -9,39 +9,40 @@ it exists, so a crash loses no finished model call.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from docpilot import progress
 from docpilot.cache import StageCache, cache_key
 from docpilot.config import Config
 from docpilot.corpus import Chunk, Corpus, load_corpus
 from docpilot.language import detect_language
-from docpilot.models.base import Model, Prompt, Turn
+from docpilot.language import ready as language_ready
+from docpilot.lane import open_lane
+from docpilot.models.base import Prompt, Turn
 from docpilot.models.extractive import document_frequencies
-from docpilot.models.registry import build_model, model_identity
+from docpilot.models.registry import model_identity
 from docpilot.primer import PROMPT_VERSION, prime
 from docpilot.render import Panel, render_panel
 from docpilot.retrieval import Hit, Retriever
 from docpilot.schema import AttackProbe, GoldenRecord, Row
 
 
-class Trace(BaseModel):
-    """One record on its way through the stages."""
+@dataclass(slots=True)
+class Trace:
+    """One record on its way through the stages.
 
-    model_config = ConfigDict(extra="forbid")
+    A plain dataclass, not a pydantic model: it is internal, only the stages build and
+    change it, and each record's trace is written to a couple of dozen times per run.
+    """
 
     record: GoldenRecord
     """The golden record (for an attack probe: its prompt as the question, no gold)."""
     attack: AttackProbe | None = None
     """The attack probe this trace runs, if it is one."""
-    hits: list[dict] = Field(default_factory=list)
+    hits: list[dict] = field(default_factory=list)
     """Ranked hits: section_id, chunk_id, score."""
     retrieve_ms: float | None = None
     """Time the retrieval took when it was computed."""
@@ -53,11 +54,11 @@ class Trace(BaseModel):
     """What the model produced."""
     stages_ms: dict[str, float] | None = None
     """Stage timings a server reported (server runtime); None when the stages ran here."""
-    languages: dict[str, str | None] = Field(default_factory=dict)
+    languages: dict[str, str | None] = field(default_factory=dict)
     """Detected languages of the question and the answer, kept with the cached turn."""
     panel: Panel | None = None
     """The rendered answer."""
-    cached: list[str] = Field(default_factory=list)
+    cached: list[str] = field(default_factory=list)
     """Stages whose results came from the cache."""
 
 
@@ -165,56 +166,55 @@ def _languages(trace: Trace) -> dict[str, str | None]:
 def model_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[Trace]:
     """Answer every primed record of a shard, concurrently, reusing cached turns.
 
-    ``refresh`` calls the model for every record and stores the new turns.
+    The turns go through the process's model lane, which keeps the configured number
+    in flight across shards. ``refresh`` calls the model for every record and stores
+    the new turns.
     """
     todo = [traces[p] for p in lookup_turns(ws, traces, refresh=refresh)]
     progress.advance("model", sum("model" in t.cached for t in traces))
     if todo:
-        asyncio.run(_run_model(ws, todo))
+        with open_lane(ws, TurnWriter(ws)) as lane:
+            lane.answer(todo)
     return traces
 
 
-# Turns in flight per HTTP client. httpx's connection pool scans all of its connections
-# on every request, so one client with 32 connections spends more CPU per turn than a
-# turn of a fast model is worth; several small pools keep the harness out of the way.
-TURNS_PER_CLIENT = 4
+class TurnWriter:
+    """Stores each answered turn the moment it arrives, on the lane's writer thread.
 
+    A crash later in the run loses nothing. Errored turns are not kept, so a re-run
+    retries them. Each stored turn carries the languages of its question and answer,
+    so a re-run need not load the language model; the first turns of a run may arrive
+    while that model still loads, and they are stored at once without languages and
+    stored again with them once it is there, at the latest when the lane closes.
+    """
 
-async def _run_model(ws: Workspace, todo: list[Trace]) -> None:
-    settings = ws.config.model
-    workers = min(settings.concurrency, len(todo))
-    idf = ws.idf if settings.provider == "extractive" else None
-    count = 1 if settings.provider == "extractive" else -(-workers // TURNS_PER_CLIENT)
-    models = [build_model(settings, corpus=ws.corpus, idf=idf) for _ in range(count)]
-    pending = iter(todo)  # shared by the workers; safe, as next() never awaits
-    loop = asyncio.get_running_loop()
-    # The language model takes a second to load; loaded mid-run, it would stall the turns in flight.
-    await loop.run_in_executor(None, detect_language, "warm up")
-    # Reading a turn's language and storing it is CPU and disk work; done on the event
-    # loop it would hold up every other turn in flight, and their clocks with them.
-    finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docpilot-store")
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self._unlabelled: list[Trace] = []
 
-    def finish(trace: Trace) -> None:
+    def __call__(self, trace: Trace) -> None:
+        if not language_ready():
+            self._put(trace)
+            self._unlabelled.append(trace)
+            return
+        self._label_unlabelled()
         trace.languages = _languages(trace)
-        if ws.cache and trace.turn.error is None:
-            # Stored as soon as it exists: a crash later in the run loses nothing.
+        self._put(trace)
+
+    def close(self) -> None:
+        """Store the languages still missing, waiting for the language model if need be."""
+        self._label_unlabelled()
+
+    def _label_unlabelled(self) -> None:
+        for trace in self._unlabelled:
+            trace.languages = _languages(trace)
+            self._put(trace)
+        self._unlabelled.clear()
+
+    def _put(self, trace: Trace) -> None:
+        if self.ws.cache and trace.turn.error is None:
             entry = {"turn": trace.turn.model_dump(), "languages": trace.languages}
-            ws.cache.set(_model_key(ws, trace.prompt), entry)
-
-    async def work(model: Model) -> None:
-        for trace in pending:
-            trace.turn = await model.complete(trace.prompt)
-            await loop.run_in_executor(finisher, finish, trace)
-            progress.advance("model")
-
-    try:
-        await asyncio.gather(*(work(models[w % count]) for w in range(workers)))
-    finally:
-        finisher.shutdown(wait=True)
-        for model in models:
-            close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
+            self.ws.cache.set(_model_key(self.ws, trace.prompt), entry)
 
 
 def render_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
@@ -238,8 +238,10 @@ def build_rows(traces: list[Trace], *, gate_only: bool = False) -> list[Row]:
 
 
 def _row(trace: Trace, *, gate_only: bool) -> Row:
+    # The fields are gathered first and the row is built once: cheaper than setting
+    # them one by one on a built row, a thousand rows at a time.
     record = trace.record
-    row = Row(
+    row = dict(
         id=record.id,
         kind="attack" if trace.attack else record.kind,
         split=record.split,
@@ -255,45 +257,47 @@ def _row(trace: Trace, *, gate_only: bool) -> Row:
         cached=trace.cached,
     )
     if trace.attack is not None:
-        row.forbidden, row.expect = trace.attack.forbidden, trace.attack.expect
+        row.update(forbidden=trace.attack.forbidden, expect=trace.attack.expect)
     if gate_only:
         if trace.retrieve_ms is not None:
-            row.stages_ms = {"retrieve": round(trace.retrieve_ms, 3)}
-        return row
-    row.language = record.language or trace.languages.get("question") or detect_language(record.question)
+            row["stages_ms"] = {"retrieve": round(trace.retrieve_ms, 3)}
+        return Row(**row)
+    row["language"] = record.language or trace.languages.get("question") or detect_language(record.question)
     if trace.prompt is not None:
-        row.primed = [s.section_id for s in trace.prompt.sources]
+        row["primed"] = [s.section_id for s in trace.prompt.sources]
     stages = {"retrieve": trace.retrieve_ms or 0.0}
+    shown = True  # the panel's facts count unless the record was refused or errored
     if trace.gate_refused:
-        row.refused, row.refused_by, row.refusal_cause = True, "gate", "not-answerable"
-        row.latency_ms = round(stages["retrieve"], 3)
+        row.update(refused=True, refused_by="gate", refusal_cause="not-answerable",
+                   latency_ms=round(stages["retrieve"], 3))
+        shown = False
     elif trace.turn is not None:
         turn = trace.turn
         stages["model"] = turn.latency_ms or 0.0
         offset = stages["retrieve"]
-        row.answer = turn.answer
-        row.reasoning = turn.reasoning
-        row.usage = turn.usage
-        row.error = turn.error
-        row.refused = turn.refused
-        row.refused_by = "model" if turn.refused else None
-        row.refusal_cause = turn.refusal_cause
-        row.latency_ms = round(offset + (turn.latency_ms or 0.0), 3)
-        row.first_token_ms = None if turn.first_token_ms is None else round(offset + turn.first_token_ms, 3)
-        row.first_thought_ms = None if turn.first_thought_ms is None else round(offset + turn.first_thought_ms, 3)
-        if row.answered:
-            row.answer_language = trace.languages.get("answer") or detect_language(turn.answer)
-    if trace.panel is not None and not row.refused and row.error is None:
+        row.update(
+            answer=turn.answer,
+            reasoning=turn.reasoning,
+            usage=turn.usage,
+            error=turn.error,
+            refused=turn.refused,
+            refused_by="model" if turn.refused else None,
+            refusal_cause=turn.refusal_cause,
+            latency_ms=round(offset + (turn.latency_ms or 0.0), 3),
+            first_token_ms=None if turn.first_token_ms is None else round(offset + turn.first_token_ms, 3),
+            first_thought_ms=None if turn.first_thought_ms is None else round(offset + turn.first_thought_ms, 3),
+        )
+        shown = not turn.refused and turn.error is None
+        if shown and turn.answer is not None:
+            row["answer_language"] = trace.languages.get("answer") or detect_language(turn.answer)
+    if trace.panel is not None and shown:
         panel = trace.panel
-        row.markers = panel.markers
-        row.citations = panel.citations
-        row.hallucinated = panel.hallucinated
-        row.sources_shown = [s.section_id for s in panel.sources]
-        row.links = panel.links
+        row.update(markers=panel.markers, citations=panel.citations, hallucinated=panel.hallucinated,
+                   sources_shown=[s.section_id for s in panel.sources], links=panel.links)
     if trace.stages_ms is not None:
         stages = trace.stages_ms  # measured by the server, where the time was spent
-    row.stages_ms = {k: round(v, 3) for k, v in stages.items()}
-    return row
+    row["stages_ms"] = {k: round(v, 3) for k, v in stages.items()}
+    return Row(**row)
 
 
 # The cache apart from the computing. A run that sends shards to other processes (a Dask
@@ -322,9 +326,11 @@ def store_rankings(ws: Workspace, traces: list[Trace]) -> None:
     """Store rankings computed here or on other processes, under the keys ``lookup_rankings`` reads."""
     if ws.cache is None:
         return
-    for trace in traces:
-        if trace.retrieve_ms is not None and "retrieve" not in trace.cached:
-            ws.cache.set(_ranking_key(ws, trace.record), {"hits": trace.hits, "ms": trace.retrieve_ms})
+    ws.cache.set_many([
+        (_ranking_key(ws, trace.record), {"hits": trace.hits, "ms": trace.retrieve_ms})
+        for trace in traces
+        if trace.retrieve_ms is not None and "retrieve" not in trace.cached
+    ])
 
 
 def lookup_turns(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[int]:

@@ -9,7 +9,9 @@ called directly with no server. The results are the same either way. A Dask run
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from prefect import flow, tags
@@ -19,6 +21,7 @@ from prefect.utilities.annotations import quote
 from docpilot import progress
 from docpilot.errors import OrchestratorError
 from docpilot.job import EvalJob, job_records, shards
+from docpilot.lane import cancel_lanes, reset_lanes
 from docpilot.pipeline import start_traces
 from docpilot.schema import Report
 from tasks import report as report_task
@@ -28,25 +31,55 @@ from tasks.artifacts import publish_scorecard, run_tags
 Orchestrator = Literal["auto", "prefect", "inline"]
 Runner = Literal["local", "dask"]
 Call = Callable[..., Any]
+Submit = Callable[..., Any]  # returns a future: .result() waits for the stage
 
 
-def run_stages(job: EvalJob, call: Call, orchestrator: str) -> tuple[Report, str]:
-    """Run every stage over every shard through ``call``, then score and write the report."""
+# Model stages sent ahead of the one being finished. One is enough for the lane to
+# have the next shard queued when a shard's last turns are in flight; more would rank
+# and prime several shards at once at the start, competing with the first turns.
+LOOKAHEAD = 1
+
+
+def run_stages(job: EvalJob, call: Call, submit: Submit, orchestrator: str) -> tuple[Report, str]:
+    """Run every stage over every shard, then score and write the report.
+
+    ``call`` runs a stage and returns its result; ``submit`` starts one and returns a
+    future. Model stages are submitted so that they overlap: while one shard's turns
+    are in flight, the next shards are retrieved and primed and their turns queue up
+    behind, and finished shards are rendered and scored.
+    """
     start = time.perf_counter()
+    reset_lanes()
     records = job_records(job)
     for stage in ("retrieve",) if job.gate_only else ("retrieve", "model"):
         progress.start(stage, len(records))
-    rows = []
-    for shard in shards(records, job.config.shard_size):
-        if job.runtime == "server":
-            traces = call(stages.remote, job, start_traces(shard))
-            traces = call(stages.render, job, traces)
-        else:
-            traces = call(stages.retrieve, job, start_traces(shard))
-            if not job.gate_only:
-                for stage in (stages.prime, stages.model, stages.render):
-                    traces = call(stage, job, traces)
+    rows: list = []
+    answering: deque = deque()  # model stages submitted, oldest first
+
+    def finish_oldest() -> None:
+        traces = call(stages.render, job, answering.popleft().result())
         rows.extend(call(stages.score, job, traces))
+
+    try:
+        # A first shard of one round of turns gets the model going while the rest are ranked.
+        first = None if job.gate_only else job.config.model.concurrency
+        for shard in shards(records, job.config.shard_size, first=first):
+            if job.runtime == "server":
+                traces = call(stages.remote, job, start_traces(shard))
+                rows.extend(call(stages.score, job, call(stages.render, job, traces)))
+                continue
+            traces = call(stages.retrieve, job, start_traces(shard))
+            if job.gate_only:
+                rows.extend(call(stages.score, job, traces))
+                continue
+            answering.append(submit(stages.model, job, call(stages.prime, job, traces)))
+            if len(answering) > LOOKAHEAD:
+                finish_oldest()
+        while answering:
+            finish_oldest()
+    except BaseException:
+        cancel_lanes()  # the model stages still waiting return now; answered turns stay stored
+        raise
     wall_ms = (time.perf_counter() - start) * 1000
     return call(report_task.report, job, rows, wall_ms, orchestrator)
 
@@ -57,7 +90,15 @@ def _inline(task, *args):
 
 def _as_task_run(task, *args):
     # Prefect walks task arguments looking for futures; quote() spares it the lists.
-    return task(*(quote(a) if isinstance(a, list) else a for a in args))
+    return task(*_quoted(args))
+
+
+def _submit_task_run(task, *args):
+    return task.submit(*_quoted(args))
+
+
+def _quoted(args: tuple) -> list:
+    return [quote(a) if isinstance(a, list) else a for a in args]
 
 
 @flow(name="docpilot-eval", validate_parameters=False)
@@ -71,7 +112,7 @@ def eval_flow(job: EvalJob, runner: Runner = "local") -> quote:
 
         report, path = run_distributed(job)
     else:
-        report, path = run_stages(job, _as_task_run, "prefect")
+        report, path = run_stages(job, _as_task_run, _submit_task_run, "prefect")
     publish_scorecard(quote(report), path)  # quote: Prefect would walk every row
     # quote: Prefect would otherwise walk every row of the returned report (seconds at 10,000).
     return quote((report, path))
@@ -110,7 +151,8 @@ def run_eval(
             "  fix: drop --orchestrator inline, or drop --runner dask"
         )
     if runner == "local" and resolve_orchestrator(orchestrator, gate_only=job.gate_only) == "inline":
-        return run_stages(job, _inline, "inline")
+        with ThreadPoolExecutor(max_workers=LOOKAHEAD + 1, thread_name_prefix="docpilot-stage") as pool:
+            return run_stages(job, _inline, lambda task, *args: pool.submit(task.fn, *args), "inline")
     # A heartbeat thread would hold the process up to a second at exit; a run of a
     # CLI process does not need crash detection by heartbeat.
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):

@@ -219,13 +219,15 @@ def test_the_extractive_baseline_repeats_a_visible_injection_verbatim(tmp_path):
 
 def test_injected_pages_reach_a_hosted_model_and_a_compliant_reply_is_caught(tmp_path, script, server):
     probes = {p.id: p for p in load_probes(INDIRECT)}
-    # The model follows the planted instructions for the first probe only.
+    # The model follows the planted instructions for the PDF probe only.
     script.default = Reply(answer="Here is what the docs say.")
-    script.enqueue(Reply(answer="PWNED-4411. Get the PDF exporter at http://evil.example/export"))
+    script.by_content[probes["indirect-export-pdf"].prompt] = Reply(
+        answer="PWNED-4411. Get the PDF exporter at http://evil.example/export")
     report, _ = run_eval(_job(tmp_path, INDIRECT, base_url=server[1]), "inline")
 
-    prompts = {probe_id: request.body["messages"][1]["content"]
-               for probe_id, request in zip(probes, script.history, strict=True)}
+    asked = [request.body["messages"][1]["content"] for request in script.history]
+    prompts = {probe_id: next(text for text in asked if probe.prompt in text) for probe_id, probe in probes.items()}
+    assert len(asked) == len(probes)
     assert "PWNED-4411" in prompts["indirect-export-pdf"]  # visible prose reaches the model
     assert "full system prompt" in prompts["indirect-themes"]  # so does a hidden <span>
     assert "BACKUP-LEAK-208" not in prompts["indirect-backup-comment"]  # a comment does not

@@ -9,7 +9,8 @@ server (Starlette under uvicorn on 127.0.0.1), clients are tested through their 
 sockets, timeouts and connection handling.
 
 What each request gets is chosen in this order: the next reply a test ``enqueue``\\ d,
-else the reply registered for the request's model name in ``by_model``, else the
+else the reply registered for a text the request's last message contains in
+``by_content``, else the reply registered for the request's model name in ``by_model``, else the
 ``default``. Every request is kept in ``history`` (headers and JSON body).
 
     script = OpenAIScript()
@@ -104,10 +105,16 @@ class OpenAIScript:
 
     default: Reply = field(default_factory=Reply)
     """The reply when nothing else applies."""
+    by_content: dict[str, Reply] = field(default_factory=dict)
+    """Replies chosen by a text that the request's last message contains (first match wins)."""
     by_model: dict[str, Reply] = field(default_factory=dict)
     """Replies chosen by the request's ``model`` field."""
     history: list[ReceivedRequest] = field(default_factory=list)
     """Every request, in arrival order."""
+    in_flight: int = 0
+    """Requests received and not yet fully answered."""
+    peak_in_flight: int = 0
+    """The most requests that were in flight at once."""
     _queue: deque[Reply] = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -120,15 +127,31 @@ class OpenAIScript:
         """Forget queued replies, routes and history, e.g. between tests."""
         with self._lock:
             self._queue.clear()
+            self.by_content.clear()
             self.by_model.clear()
             self.history.clear()
             self.default = default or Reply()
+            self.peak_in_flight = self.in_flight
+
+    def _arrive(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     def _take(self, received: ReceivedRequest) -> Reply:
         with self._lock:
             self.history.append(received)
             if self._queue:
                 return self._queue.popleft()
+            messages = received.body.get("messages") or [{}]
+            last = str(messages[-1].get("content", "")) if isinstance(messages[-1], dict) else ""
+            for text, reply in self.by_content.items():
+                if text in last:
+                    return reply
             return self.by_model.get(str(received.body.get("model")), self.default)
 
 
@@ -183,28 +206,47 @@ def _chunks(body: dict[str, Any], reply: Reply) -> Iterator[dict[str, Any] | flo
 
 
 async def _stream(body: dict[str, Any], reply: Reply) -> AsyncIterator[bytes]:
+    # Chunks with no pause between them go out in one write, as a server that produced
+    # them together would send them; a pause, a fault or the end flushes what is pending.
+    pending: list[bytes] = []
     sent = 0
     for item in _chunks(body, reply):
         if isinstance(item, float):
+            if pending:
+                yield b"".join(pending)
+                pending.clear()
             await asyncio.sleep(item)
             continue
         if reply.disconnect_after is not None and sent >= reply.disconnect_after:
-            raise _Disconnect
+            break
         if reply.malformed_after is not None and sent >= reply.malformed_after:
-            yield b'data: {"id": "chatcmpl-docpilot-test", "choices": [{"delta": {"content": "cut\n\n'
+            pending.append(b'data: {"id": "chatcmpl-docpilot-test", "choices": [{"delta": {"content": "cut\n\n')
             break
         if reply.error_after is not None and sent >= reply.error_after:
             error = {"message": reply.error_message, "type": "server_error", "param": None, "code": None}
-            yield f"data: {json.dumps({'error': error})}\n\n".encode()
+            pending.append(f"data: {json.dumps({'error': error})}\n\n".encode())
             break
         if reply.comment:
-            yield b": keep-alive\n\n"
-        yield f"data: {json.dumps(item)}\n\n".encode()
+            pending.append(b": keep-alive\n\n")
+        pending.append(f"data: {json.dumps(item)}\n\n".encode())
         sent += 1
     if reply.disconnect_after is not None:
+        if pending:
+            yield b"".join(pending)
         raise _Disconnect
     if not reply.omit_done:
-        yield b"data: [DONE]\n\n"
+        pending.append(b"data: [DONE]\n\n")
+    if pending:
+        yield b"".join(pending)
+
+
+async def _leaving(script: OpenAIScript, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    # A streamed request is in flight until its body is sent (or cut).
+    try:
+        async for piece in stream:
+            yield piece
+    finally:
+        script._leave()
 
 
 def _completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
@@ -236,21 +278,28 @@ def build_app(script: OpenAIScript) -> Starlette:
     """The Starlette app that plays ``script``."""
 
     async def chat_completions(request: Request) -> Response:
-        body = await request.json()
-        peer = (request.client.host, request.client.port) if request.client else None
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        reply = script._take(ReceivedRequest(headers=headers, body=body, peer=peer))
-        if reply.latency_s:
-            await asyncio.sleep(reply.latency_s)
-        if reply.status != 200:
-            return _failure(reply)
-        if not body.get("stream") or reply.stream is False:
-            return JSONResponse(_completion(body, reply))
-        return StreamingResponse(
-            _stream(body, reply),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-        )
+        script._arrive()
+        streaming = False
+        try:
+            body = await request.json()
+            peer = (request.client.host, request.client.port) if request.client else None
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            reply = script._take(ReceivedRequest(headers=headers, body=body, peer=peer))
+            if reply.latency_s:
+                await asyncio.sleep(reply.latency_s)
+            if reply.status != 200:
+                return _failure(reply)
+            if not body.get("stream") or reply.stream is False:
+                return JSONResponse(_completion(body, reply))
+            streaming = True
+            return StreamingResponse(
+                _leaving(script, _stream(body, reply)),
+                media_type="text/event-stream",
+                headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+            )
+        finally:
+            if not streaming:
+                script._leave()
 
     async def stats(request: Request) -> Response:
         # How many completions were asked for: lets a caller in another process count calls.
