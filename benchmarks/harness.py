@@ -1,10 +1,13 @@
 """How close the eval harness runs to the physical limit, and what a re-run costs.
 
-Generates a golden set of N questions about the demo docs, starts the local
-OpenAI-compatible test server in its own process answering every call after a fixed
-latency, and runs `docpilot eval` (inline) against it:
+Generates a golden set of N questions about the demo docs, starts a local
+OpenAI-compatible server in its own process that answers every call a fixed latency
+after it arrived (``tests.support.latency_server``), and runs `docpilot eval` (inline)
+against it:
 
-1. first run: wall time of the pipeline against the ideal N × latency / concurrency;
+1. first run: wall time of the pipeline against the ideal N × latency / concurrency,
+   and against the physical limit ⌈N / concurrency⌉ × latency (the last round of
+   turns is not full, so no run can beat it);
 2. re-run with nothing changed: model calls (counted by the server) and wall time;
 3. one record edited: model calls;
 4. with --prefect-api URL: the same cold run under `--orchestrator prefect` against a
@@ -17,6 +20,7 @@ latency, and runs `docpilot eval` (inline) against it:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -30,7 +34,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.openai_server import Reply, serve_openai_process  # noqa: E402
+from tests.support.latency_server import serve_latency_process  # noqa: E402
+from tests.support.openai_server import Reply  # noqa: E402
 
 
 def make_golden(path: Path, records: int, *, edit: int | None = None) -> None:
@@ -54,25 +59,32 @@ def requests_seen(base_url: str) -> int:
     return httpx.get(base_url.removesuffix("/v1") + "/stats").json()["requests"]
 
 
-def run(golden: Path, cache: Path, base_url: str, concurrency: int, orchestrator: str) -> tuple[float, int]:
-    """One eval; returns the pipeline's wall time in seconds and how many rows reused the model stage."""
-    from docpilot.job import EvalJob
-    from docpilot.settings import load_config
-    from flows.eval import run_eval
+def run(golden: Path, cache: Path, base_url: str, concurrency: int, orchestrator: str) -> dict:
+    """One `docpilot eval`, run in this process as a user runs it (imports already done).
 
-    config = load_config(
-        None,
-        overrides={
-            "golden": str(golden),
-            "cache_dir": str(cache),
-            "reports_dir": str(cache.parent / "reports"),
-            "model": {"provider": "openai", "name": "bench", "base_url": base_url, "concurrency": concurrency},
-            **({"shard_size": int(os.environ["SHARD"])} if os.environ.get("SHARD") else {}),
-        },
-    )
-    report, _ = run_eval(EvalJob(config=config, golden=str(golden)), orchestrator)
-    reused = sum("model" in r.cached for r in report.rows)
-    return report.wall_ms / 1000, reused
+    Returns the report's wall time of the stages, the command's time from reading the
+    inputs to the written report, and how many rows reused the model stage.
+    """
+    from docpilot.cli import main as cli
+    from docpilot.report import load_report
+
+    out = cache.parent / "report.json"
+    args = ["eval", "--golden", str(golden), "--provider", "openai", "--model", "bench", "--base-url", base_url,
+            "--concurrency", str(concurrency), "--orchestrator", orchestrator, "--out", str(out), "--json"]
+    os.environ["DOCPILOT_CACHE_DIR"] = str(cache)
+    if os.environ.get("SHARD"):
+        os.environ["DOCPILOT_SHARD_SIZE"] = os.environ["SHARD"]
+    started = time.perf_counter()
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+        try:
+            cli.main(args, standalone_mode=False)
+        except SystemExit as exit_:
+            if exit_.code not in (0, 1):  # 1 is a failed gate, still a finished run
+                raise RuntimeError(f"docpilot eval exited with {exit_.code}") from None
+    command = time.perf_counter() - started
+    report = load_report(out)
+    return {"wall_s": report.wall_ms / 1000, "command_s": command,
+            "model_reused": sum("model" in r.cached for r in report.rows)}
 
 
 def main() -> None:
@@ -86,35 +98,50 @@ def main() -> None:
 
     os.chdir(ROOT)
     ideal = args.records * args.latency / args.concurrency
+    limit = -(-args.records // args.concurrency) * args.latency
     out: dict = {"records": args.records, "latency_s": args.latency, "concurrency": args.concurrency,
-                 "ideal_s": round(ideal, 3)}
-    with tempfile.TemporaryDirectory() as tmp, serve_openai_process(Reply(latency_s=args.latency)) as base_url:
+                 "ideal_s": round(ideal, 3), "physical_limit_s": round(limit, 3)}
+    with tempfile.TemporaryDirectory() as tmp, serve_latency_process(Reply(latency_s=args.latency)) as base_url:
         tmp = Path(tmp)
         golden = tmp / "golden.yaml"
         make_golden(golden, args.records)
 
         before = requests_seen(base_url)
-        first, _ = run(golden, tmp / "cache", base_url, args.concurrency, "inline")
-        calls = requests_seen(base_url) - before
-        out["first_run"] = {"wall_s": round(first, 3), "model_calls": calls, "ratio_to_ideal": round(first / ideal, 3)}
+        cpu = time.process_time()
+        first = run(golden, tmp / "cache", base_url, args.concurrency, "inline")
+        cpu = time.process_time() - cpu
+        out["first_run"] = {
+            "wall_s": round(first["wall_s"], 3),
+            "command_s": round(first["command_s"], 3),
+            "model_calls": requests_seen(base_url) - before,
+            "ratio_to_ideal": round(first["wall_s"] / ideal, 3),
+            "ratio_to_physical_limit": round(first["wall_s"] / limit, 3),
+            "command_ratio_to_ideal": round(first["command_s"] / ideal, 3),
+            "client_cpu_s": round(cpu, 3),
+        }
 
         before = requests_seen(base_url)
-        again, reused = run(golden, tmp / "cache", base_url, args.concurrency, "inline")
-        out["rerun_unchanged"] = {"wall_s": round(again, 3), "model_calls": requests_seen(base_url) - before,
-                                  "rows_reused": reused, "share_of_first": round(again / first, 4)}
+        again = run(golden, tmp / "cache", base_url, args.concurrency, "inline")
+        out["rerun_unchanged"] = {
+            "wall_s": round(again["wall_s"], 3),
+            "command_s": round(again["command_s"], 3),
+            "model_calls": requests_seen(base_url) - before,
+            "rows_reused": again["model_reused"],
+            "share_of_first": round(again["wall_s"] / first["wall_s"], 4),
+            "command_share_of_first": round(again["command_s"] / first["command_s"], 4),
+        }
 
         make_golden(golden, args.records, edit=7)
         before = requests_seen(base_url)
-        edited, _ = run(golden, tmp / "cache", base_url, args.concurrency, "inline")
-        out["one_record_edited"] = {"wall_s": round(edited, 3), "model_calls": requests_seen(base_url) - before}
+        edited = run(golden, tmp / "cache", base_url, args.concurrency, "inline")
+        out["one_record_edited"] = {"wall_s": round(edited["wall_s"], 3), "model_calls": requests_seen(base_url) - before}
 
         if args.prefect_api:
             os.environ["PREFECT_API_URL"] = args.prefect_api
-            start = time.perf_counter()
-            under_prefect, _ = run(golden, tmp / "cache-prefect", base_url, args.concurrency, "prefect")
-            total = time.perf_counter() - start
-            out["prefect"] = {"pipeline_wall_s": round(under_prefect, 3), "process_wall_s": round(total, 3),
-                              "ratio_to_inline": round(under_prefect / first, 3)}
+            under_prefect = run(golden, tmp / "cache-prefect", base_url, args.concurrency, "prefect")
+            out["prefect"] = {"wall_s": round(under_prefect["wall_s"], 3),
+                              "command_s": round(under_prefect["command_s"], 3),
+                              "ratio_to_inline": round(under_prefect["wall_s"] / first["wall_s"], 3)}
 
     if args.json:
         print(json.dumps(out, indent=2))

@@ -1,0 +1,175 @@
+"""An OpenAI-compatible server that answers every request exactly ``latency_s`` after it arrived.
+
+For load measurements. The scripted server (``tests.support.openai_server``) runs
+Starlette under uvicorn: about a millisecond of its own work per request, and when 32
+requests arrive together the last one waits for the 31 before it, so a "200 ms"
+reply there takes 204–208 ms. A benchmark that compares a run against
+``records × latency / concurrency`` would count that as the harness's overhead. This
+server speaks the same wire format (the chunks come from the scripted server's own
+``_chunks``) straight from an asyncio protocol with httptools' parser, and schedules
+each reply for the moment the request arrived plus the latency, so the time it adds
+is the latency asked for and little more.
+
+It serves ``POST /v1/chat/completions`` (streamed or not) and ``GET /stats`` (requests
+so far), keeps connections alive, and runs in its own process:
+
+    with serve_latency_process(Reply(latency_s=0.2)) as base_url:
+        ...  # point a client at base_url
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import httptools
+
+from tests.support.openai_server import Reply, _bind, _chunks, _completion
+
+_SSE_HEADERS = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+    b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
+)
+
+
+class _Server:
+    """What every connection shares: the reply and the count of completions asked for."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        self.requests = 0
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: parse requests, answer each when its latency is up."""
+
+    def __init__(self, server: _Server) -> None:
+        self.server = server
+        self.loop = asyncio.get_running_loop()
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.url = b""
+        self.body: list[bytes] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self._send(400, b'{"error": {"message": "malformed request"}}')
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+
+    # httptools callbacks
+    def on_message_begin(self) -> None:
+        self.url, self.body = b"", []
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        arrived = self.loop.time()
+        method = self.parser.get_method()
+        if method == b"GET" and self.url == b"/stats":
+            self._send(200, json.dumps({"requests": self.server.requests}).encode())
+        elif method == b"POST" and self.url == b"/v1/chat/completions":
+            self.server.requests += 1
+            body = json.loads(b"".join(self.body) or b"{}")
+            self.loop.call_at(arrived + self.server.reply.latency_s, self._answer, body)
+        else:
+            self._send(404, b'{"error": {"message": "not found"}}')
+
+    def _answer(self, body: dict[str, Any]) -> None:
+        if self.transport is None:  # the client went away while it waited
+            return
+        reply = self.server.reply
+        if not body.get("stream") or reply.stream is False:
+            self._send(200, json.dumps(_completion(body, reply)).encode())
+            return
+        events = b"".join(f"data: {json.dumps(chunk)}\n\n".encode() for chunk in _chunks(body, reply))
+        events += b"data: [DONE]\n\n"
+        self.transport.write(_SSE_HEADERS + b"%x\r\n%s\r\n0\r\n\r\n" % (len(events), events))
+
+    def _send(self, status: int, payload: bytes) -> None:
+        reason = {200: b"OK", 400: b"Bad Request", 404: b"Not Found"}[status]
+        head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+        self.transport.write(head % (status, reason, len(payload)) + payload)
+
+
+def _check(reply: Reply) -> None:
+    # Faults, pauses and reasoning-only scripts are the scripted server's job.
+    plain = Reply(answer=reply.answer, reasoning=reply.reasoning, reasoning_field=reply.reasoning_field,
+                  pieces=reply.pieces, latency_s=reply.latency_s, stream=reply.stream)
+    if reply != plain:
+        raise ValueError("the latency server plays plain replies only; use tests.support.openai_server for faults")
+
+
+@contextmanager
+def serve_latency_process(reply: Reply | None = None) -> Iterator[str]:
+    """Serve ``reply`` for every request from a separate process; yields the base URL (``.../v1``)."""
+    reply = reply or Reply()
+    _check(reply)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.latency_server", json.dumps(asdict(reply))],
+        cwd=root, env=env, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        line = process.stdout.readline() if process.stdout else ""
+        if not line.strip().isdigit():
+            raise RuntimeError(f"the latency server process did not start (it said {line!r})")
+        yield f"http://127.0.0.1:{int(line)}/v1"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout:
+            process.stdout.close()
+
+
+async def _serve(reply: Reply) -> None:
+    sock = _bind()
+    sock.listen(2048)
+    server = _Server(reply)
+    listening = await asyncio.get_running_loop().create_server(lambda: _Connection(server), sock=sock)
+    print(sock.getsockname()[1], flush=True)
+    async with listening:
+        await listening.serve_forever()
+
+
+def _main(reply_json: str) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        runner = asyncio.Runner()
+    else:
+        runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    with runner:
+        runner.run(_serve(Reply(**json.loads(reply_json))))
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1])
