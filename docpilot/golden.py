@@ -13,7 +13,8 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args, get_origin
 
@@ -111,25 +112,27 @@ def validate_against_corpus(records: Sequence[GoldenRecord], corpus: Corpus, pat
     record's line. All problems are raised together as one InputError.
     """
     file = Path(path) if path is not None else None
-    lines = _lines_by_id(file) if file is not None else {}
     page_ids = sorted(corpus.pages)
     folders = {page.rsplit("/", depth)[0] for page in page_ids for depth in range(1, page.count("/") + 1)}
     prefixes = set(page_ids) | folders
     problems = []
     for record in records:
-        line = lines.get(record.id)
         for entry in record.gold:
             if not corpus.has_entry(entry):
                 page = entry.partition("#")[0]
                 known_page = "#" in entry and page in corpus.pages
                 what = f"no section of page {page!r}" if known_page else "no page of the docs"
                 hint = _did_you_mean(corpus.closest(entry, n=3))
-                problems.append(Problem(f"gold entry {entry!r} names {what}", hint, file, line, record.id))
+                problems.append(Problem(f"gold entry {entry!r} names {what}", hint, file, None, record.id))
         for prefix in record.scope or []:
             if prefix.rstrip("/") not in prefixes:
                 hint = _did_you_mean(difflib.get_close_matches(prefix, sorted(prefixes), n=3, cutoff=0.5))
                 message = f"scope prefix {prefix!r} names no page or folder of the docs"
-                problems.append(Problem(message, hint, file, line, record.id))
+                problems.append(Problem(message, hint, file, None, record.id))
+    if problems and file is not None:
+        # Lines are looked up only now: finding them reads the file again.
+        lines = _lines_by_id(file)
+        problems = [replace(problem, line=lines.get(problem.record)) for problem in problems]
     raise_all(problems)
 
 
@@ -383,6 +386,7 @@ def _blank(name: str, value: str, fix: str | None = None) -> list[_Issue]:
     return [(f"{name} is empty (only white space)", fix or f"write the {name}, or remove the record")]
 
 
+@lru_cache(maxsize=None)  # asked once per record; the answer is per model
 def _list_fields(model: type[BaseModel]) -> list[str]:
     def is_list(annotation: Any) -> bool:
         return get_origin(annotation) is list or any(get_origin(arg) is list for arg in get_args(annotation))
