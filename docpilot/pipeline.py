@@ -166,12 +166,19 @@ def _languages(trace: Trace) -> dict[str, str | None]:
 def model_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[Trace]:
     """Answer every primed record of a shard, concurrently, reusing cached turns.
 
-    The turns go through the process's model lane, which keeps the configured number
-    in flight across shards. ``refresh`` calls the model for every record and stores
-    the new turns.
+    ``refresh`` calls the model for every record and stores the new turns.
     """
-    todo = [traces[p] for p in lookup_turns(ws, traces, refresh=refresh)]
-    progress.advance("model", sum("model" in t.cached for t in traces))
+    progress.advance("model", len(traces) - len(lookup_turns(ws, traces, refresh=refresh)))
+    return answer_shard(ws, traces)
+
+
+def answer_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
+    """Answer the primed records of a shard that have no turn yet (``lookup_turns`` fills in cached ones).
+
+    The turns go through the process's model lane, which keeps the configured number
+    in flight across shards, and each is stored as it arrives.
+    """
+    todo = [t for t in traces if t.turn is None and t.prompt is not None and not t.gate_refused]
     if todo:
         with open_lane(ws, TurnWriter(ws)) as lane:
             lane.answer(todo)
@@ -336,12 +343,12 @@ def store_rankings(ws: Workspace, traces: list[Trace]) -> None:
 def lookup_turns(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[int]:
     """Fill in the cached turn of every primed trace; return the positions of those still to answer.
 
-    Traces the retrieval gate refused, or with no prompt, need no model and are never
-    returned. ``refresh`` fills in nothing, so every primed trace is answered afresh.
+    Traces the retrieval gate refused, with no prompt, or already answered need no model
+    and are never returned. ``refresh`` fills in nothing, so every primed trace is answered afresh.
     """
     todo = []
     for position, trace in enumerate(traces):
-        if trace.gate_refused or trace.prompt is None:
+        if trace.gate_refused or trace.prompt is None or trace.turn is not None:
             continue
         stored = ws.cache.get(_model_key(ws, trace.prompt)) if ws.cache and not refresh else None
         if stored is None:

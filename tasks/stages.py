@@ -10,7 +10,7 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NONE
 
-from docpilot import pipeline
+from docpilot import pipeline, progress
 from docpilot.job import EvalJob
 from docpilot.pipeline import Trace
 from docpilot.schema import Row
@@ -32,10 +32,21 @@ def prime(job: EvalJob, traces: list[Trace]) -> list[Trace]:
     return pipeline.prime_shard(_workspace(job), traces)
 
 
+def look_up_turns(job: EvalJob, traces: list[Trace]) -> bool:
+    """Fill in a primed shard's cached turns, in the calling thread; whether any record still needs the model.
+
+    Not a task: it runs in the flow, before the model task is sent, so a shard whose
+    turns are all cached needs no model task at all.
+    """
+    todo = pipeline.lookup_turns(_workspace(job), traces, refresh="model" in job.refresh)
+    progress.advance("model", len(traces) - len(todo))
+    return bool(todo)
+
+
 @task(name="model", cache_policy=NONE)
 def model(job: EvalJob, traces: list[Trace]) -> list[Trace]:
-    """Answer a shard's prompts, concurrently and bounded; faults mark records, not the task."""
-    return pipeline.model_shard(_workspace(job), traces, refresh="model" in job.refresh)
+    """Answer a shard's records that have no turn yet, concurrently and bounded; faults mark records, not the task."""
+    return pipeline.answer_shard(_workspace(job), traces)
 
 
 @task(name="remote", cache_policy=NONE, retries=1, retry_delay_seconds=2)

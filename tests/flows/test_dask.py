@@ -116,7 +116,8 @@ def test_errored_turns_are_not_stored(tmp_path):
     traces = pipeline.prime_shard(ws, pipeline.retrieve_shard(ws, pipeline.start_traces(job_records(job)[:1])))
     traces[0].turn = Turn(answer="", error="timeout")
     pipeline.store_turns(ws, traces)
-    assert pipeline.lookup_turns(ws, pipeline.prime_shard(ws, pipeline.retrieve_shard(ws, traces))) == [0]
+    fresh = pipeline.start_traces(job_records(job)[:1])
+    assert pipeline.lookup_turns(ws, pipeline.prime_shard(ws, pipeline.retrieve_shard(ws, fresh))) == [0]
 
 
 def test_dask_runs_only_under_prefect(tmp_path):

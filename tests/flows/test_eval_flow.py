@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 
 import pytest
 
 from docpilot.config import Config
 from docpilot.job import EvalJob
-from flows.eval import resolve_orchestrator, run_eval
+from flows.eval import _inline, resolve_orchestrator, run_eval, run_stages
 from tests.conftest import DATA
 
 PIPELINE = DATA / "pipeline"
@@ -68,6 +69,23 @@ def test_a_rerun_reuses_every_cached_stage(tmp_path):
         [dict(r, cached=[]) for r in comparable(second)[0]],
         comparable(second)[1],
     )
+
+
+def test_a_rerun_with_every_turn_cached_sends_no_model_task(tmp_path):
+    sent: list[str] = []
+
+    def submit(task, *args) -> Future:
+        sent.append(task.name)
+        done: Future = Future()
+        done.set_result(task.fn(*args))
+        return done
+
+    first, _ = run_stages(job(tmp_path, "skip"), _inline, submit, "inline")
+    assert sent == ["model", "model"]  # one per shard
+    sent.clear()
+    second, _ = run_stages(job(tmp_path, "skip"), _inline, submit, "inline")
+    assert sent == []
+    assert [r.answer for r in second.rows] == [r.answer for r in first.rows]
 
 
 def test_gate_only_reports_retrieval_alone(tmp_path):
