@@ -19,7 +19,7 @@ import orjson
 # entries under older keys are then never read again (``docpilot cache clear`` drops them).
 STAGE_VERSIONS = {"retrieve": "2", "model": "3"}
 
-_KEY_JSON = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+_KEY_JSON = orjson.OPT_SORT_KEYS
 
 
 def cache_key(stage: str, *parts: Any) -> str:
@@ -43,17 +43,21 @@ class StageCache:
         # the limit is far above any eval, and the check costs a query per stored turn.
         self._store = diskcache.Cache(str(self.directory), size_limit=2**34, cull_limit=0)
 
+    # Values are stored as JSON bytes, which diskcache keeps as they are: reading one back
+    # costs a fraction of unpickling it, and a re-run reads one per record and stage.
+
     def get(self, key: str) -> dict | None:
-        return self._store.get(key)
+        value = self._store.get(key)
+        return orjson.loads(value) if isinstance(value, bytes) else value
 
     def set(self, key: str, value: dict) -> None:
-        self._store.set(key, value)
+        self._store.set(key, orjson.dumps(value))
 
     def set_many(self, items: list[tuple[str, dict]]) -> None:
         """Store several entries in one transaction: all of them or, after a crash, none."""
         with self._store.transact():
             for key, value in items:
-                self._store.set(key, value)
+                self._store.set(key, orjson.dumps(value))
 
     def close(self) -> None:
         self._store.close()

@@ -138,9 +138,10 @@ def retrieve_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False)
 def prime_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     """Build each record's prompt from its top sections, and apply the retrieval gate."""
     guard = ws.config.guard
+    k = ws.config.prime.top_k
     for trace in traces:
-        hits = [Hit(**h) for h in trace.hits]
-        trace.prompt = prime(trace.record.question, hits, ws.chunks, k=ws.config.prime.top_k)
+        hits = [Hit(**h) for h in trace.hits[:k]]  # only the primed ones
+        trace.prompt = prime(trace.record.question, hits, ws.chunks, k=k)
         top = hits[0].score if hits else 0.0
         trace.gate_refused = guard.mode == "on" and top < guard.threshold
     return traces

@@ -347,6 +347,10 @@ def test_a_full_server_answers_503_with_retry_after_at_once():
             assert busy.json()["error"]["code"] == "busy"
             hold.set()
             assert "event: done" in list(lines)
+        # The slot is given back as the first stream closes, a moment after its last event.
+        deadline = time.monotonic() + 5
+        while client.get(f"{base}/healthz").json()["in_flight"] and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert client.post(f"{base}/v1/ask", json={"question": ANSWERABLE}).status_code == 200
 
 
