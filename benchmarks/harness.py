@@ -103,6 +103,7 @@ def main() -> None:
     # Imported before anything is timed: start-up and imports are measured apart
     # (benchmarks/gate_only.py); here they would land in the first run only.
     import docpilot.cli.eval  # noqa: F401
+    import docpilot.models.openai  # noqa: F401
     import flows.eval  # noqa: F401
     ideal = args.records * args.latency / args.concurrency
     limit = -(-args.records // args.concurrency) * args.latency

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import threading
 from functools import lru_cache
@@ -23,7 +25,15 @@ def preload() -> None:
     threads running.
     """
     if _load_identifier.cache_info().currsize == 0:
-        threading.Thread(target=_identifier, name="docpilot-langid", daemon=True).start()
+        threading.Thread(target=_load_in_background, name="docpilot-langid", daemon=True).start()
+
+
+def _load_in_background() -> None:
+    # At a lower priority (Linux sets it per thread): the load is a second of CPU, and
+    # the turns of a run that just started, and the model server beside it, come first.
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    _identifier()
 
 
 def ready() -> bool:
