@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal
 
 from prefect import flow, tags
+from prefect.context import TagsContext
 from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.utilities.annotations import quote
 
@@ -134,12 +135,16 @@ def eval_flow(job: EvalJob, runner: Runner = "local") -> quote:
 
     ``runner="dask"`` sends the shards to the flow's Dask task runner (``flows.dask``).
     """
-    if runner == "dask":
-        from flows.dask import run_distributed
+    # The run's tags mark the flow run. Its task runs go untagged: Prefect asks its API for
+    # concurrency slots for the tags of every task run as it starts, a round trip per
+    # stage and shard that the server, busy with the run's events, answers slowly.
+    with TagsContext(current_tags=set()):
+        if runner == "dask":
+            from flows.dask import run_distributed
 
-        report, path = run_distributed(job)
-    else:
-        report, path = run_stages(job, _as_task_run, _submit_task_run, "prefect")
+            report, path = run_distributed(job)
+        else:
+            report, path = run_stages(job, _as_task_run, _submit_task_run, "prefect")
     publish_scorecard(quote(report), path)  # quote: Prefect would walk every row
     # quote: Prefect would otherwise walk every row of the returned report (seconds at 10,000).
     return quote((report, path))
