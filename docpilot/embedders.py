@@ -29,7 +29,8 @@ import numpy as np
 
 from docpilot.config import RetrievalConfig
 from docpilot.errors import ConfigError, ModelError
-from docpilot.models.openai import api_key_from_env, parse_retry_after
+from docpilot.models.keys import api_key_from_env
+from docpilot.models.wire import parse_retry_after
 
 _log = logging.getLogger(__name__)
 

@@ -31,7 +31,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import random
 import re
 import ssl
@@ -49,7 +48,6 @@ from docpilot.models.wire import EventReader, PartialTurn, excerpt, parse_retry_
 
 _log = logging.getLogger(__name__)
 
-KEY_VARIABLES: tuple[str, ...] = ("DOCPILOT_API_KEY", "OPENAI_API_KEY")
 _DRAIN_S = 1.0
 # Keys echoed back by a service ("Incorrect API key provided: sk-...") are hidden too.
 _KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-*.]{6,}")
@@ -62,15 +60,6 @@ _HINTS: dict[int, str] = {
     413: "the prompt is too large for the service; prime fewer or shorter sources",
     422: "the service could not read the request; check the model name and parameters",
 }
-
-
-def api_key_from_env(env: Mapping[str, str] = os.environ) -> str | None:
-    """The API key from ``DOCPILOT_API_KEY``, else ``OPENAI_API_KEY``; None when neither is set."""
-    for name in KEY_VARIABLES:
-        value = env.get(name, "").strip()
-        if value:
-            return value
-    return None
 
 
 class _Retryable(Exception):

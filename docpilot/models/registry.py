@@ -49,7 +49,8 @@ def build_model(settings: ModelConfig, *, corpus: Corpus, idf: dict[str, float] 
             max_sentences=settings.max_sentences,
         )
     if settings.provider == "openai":
-        from docpilot.models.openai import OpenAIModel, api_key_from_env
+        from docpilot.models.keys import api_key_from_env
+        from docpilot.models.openai import OpenAIModel
 
         if not settings.base_url:
             raise ConfigError(

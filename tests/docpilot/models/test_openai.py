@@ -24,7 +24,8 @@ import pytest
 
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Prompt, Source
-from docpilot.models.openai import OpenAIModel, api_key_from_env, parse_retry_after
+from docpilot.models.keys import api_key_from_env
+from docpilot.models.openai import OpenAIModel, parse_retry_after
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai, serve_openai_process
 
 pytestmark = pytest.mark.anyio
