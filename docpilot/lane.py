@@ -43,23 +43,23 @@ class Interrupted(Exception):
 
 
 class _Batch:
-    """One model stage's records: done when each of them is answered and stored."""
+    """One model stage's records: done when each of them is answered and stored, or when it failed."""
 
     def __init__(self, size: int) -> None:
         self.remaining = size
         self.done: Future[None] = Future()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the writer, the loop and an interrupt may settle it at once
 
     def finished_one(self) -> None:
         with self._lock:
             self.remaining -= 1
-            last = self.remaining == 0
-        if last and not self.done.done():
-            self.done.set_result(None)
+            if self.remaining == 0 and not self.done.done():
+                self.done.set_result(None)
 
     def fail(self, error: BaseException) -> None:
-        if not self.done.done():
-            self.done.set_exception(error)
+        with self._lock:
+            if not self.done.done():
+                self.done.set_exception(error)
 
 
 class ModelLane:
@@ -71,7 +71,8 @@ class ModelLane:
         self._loop = _new_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="docpilot-model", daemon=True)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docpilot-store")
-        self._batches: set[_Batch] = set()
+        self._batches: set[_Batch] = set()  # the batches being answered, for cancel()
+        self._batches_lock = threading.Lock()
         self._workers: list[asyncio.Task] = []
         self._models: list[Model] = []
         self.users = 0
@@ -101,12 +102,14 @@ class ModelLane:
         if not traces:
             return
         batch = _Batch(len(traces))
-        self._batches.add(batch)
+        with self._batches_lock:
+            self._batches.add(batch)
         try:
             self._loop.call_soon_threadsafe(self._enqueue, traces, batch)
             batch.done.result()
         finally:
-            self._batches.discard(batch)
+            with self._batches_lock:
+                self._batches.discard(batch)
 
     def _enqueue(self, traces: list[Trace], batch: _Batch) -> None:
         for trace in traces:
@@ -136,7 +139,9 @@ class ModelLane:
 
     def cancel(self) -> None:
         """Stop waiting for the turns in flight; what was already answered is still stored."""
-        for batch in list(self._batches):
+        with self._batches_lock:
+            batches = list(self._batches)
+        for batch in batches:
             batch.fail(Interrupted("the run was interrupted; the turns answered so far are stored"))
 
     def close(self) -> None:

@@ -47,8 +47,9 @@ def run_stages(job: EvalJob, call: Call, submit: Submit, orchestrator: str) -> t
 
     ``call`` runs a stage and returns its result; ``submit`` starts one and returns a
     future. Model stages are submitted so that they overlap: while one shard's turns
-    are in flight, the next shards are retrieved and primed and their turns queue up
-    behind, and finished shards are rendered and scored.
+    are in flight, the next shard is ranked and primed and its turns queue up behind,
+    and the shard before is rendered and scored. Cached turns are filled in here, so a
+    shard whose turns are all cached sends no model task.
     """
     start = time.perf_counter()
     reset_lanes()

@@ -21,19 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import httptools
 
-from tests.support.openai_server import Reply, _bind, _chunks, _completion
+from tests.support.openai_server import Reply, _bind, _chunks, _completion, serve_in_process
 
 _SSE_HEADERS = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
@@ -128,26 +124,8 @@ def serve_latency_process(reply: Reply | None = None) -> Iterator[str]:
     """Serve ``reply`` for every request from a separate process; yields the base URL (``.../v1``)."""
     reply = reply or Reply()
     _check(reply)
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.latency_server", json.dumps(asdict(reply))],
-        cwd=root, env=env, stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        line = process.stdout.readline() if process.stdout else ""
-        if not line.strip().isdigit():
-            raise RuntimeError(f"the latency server process did not start (it said {line!r})")
-        yield f"http://127.0.0.1:{int(line)}/v1"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout:
-            process.stdout.close()
+    with serve_in_process("tests.support.latency_server", reply) as base_url:
+        yield base_url
 
 
 async def _serve(reply: Reply) -> None:

@@ -377,20 +377,25 @@ def serve_openai_process(default: Reply | None = None) -> Iterator[str]:
     For load measurements: the server's own work then does not compete with the client
     for one interpreter. There is no queue and no history across the process boundary.
     """
+    with serve_in_process("tests.support.openai_server", default or Reply()) as base_url:
+        yield base_url
+
+
+@contextmanager
+def serve_in_process(module: str, reply: Reply) -> Iterator[str]:
+    """Run ``python -m <module> <reply as JSON>`` from the repository; yields its base URL.
+
+    The module prints the port it listens on, then serves until it is stopped.
+    """
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    reply = json.dumps(asdict(default or Reply()))
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.openai_server", reply],
-        cwd=root,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-m", module, json.dumps(asdict(reply))], cwd=root, env=env, stdout=subprocess.PIPE, text=True
     )
     try:
         line = process.stdout.readline() if process.stdout else ""
         if not line.strip().isdigit():
-            raise RuntimeError(f"the test OpenAI server process did not start (it said {line!r})")
+            raise RuntimeError(f"the server process {module} did not start (it said {line!r})")
         yield f"http://127.0.0.1:{int(line)}/v1"
     finally:
         process.terminate()
