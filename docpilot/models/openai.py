@@ -39,6 +39,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
+import orjson
 from yarl import URL
 
 from docpilot.errors import ConfigError, ModelError
@@ -128,7 +129,7 @@ class OpenAIModel:
             ),
             "allow_redirects": False,
         }
-        self._headers = {"Accept": "text/event-stream"}
+        self._headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
         if self._api_key:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
         self._tls: ssl.SSLContext | None = None
@@ -272,7 +273,7 @@ class OpenAIModel:
             progress.started = time.perf_counter()
         try:
             async with session.post(
-                self._url, json=body, headers=self._headers, **self._request_options
+                self._url, data=orjson.dumps(body), headers=self._headers, **self._request_options
             ) as response:
                 if response.status >= 400:
                     return await self._read_failure(response)

@@ -13,6 +13,8 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+import orjson
+
 from docpilot.models.base import Turn, parse_refusal
 
 # Server-sent events end lines with any of these; str.splitlines would also cut at
@@ -127,15 +129,19 @@ class EventReader:
 
 
 def decode_chunks(data: str) -> list[Any]:
-    """The JSON chunks in one event's data; raises ValueError when one is not JSON."""
+    """The JSON chunks in one event's data; raises ValueError when one is not JSON.
+
+    orjson reads a chunk in a fraction of the standard library's time, and a turn has a
+    chunk per few tokens.
+    """
     try:
-        return [json.loads(data)]
-    except json.JSONDecodeError:
+        return [orjson.loads(data)]
+    except orjson.JSONDecodeError:  # a ValueError
         if "\n" not in data:
             raise
     # Some servers end each data line with a single newline, which joins several chunks
     # into one event; read them one by one.
-    return [json.loads(line) for line in data.split("\n") if line.strip()]
+    return [orjson.loads(line) for line in data.split("\n") if line.strip()]
 
 
 class PartialTurn:
