@@ -12,6 +12,7 @@ from prefect.cache_policies import NONE
 
 from docpilot import pipeline, progress
 from docpilot.job import EvalJob
+from docpilot.lane import Interrupted
 from docpilot.pipeline import Trace
 from docpilot.schema import Row
 
@@ -46,7 +47,12 @@ def look_up_turns(job: EvalJob, traces: list[Trace]) -> bool:
 @task(name="model", cache_policy=NONE)
 def model(job: EvalJob, traces: list[Trace]) -> list[Trace]:
     """Answer a shard's records that have no turn yet, concurrently and bounded; faults mark records, not the task."""
-    return pipeline.answer_shard(_workspace(job), traces)
+    try:
+        return pipeline.answer_shard(_workspace(job), traces)
+    except Interrupted:
+        # The run is stopping (Ctrl-C, SIGTERM) and nobody will read this shard: the turns
+        # answered so far are stored. Failing the task would only print its traceback.
+        return traces
 
 
 @task(name="remote", cache_policy=NONE, retries=1, retry_delay_seconds=2)
