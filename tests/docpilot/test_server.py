@@ -402,7 +402,8 @@ def test_a_model_past_its_timeout_ends_the_turn():
     with _serve(model, workspace=_workspace(model={"timeout_s": 0.2})) as base:
         events = _events(_ask(base, headers={}).text)
     assert dict(events)["error"]["code"] == "model_timeout"
-    assert _names(events)[-2:] == ["timing", "done"] and 0.2 * 1000 <= dict(events)["timing"]["model_ms"] < 2000
+    # The event loop's timer may fire a millisecond before the stage's own clock reads 200 ms.
+    assert _names(events)[-2:] == ["timing", "done"] and 195 <= dict(events)["timing"]["model_ms"] < 2000
     assert model.closed.wait(5)
 
 
