@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import yaml
@@ -15,7 +12,8 @@ from docpilot.cache import StageCache, cache_key, clear_cache, describe_cache
 from docpilot.config import Config
 from docpilot.job import EvalJob
 from flows.eval import run_eval
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA
+from tests.support.interrupted_runs import eval_args, resume, stop_after
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 
 PIPELINE = DATA / "pipeline"
@@ -86,32 +84,19 @@ def test_info_and_clear(tmp_path):
 def test_a_killed_run_loses_no_finished_model_call(tmp_path, how):
     """The CLI is killed mid-run (SIGKILL, or SIGTERM); the next run calls the model only for the rest."""
     script = OpenAIScript(default=Reply(latency_s=0.4))
+    out = tmp_path / "report.json"
     with serve_openai(script) as base_url:
-        args = [sys.executable, "-m", "docpilot", "eval", "--docs", str(PIPELINE / "docs"),
-                "--golden", str(PIPELINE / "golden.yaml"), "--orchestrator", "inline",
-                "--provider", "openai", "--model", "scripted", "--base-url", base_url,
-                "--concurrency", "1", "--out", str(tmp_path / "report.json"), "--json"]
+        args = eval_args(base_url, out, "inline")
         env = dict(os.environ, DOCPILOT_CACHE_DIR=str(tmp_path / "cache"))
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
         # Four requests seen: three turns answered, the fourth in flight. The third was
         # answered just now and may still be on its way to the disk; the first two were
         # answered a whole turn (0.4 s) earlier.
-        while len(script.history) < 4 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.02)
-        assert len(script.history) >= 4, proc.communicate()
-        proc.send_signal(signal.SIGKILL if how == "kill" else signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
-        assert not (tmp_path / "report.json").exists()
+        code, stderr = stop_after(script, args, env, 4, signal.SIGKILL if how == "kill" else signal.SIGTERM)
+        assert not out.exists()
         if how == "term":
-            assert proc.returncode == 130 and "run the same command again to resume" in stderr
+            assert code == 130 and "run the same command again to resume" in stderr
             assert "Traceback" not in stderr
-        calls_before = len(script.history)
-        rerun = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-        new_calls = len(script.history) - calls_before
-    assert rerun.returncode in (0, 1), rerun.stderr
-    report = yaml.safe_load((tmp_path / "report.json").read_text())
-    reused = sum("model" in row["cached"] for row in report["rows"])
+        reused, new_calls = resume(script, args, env, out)
     assert reused >= 2  # at least the calls that had finished a turn before the kill
     assert reused + new_calls == 6
 
