@@ -21,8 +21,8 @@ _LOADING = threading.Lock()
 def preload() -> None:
     """Load the language model in the background; a run that will detect languages starts it early.
 
-    Loading takes about a second, almost all of it decompression that leaves other
-    threads running.
+    Loading takes about a second, most of it decompression that leaves other threads
+    running.
     """
     if _load_identifier.cache_info().currsize == 0:
         threading.Thread(target=_load_in_background, name="docpilot-langid", daemon=True).start()

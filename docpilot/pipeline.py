@@ -221,8 +221,7 @@ class TurnWriter:
 
     def _put(self, trace: Trace) -> None:
         if self.ws.cache and trace.turn.error is None:
-            entry = {"turn": trace.turn.model_dump(), "languages": trace.languages}
-            self.ws.cache.set(_model_key(self.ws, trace.prompt), entry)
+            _put_turn(self.ws, trace)
 
 
 def render_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
@@ -369,7 +368,12 @@ def store_turns(ws: Workspace, traces: list[Trace]) -> None:
         turn = trace.turn
         if turn is None or trace.prompt is None or turn.error is not None or "model" in trace.cached:
             continue
-        ws.cache.set(_model_key(ws, trace.prompt), {"turn": turn.model_dump(), "languages": trace.languages})
+        _put_turn(ws, trace)
+
+
+def _put_turn(ws: Workspace, trace: Trace) -> None:
+    # The entry ``lookup_turns`` reads back.
+    ws.cache.set(_model_key(ws, trace.prompt), {"turn": trace.turn.model_dump(), "languages": trace.languages})
 
 
 def _ranking_key(ws: Workspace, record: GoldenRecord) -> str:

@@ -38,11 +38,12 @@ def _source_block(source: Source) -> str:
 
 def prime(question: str, hits: Sequence[Hit], chunks: Mapping[str, Chunk], *, k: int = 5) -> Prompt:
     """The prompt for one question: the top ``k`` hits as numbered sources, and the messages."""
-    sources = [
-        Source(n=n, section_id=hit.section_id, title=" › ".join(chunks[hit.chunk_id].heading_path),
-               text=chunks[hit.chunk_id].text)
-        for n, hit in enumerate(hits[:k], start=1)
-    ]
+    sources = []
+    for n, hit in enumerate(hits[:k], start=1):
+        chunk = chunks[hit.chunk_id]
+        sources.append(
+            Source(n=n, section_id=hit.section_id, title=" › ".join(chunk.heading_path), text=chunk.text)
+        )
     context = "\n\n".join(_source_block(s) for s in sources) or "(no sources)"
     messages = [
         {"role": "system", "content": SYSTEM},

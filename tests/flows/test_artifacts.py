@@ -69,4 +69,3 @@ def test_the_scorecard_links_its_report(tmp_path):
     text = scorecard_markdown(report, path)
     where = Path(path).resolve()
     assert text.startswith("### ") and f"[`{where}`]({where.as_uri()})" in text
-
