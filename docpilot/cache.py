@@ -26,7 +26,7 @@ def cache_key(stage: str, *parts: Any) -> str:
     """The key of one stage result: stage, stage version and a hash of its inputs.
 
     The inputs are written as JSON with sorted keys (orjson: a primed prompt of a few
-    kilobytes takes a microsecond, where the standard library takes forty), so equal
+    kilobytes takes a few microseconds, where the standard library takes forty), so equal
     inputs give equal keys whatever the order their dicts were built in.
     """
     digest = hashlib.sha256(orjson.dumps(parts, option=_KEY_JSON, default=str)).hexdigest()
@@ -48,7 +48,7 @@ class StageCache:
 
     def get(self, key: str) -> dict | None:
         value = self._store.get(key)
-        return orjson.loads(value) if isinstance(value, bytes) else value
+        return None if value is None else orjson.loads(value)
 
     def set(self, key: str, value: dict) -> None:
         self._store.set(key, orjson.dumps(value))
