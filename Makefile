@@ -6,12 +6,19 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
+# llama-cpp-python (the `local` extra) builds llama.cpp from source. Its default,
+# GGML_NATIVE=ON, tunes the build to the building CPU and the result crashes in decode
+# on some machines; these flags build for any x86-64 with AVX2. pip keeps the built
+# wheel in its cache, so only the first install pays the build (about 4 minutes on 2 cores).
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DGGML_OPENMP=OFF
+
 .PHONY: eval test install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,local]'
 	@touch $(STAMP)
 
 install: $(STAMP)

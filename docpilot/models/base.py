@@ -7,7 +7,12 @@ clock from the moment the request is sent.
 Refusal protocol: a reply whose text starts with ``REFUSE:`` followed by a cause
 (``not-answerable``, ``out-of-scope``, ``unsafe``) is a refusal; ``parse_refusal``
 reads it. The primer tells the model to answer this way when the sources do not
-answer the question.
+answer the question. Small models write it loosely (``Refuse: not-answerable``
+followed by a stray code fence, or the line inside a fence or in bold), so case,
+an opening fence and emphasis marks are forgiven.
+
+First token: ``paints`` is the one rule, used by every runtime, for whether a piece of
+answer text is the first a reader would see: white space alone paints nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from docpilot.schema import Cause
 
 CAUSES: tuple[str, ...] = ("not-answerable", "out-of-scope", "unsafe")
-_REFUSAL = re.compile(r"^\s*REFUSE:\s*([a-z-]+)", re.IGNORECASE)
+_REFUSAL = re.compile(r"^\s*(?:```[a-z]*\s*)?[*_]{0,2}REFUSE[*_]{0,2}:[*_]{0,2}\s*([a-z-]+)", re.IGNORECASE)
 
 
 class Source(BaseModel):
@@ -67,11 +72,15 @@ class Turn(BaseModel):
     latency_ms: float | None = None
     """Send to end of turn."""
     first_token_ms: float | None = None
-    """Send to first non-empty answer text."""
+    """Send to the first answer text that is more than white space (see ``paints``)."""
     first_thought_ms: float | None = None
     """Send to first reasoning text."""
     usage: dict[str, int] = Field(default_factory=dict)
     """Token counts the service reported."""
+    finish_reason: str | None = None
+    """Why the service said the turn ended (``stop``, ``length``, ...); None when it never said."""
+    truncated: bool = False
+    """The answer stopped at ``max_tokens`` (``finish_reason: length``): kept, but marked."""
     error: str | None = None
     """Why the turn failed; None on success."""
 
@@ -82,6 +91,14 @@ class Model(Protocol):
     async def complete(self, prompt: Prompt) -> Turn:
         """Answer one prompt; never raises for a service fault, reports it in ``Turn.error``."""
         ...
+
+
+def paints(text: str) -> bool:
+    """Whether a piece of answer text shows the reader something: anything but white space.
+
+    The time to the first such piece is a turn's first token, in every runtime.
+    """
+    return not text.isspace() and bool(text)
 
 
 def parse_refusal(text: str) -> Cause | None:

@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Mapping
 
-from docpilot.models.base import Prompt, Turn, parse_refusal
+from docpilot.models.base import Prompt, Turn, paints, parse_refusal
 from docpilot.tokens import terms
 
 _FENCE = re.compile(r"^(```|~~~)")
@@ -127,7 +127,7 @@ class ExtractiveModel:
         first: float | None = None
         parts: list[str] = []
         async for piece in self.stream(prompt):
-            if first is None and piece.strip():
+            if first is None and paints(piece):
                 first = (time.perf_counter() - start) * 1000
             parts.append(piece)
         answer = "".join(parts).strip()
@@ -138,4 +138,5 @@ class ExtractiveModel:
             refusal_cause=cause,
             latency_ms=(time.perf_counter() - start) * 1000,
             first_token_ms=first,
+            finish_reason="stop",
         )

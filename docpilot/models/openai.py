@@ -14,7 +14,10 @@ Faults never raise out of ``complete``: they end the turn with ``Turn.error``.
     retried (backoff, Retry-After)   429, 5xx, connection errors and timeouts,
                                       as long as no chunk has arrived
     reported at once                  other 4xx (with a fix), a stream cut midway,
-                                      a stream without [DONE], a malformed chunk
+                                      a stream without [DONE], a malformed chunk,
+                                      a reply the service never said it finished
+                                      (no finish_reason), a finished reply with no
+                                      answer text and no refusal
 
 The API key travels only in the ``Authorization`` header; error texts and ``repr``
 never show it.
@@ -32,7 +35,6 @@ import contextlib
 import json
 import logging
 import random
-import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -45,13 +47,12 @@ from yarl import URL
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Prompt, Turn
 from docpilot.models.connection import close_abandoned, env_proxy, new_session, tls_context
+from docpilot.models.keys import redact
 from docpilot.models.wire import EventReader, PartialTurn, excerpt, parse_retry_after
 
 _log = logging.getLogger(__name__)
 
 _DRAIN_S = 1.0
-# Keys echoed back by a service ("Incorrect API key provided: sk-...") are hidden too.
-_KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-*.]{6,}")
 _HINTS: dict[int, str] = {
     400: "the service rejected the request; check the model name and the parameters "
     "(temperature, max_tokens, seed, stream_options) it accepts",
@@ -237,9 +238,7 @@ class OpenAIModel:
         return body
 
     def _redact(self, text: str) -> str:
-        if self._api_key:
-            text = text.replace(self._api_key, "[redacted]")
-        return _KEYLIKE.sub("[redacted]", text)
+        return redact(text, self._api_key)
 
     def _backoff_s(self, attempt: int) -> float:
         ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2**attempt)
@@ -328,6 +327,7 @@ class OpenAIModel:
             )
         progress.chunks = 1
         progress.take_message(message, now)
+        progress.take_finish(choices[0].get("finish_reason"))
         progress.take_usage(payload.get("usage"))
         progress.ended_ms = now
         return None

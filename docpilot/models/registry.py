@@ -7,7 +7,12 @@ from docpilot.corpus import Corpus
 from docpilot.errors import ConfigError
 from docpilot.models.base import Model
 
-PROVIDERS = ("extractive", "openai")
+PROVIDERS = ("extractive", "openai", "local")
+TURN_RULES = 2
+"""Version of the rules that make a reply an answer, part of a hosted model's cache key.
+
+Turns stored before a reply needed a ``finish_reason`` may be the silently cut ones, so
+they are not reused."""
 
 
 def model_identity(settings: ModelConfig, *, corpus_fingerprint: str) -> dict:
@@ -29,8 +34,14 @@ def model_identity(settings: ModelConfig, *, corpus_fingerprint: str) -> dict:
             min_evidence=settings.min_evidence,
             max_sentences=settings.max_sentences,
         )
+    elif settings.provider == "local":
+        # The port changes from run to run; the model file and the server's settings do not.
+        from docpilot.models.local import CONTEXT_TOKENS, file_identity, model_file
+
+        identity.update(turn_rules=TURN_RULES, model_file=file_identity(model_file(settings.path)),
+                        context_tokens=CONTEXT_TOKENS)
     else:
-        identity["base_url"] = settings.base_url
+        identity.update(turn_rules=TURN_RULES, base_url=settings.base_url)
     return identity
 
 
@@ -48,11 +59,16 @@ def build_model(settings: ModelConfig, *, corpus: Corpus, idf: dict[str, float] 
             min_evidence=settings.min_evidence,
             max_sentences=settings.max_sentences,
         )
-    if settings.provider == "openai":
+    if settings.provider in ("openai", "local"):
         from docpilot.models.keys import api_key_from_env
         from docpilot.models.openai import OpenAIModel
 
         if not settings.base_url:
+            if settings.provider == "local":
+                raise ConfigError(
+                    "the local provider's server is not running",
+                    hint="run the eval through `docpilot eval --provider local`, which starts it",
+                )
             raise ConfigError(
                 "the openai provider needs an endpoint",
                 hint="pass --base-url http://HOST:PORT/v1 or set model.base_url in the config",
@@ -60,7 +76,8 @@ def build_model(settings: ModelConfig, *, corpus: Corpus, idf: dict[str, float] 
         return OpenAIModel(
             base_url=settings.base_url,
             model=settings.name,
-            api_key=api_key_from_env(),
+            # The local server asks for no key; one meant for a hosted service stays home.
+            api_key=api_key_from_env() if settings.provider == "openai" else None,
             temperature=settings.temperature,
             max_tokens=settings.max_tokens,
             seed=settings.seed,

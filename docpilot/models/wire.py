@@ -1,6 +1,16 @@
-"""The wire format of an OpenAI-compatible reply: server-sent events, the JSON chunks they
-carry and how their deltas make up a turn, and the ``Retry-After`` header of a service
-asking for patience."""
+"""The wire format of streamed replies: server-sent events, the JSON chunks an
+OpenAI-compatible service sends in them and how their deltas make up a turn, and the
+``Retry-After`` header of a service asking for patience.
+
+The event reader and the ``Retry-After`` parser serve both the openai model and the
+client that measures a DocPilot server over HTTP, so the two read the wire alike.
+
+A turn is an answer only when the service said it finished: a choice carried a
+``finish_reason``. A stream closed by ``[DONE]`` without one was ended by the server
+for its own reasons (llama.cpp's server, by default, ends a turn in flight when the
+next request arrives), and is an error, as is a finished turn with no answer text
+and no refusal. ``finish_reason: "length"`` keeps the answer and marks it truncated.
+"""
 
 from __future__ import annotations
 
@@ -15,13 +25,20 @@ from typing import Any
 
 import orjson
 
-from docpilot.models.base import Turn, parse_refusal
+from docpilot.models.base import Turn, paints, parse_refusal
 
 # Server-sent events end lines with any of these; str.splitlines would also cut at
 # characters such as U+2028 that JSON may carry unescaped inside a chunk.
 _LINE_END = re.compile(r"\r\n|\r|\n")
 _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 _EXCERPT = 200
+RETRY_AFTER_CAP_S = 30.0
+"""The longest wait a ``Retry-After`` header is obeyed for; a longer one is cut to this."""
+INTERRUPTED_HINT = (
+    "the server ended the turn without finishing it, as llama.cpp's server does to a turn in "
+    "flight when the next request arrives; run that server with --interrupt_requests False, "
+    "or lower the concurrency (--concurrency 1)"
+)
 
 
 def excerpt(text: str) -> str:
@@ -51,16 +68,23 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     return max(0.0, seconds) if seconds == seconds else None  # NaN is unreadable
 
 
+def retry_wait_s(value: str | None, *, default: float, now: datetime | None = None) -> float:
+    """How long to wait before asking again: the ``Retry-After`` header's wait, at most
+    ``RETRY_AFTER_CAP_S``, else ``default`` when the header is absent or unreadable."""
+    seconds = parse_retry_after(value, now=now)
+    return default if seconds is None else min(seconds, RETRY_AFTER_CAP_S)
+
+
 class EventReader:
     """Reads the data of server-sent events from a body that arrives in pieces of any size.
 
     A piece may end inside a UTF-8 character, inside a line, or between the ``\\r`` and
     ``\\n`` of a line end; lines may end in ``\\n``, ``\\r\\n`` or ``\\r`` and have no
-    length limit. Comments and fields other than ``data`` are skipped.
+    length limit. Comments and fields other than ``event`` and ``data`` are skipped.
 
         reader = EventReader()
         for piece in body:
-            for data in reader.feed(piece):
+            for data in reader.feed(piece):  # or feed_named: (event name, data) pairs
                 ...
         leftover = reader.close()
     """
@@ -70,9 +94,14 @@ class EventReader:
         self._line: list[str] = []  # the start of a line whose end has not arrived
         self._after_cr = False  # the last piece ended in "\r", so a "\n" opening the next ends no line
         self._data: list[str] = []  # data lines of an event whose blank line has not arrived
+        self._name = "message"  # the event's name, from its `event:` line; SSE's default otherwise
 
     def feed(self, piece: bytes) -> list[str]:
         """The data of every event this piece of the body completed, in order."""
+        return [data for _, data in self._events(self._lines(self._decoder.decode(piece)))]
+
+    def feed_named(self, piece: bytes) -> list[tuple[str, str]]:
+        """The name and data of every event this piece of the body completed, in order."""
         return self._events(self._lines(self._decoder.decode(piece)))
 
     def close(self) -> list[str]:
@@ -87,6 +116,7 @@ class EventReader:
             self._line = []
         self._events(lines)
         data, self._data = self._data, []
+        self._name = "message"
         return ["[DONE]"] if data == ["[DONE]"] else []
 
     def _lines(self, text: str) -> list[str]:
@@ -114,17 +144,21 @@ class EventReader:
         self._line = [unfinished] if unfinished else []
         return lines
 
-    def _events(self, lines: list[str]) -> list[str]:
-        events: list[str] = []
+    def _events(self, lines: list[str]) -> list[tuple[str, str]]:
+        events: list[tuple[str, str]] = []
         for line in lines:
             if not line:
                 if self._data:
-                    events.append("\n".join(self._data))
+                    events.append((self._name, "\n".join(self._data)))
                     self._data = []
+                self._name = "message"
             elif line[0] != ":":
-                name, _, value = line.partition(":")
-                if name == "data":
-                    self._data.append(value[1:] if value[:1] == " " else value)
+                field, _, value = line.partition(":")
+                value = value[1:] if value[:1] == " " else value
+                if field == "data":
+                    self._data.append(value)
+                elif field == "event":
+                    self._name = value or "message"
         return events
 
 
@@ -156,6 +190,7 @@ class PartialTurn:
         self.first_token_ms: float | None = None
         self.first_thought_ms: float | None = None
         self.usage: dict[str, int] = {}
+        self.finish_reason: str | None = None  # why the service said the turn ended, when it said so
         self.chunks = 0  # once one has arrived, a failure can no longer be retried
 
     def elapsed_ms(self) -> float:
@@ -179,18 +214,26 @@ class PartialTurn:
             if chunk.get("error"):
                 return f"the service reported an error mid-stream: {excerpt(json.dumps(chunk['error']))}"
             for choice in chunk.get("choices") or []:
-                delta = choice.get("delta") if isinstance(choice, dict) else None
-                if isinstance(delta, dict) and choice.get("index", 0) == 0:
+                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                    continue
+                delta = choice.get("delta")
+                if isinstance(delta, dict):
                     self.take_message(delta, now)
+                self.take_finish(choice.get("finish_reason"))
             self.take_usage(chunk.get("usage"))
         return None
+
+    def take_finish(self, reason: Any) -> None:
+        """Note the ``finish_reason`` of the turn's choice, once the service gives one."""
+        if isinstance(reason, str) and reason:
+            self.finish_reason = reason
 
     def take_message(self, piece: Mapping[str, Any], now_ms: float) -> None:
         """Add one streamed delta or one whole message to the turn."""
         content = piece.get("content")
         if isinstance(content, str) and content:
             self.answer.append(content)
-            if self.first_token_ms is None:
+            if self.first_token_ms is None and paints(content):
                 self.first_token_ms = now_ms
             if self.listener is not None:
                 self.listener("token", content)
@@ -208,8 +251,16 @@ class PartialTurn:
             self.usage = {k: int(usage[k]) for k in _USAGE_KEYS if isinstance(usage.get(k), int)}
 
     def to_turn(self, error: str | None) -> Turn:
+        """The turn as it ended; ``error`` is the fault that ended it, None when the reply came whole.
+
+        A reply that came whole is still an error unless the service said it finished
+        and it holds answer text or a refusal.
+        """
         answer = "".join(self.answer)
         cause = parse_refusal(answer) if error is None else None
+        if error is None:
+            error = unfinished_turn(self.finish_reason, answer, cause is not None, chunks=self.chunks)
+            cause = None if error is not None else cause
         latency = self.ended_ms if self.ended_ms is not None else self.elapsed_ms()
         return Turn(
             answer=answer,
@@ -220,5 +271,32 @@ class PartialTurn:
             first_token_ms=self.first_token_ms,
             first_thought_ms=self.first_thought_ms,
             usage=self.usage,
+            finish_reason=self.finish_reason,
+            truncated=error is None and self.finish_reason == "length",
             error=error,
         )
+
+
+def unfinished_turn(finish_reason: str | None, answer: str, refused: bool, *, chunks: int) -> str | None:
+    """Why a reply that reached its end mark is still no answer; None when it is one.
+
+    The service must have said the turn finished, and the turn must hold answer text
+    (more than white space) or a refusal.
+    """
+    if finish_reason is None:
+        said = "with no answer text" if not paints(answer) else f"after {len(answer.split())} words"
+        return (
+            f"the service closed the stream with [DONE] but never said the turn finished "
+            f"(no finish_reason in {chunks} chunks), {said}; fix: {INTERRUPTED_HINT}"
+        )
+    if refused or paints(answer):
+        return None
+    if finish_reason == "length":
+        return (
+            "the service stopped at max_tokens before any answer text (finish_reason length); "
+            "fix: raise model.max_tokens, since the reasoning used the whole budget"
+        )
+    return (
+        f"the service finished the turn (finish_reason {finish_reason}) with no answer text and no refusal; "
+        "fix: check that the model answers this prompt (its chat template and the server's logs)"
+    )

@@ -76,6 +76,11 @@ class Reply:
     """Send an ``{"error": ...}`` chunk after this many chunks, as vLLM does when generation fails."""
     omit_done: bool = False
     """End the body cleanly but without ``data: [DONE]``."""
+    finish_reason: str = "stop"
+    """The finish chunk's ``finish_reason`` (``length``: the answer hit max_tokens)."""
+    interrupt_after_words: int | None = None
+    """Send this many words of the answer, then ``data: [DONE]`` with no finish chunk: what
+    llama.cpp's server does, by default, to a turn in flight when the next request arrives."""
     stream: bool | None = None
     """False: answer with one JSON completion even when asked to stream."""
     comment: bool = False
@@ -198,9 +203,14 @@ def _chunks(body: dict[str, Any], reply: Reply) -> Iterator[dict[str, Any] | flo
         yield _chunk(body, [choice({"content": None, reply.reasoning_field: piece})], **extra)
     if reply.first_token_delay_s:
         yield float(reply.first_token_delay_s)
+    if reply.interrupt_after_words is not None:
+        # Word by word, as a server generating token by token; then the end mark, unfinished.
+        for word in reply.answer.split(" ")[: reply.interrupt_after_words]:
+            yield _chunk(body, [choice({"content": word + " "})], **extra)
+        return
     for piece in _split(reply.answer, reply.pieces):
         yield _chunk(body, [choice({"content": piece})], **extra)
-    yield _chunk(body, [choice({}, "stop")], **extra)
+    yield _chunk(body, [choice({}, reply.finish_reason)], **extra)
     if with_usage:
         yield _chunk(body, [], usage=_usage(body, reply))
 
@@ -259,7 +269,7 @@ def _completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         "created": int(time.time()),
         "model": body.get("model", ""),
         "system_fingerprint": FINGERPRINT,
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}],
         "usage": _usage(body, reply),
     }
 

@@ -485,14 +485,15 @@ class _BodyServer:
             await server.wait_closed()
 
 
-def _event(text: str, end: str = "\n\n") -> str:
-    chunk = {"choices": [{"index": 0, "delta": {"content": text}}]}
+def _event(text: str, end: str = "\n\n", finish: str | None = "stop") -> str:
+    # The last chunk of a turn carries its finish_reason, as vLLM's and OpenAI's often do.
+    chunk = {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
     return "data: " + json.dumps(chunk, ensure_ascii=False) + end
 
 
 async def test_chunks_on_consecutive_data_lines_are_each_read() -> None:
     # Some servers end each event with one newline, so SSE joins several chunks into one event.
-    body = _event("Send the token ", "\n") + _event("in the header.", "\n") + "\n" + "data: [DONE]\n"
+    body = _event("Send the token ", "\n", None) + _event("in the header.", "\n") + "\n" + "data: [DONE]\n"
     async with _BodyServer(body.encode()).serve() as url:
         turn = await _complete(url)
     assert turn.error is None and turn.answer == "Send the token in the header."
@@ -500,7 +501,7 @@ async def test_chunks_on_consecutive_data_lines_are_each_read() -> None:
 
 @pytest.mark.parametrize("end", ["\r", "\r\n", "\n"], ids=["CR", "CRLF", "LF"])
 async def test_every_sse_line_end_is_read(end: str) -> None:
-    body = f": hello{end}" + _event("Send the token", end * 2) + _event(" in the header.", end * 2)
+    body = f": hello{end}" + _event("Send the token", end * 2, None) + _event(" in the header.", end * 2)
     async with _BodyServer(body.encode(), f"data: [DONE]{end}{end}".encode()).serve() as url:
         turn = await _complete(url)
     assert turn.error is None and turn.answer == "Send the token in the header."
@@ -510,7 +511,7 @@ async def test_line_ends_and_characters_cut_between_reads_are_joined() -> None:
     # One chunk written over two data lines: the "\r" and "\n" between them arrive in two
     # reads (taking them for two line ends would cut the event, and its JSON, in two), and
     # so do the two bytes of "é".
-    head, tail = '{"choices": [{"index": 0,', '"delta": {"content": "Café ouvert."}}]}'
+    head, tail = '{"choices": [{"index": 0,', '"delta": {"content": "Café ouvert."}, "finish_reason": "stop"}]}'
     body = f"data: {head}\r\ndata: {tail}\r\n\r\ndata: [DONE]\r\n\r\n".encode()
     crlf, accent = body.index(b"\r\n"), body.index("é".encode())
     pieces = [body[: crlf + 1], body[crlf + 1 : accent + 1], body[accent + 1 :]]

@@ -1,0 +1,65 @@
+"""One cheap request to a model endpoint before a run spends its golden set on it.
+
+A wrong key, a wrong URL or a server that is not running would fail every turn of a
+run in the same way, and the run would score nothing but errors. ``probe_endpoint``
+asks for one token first: a 401, 403 or 404, or a refused connection, stops the run
+with exit 2 before the first record, with the service's own reason (the key never
+shown) and the fix. Anything else (an answer, a 429, a 5xx) lets the run go on: the
+run's own retries and error rows deal with a service that is only busy.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from docpilot.errors import ConfigError
+from docpilot.models.connection import tls_context
+from docpilot.models.keys import redact
+from docpilot.models.wire import excerpt
+
+_FATAL = {
+    401: "check DOCPILOT_API_KEY (or OPENAI_API_KEY) holds a valid key for this endpoint",
+    403: "the key is not allowed to use this model; check DOCPILOT_API_KEY and the account's access",
+    404: "check that the base URL ends with /v1 and that the server serves the model named by --model",
+}
+
+
+def probe_endpoint(base_url: str, model: str, api_key: str | None, *, timeout_s: float = 30.0) -> None:
+    """Ask ``base_url`` for a one-token completion; ConfigError when it cannot serve the run."""
+    url = f"{base_url.rstrip('/')}/chat/completions"
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    body = {"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1, "stream": False}
+    verify = tls_context() if url.startswith("https:") else True
+    try:
+        with httpx.Client(timeout=timeout_s, verify=verify) as client:
+            response = client.post(url, json=body, headers=headers)
+    except httpx.ConnectError as exc:
+        raise ConfigError(
+            f"cannot connect to the model endpoint {url} ({redact(str(exc), api_key) or type(exc).__name__})",
+            hint="start the server, or pass the right --base-url (such as http://127.0.0.1:8080/v1)",
+        ) from None
+    except httpx.HTTPError:
+        return  # slow or flaky, not wrong: the run's retries and timeouts decide
+    hint = _FATAL.get(response.status_code)
+    if hint is None:
+        return
+    reason = redact(_service_reason(response), api_key)
+    raise ConfigError(f"the model endpoint {url} answered HTTP {response.status_code}: {reason}", hint=hint)
+
+
+def _service_reason(response: httpx.Response) -> str:
+    """The service's own words: ``error.message`` of an OpenAI-style body, else the body itself."""
+    text = response.text
+    try:
+        error = json.loads(text).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return excerpt(error["message"])
+    if isinstance(error, str):
+        return excerpt(error)
+    return excerpt(text) or "(an empty body)"
