@@ -120,7 +120,7 @@ def run_distributed(job: EvalJob) -> tuple[Report, str]:
     start = time.perf_counter()
     # Opened before anything is submitted, so the index is built and saved once, here,
     # and the workers load it.
-    workspace = pipeline.open_workspace(job.config, use_cache=job.use_cache)
+    workspace = pipeline.open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
     remote = job.model_copy(update={"use_cache": False, "refresh": []})
     records = job_records(job)
     batches = [pipeline.start_traces(shard) for shard in shards(records, job.config.shard_size)]

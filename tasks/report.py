@@ -14,7 +14,7 @@ from docpilot.schema import Report, Row
 @task(name="report", cache_policy=NONE)
 def report(job: EvalJob, rows: list[Row], wall_ms: float, orchestrator: str) -> tuple[Report, str]:
     """Summarise the rows, check the gates and write the report atomically."""
-    corpus = open_workspace(job.config, use_cache=job.use_cache).corpus
+    corpus = open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint).corpus
     built = assemble_report(
         job, rows, wall_ms=wall_ms, orchestrator=orchestrator, corpus_fingerprint=corpus.fingerprint
     )

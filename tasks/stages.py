@@ -20,7 +20,7 @@ from docpilot.schema import Row
 
 
 def _workspace(job: EvalJob) -> pipeline.Workspace:
-    return pipeline.open_workspace(job.config, use_cache=job.use_cache)
+    return pipeline.open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
 
 
 @task(name="retrieve", cache_policy=NONE)

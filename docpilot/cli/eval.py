@@ -120,6 +120,7 @@ def eval_command(
     job = EvalJob(
         config=config, golden=path, set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
         refresh=stages, allow_errors=allow_errors, out=out, runtime=runtime, url=url,
+        corpus_fingerprint=workspace.corpus.fingerprint,
     )
 
     from flows.eval import run_eval

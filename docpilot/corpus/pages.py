@@ -223,6 +223,28 @@ def load_corpus(root: str | Path, *, chunk_words: int = 220) -> Corpus:
     )
 
 
+def docs_signature(root: str | Path) -> tuple:
+    """What changes when a docs folder's files do: each page's and side file's path, size and times.
+
+    Cheap beside hashing every byte (a walk and a stat per file), so a long-lived process
+    can tell at the start of each run whether the corpus it holds is still the folder's.
+    """
+    shown = Path(root)
+    try:
+        real_root = shown.resolve()
+        files = _find_pages(shown, real_root) if shown.is_dir() else []
+    except (OSError, CorpusError):
+        return ("unreadable", str(shown))
+    signature = []
+    for rel in [*files, VOCABULARY_FILE, LLMS_FILE]:
+        try:
+            st = os.stat(shown / rel)
+        except OSError:
+            continue
+        signature.append((rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    return tuple(signature)
+
+
 def _find_pages(shown: Path, real_root: Path) -> list[str]:
     """Relative posix paths of every page under the root, sorted; hidden files and folders skipped."""
     found: list[str] = []

@@ -17,7 +17,8 @@ from pathlib import Path
 from docpilot.run import progress
 from docpilot.run.cache import StageCache, cache_key
 from docpilot.config.model import Config
-from docpilot.corpus.pages import Chunk, Corpus, load_corpus
+from docpilot.corpus.pages import Chunk, Corpus, docs_signature, load_corpus
+from docpilot.errors import CorpusError
 from docpilot.assistant.language import detect_language
 from docpilot.assistant.language import ready as language_ready
 from docpilot.run.lane import open_lane
@@ -71,6 +72,8 @@ class Workspace:
     retriever: Retriever
     chunks: dict[str, Chunk]
     cache: StageCache | None
+    signature: tuple = ()
+    """The docs folder's files when the corpus was read (``docs_signature``)."""
     _identity: dict | None = field(default=None, repr=False)
     _idf: dict[str, float] | None = field(default=None, repr=False)
 
@@ -85,21 +88,43 @@ class Workspace:
 _WORKSPACES: dict[tuple, Workspace] = {}
 
 
-def open_workspace(config: Config, *, use_cache: bool = True) -> Workspace:
-    """Load the corpus and build the index once per process for a given config."""
+def open_workspace(config: Config, *, use_cache: bool = True, fingerprint: str | None = None) -> Workspace:
+    """The corpus, index and cache for a config, loaded once per process while the docs stay the same.
+
+    A process that lives across runs (a schedule, a Dask worker, the Python API) must not
+    rank with the docs of an earlier run, so the kept workspace is checked against the
+    folder. ``fingerprint`` is the corpus fingerprint the run was started with: the kept
+    workspace is used only when it matches, and a folder that no longer gives it is an
+    error, since stage results would otherwise be stored under keys of other docs.
+    Without one (the start of a run) the folder's files are compared by size and times.
+    """
     key = (config.model_dump_json(), use_cache)
     workspace = _WORKSPACES.get(key)
-    if workspace is None:
-        corpus = load_corpus(Path(config.corpus.docs), chunk_words=config.corpus.chunk_words)
-        workspace = Workspace(
-            config=config,
-            corpus=corpus,
-            retriever=Retriever.open(corpus, config.retrieval, cache_dir=config.cache_dir),
-            chunks={c.id: c for c in corpus.chunks},
-            cache=StageCache(config.cache_dir) if use_cache else None,
+    if workspace is not None:
+        if fingerprint is not None:
+            if workspace.corpus.fingerprint == fingerprint:
+                return workspace
+        elif workspace.signature == docs_signature(config.corpus.docs):
+            return workspace
+    signature = docs_signature(config.corpus.docs)
+    corpus = load_corpus(Path(config.corpus.docs), chunk_words=config.corpus.chunk_words)
+    if fingerprint is not None and corpus.fingerprint != fingerprint:
+        raise CorpusError(
+            f"the docs changed during the run (corpus {corpus.fingerprint[:12]}, "
+            f"the run started with {fingerprint[:12]})",
+            path=Path(config.corpus.docs),
+            hint="run the eval again once the docs folder is no longer being edited",
         )
-        _WORKSPACES.clear()  # one workspace per process is enough; do not pile up indexes
-        _WORKSPACES[key] = workspace
+    workspace = Workspace(
+        config=config,
+        corpus=corpus,
+        retriever=Retriever.open(corpus, config.retrieval, cache_dir=config.cache_dir),
+        chunks={c.id: c for c in corpus.chunks},
+        cache=StageCache(config.cache_dir) if use_cache else None,
+        signature=signature,
+    )
+    _WORKSPACES.clear()  # one workspace per process is enough; do not pile up indexes
+    _WORKSPACES[key] = workspace
     return workspace
 
 
