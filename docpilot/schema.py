@@ -128,13 +128,18 @@ class Row(_Strict):
     latency_ms: float | None = None
     """Time from sending the question to the end of the turn."""
     first_token_ms: float | None = None
-    """Time to the first non-empty piece of answer text; None when none was painted."""
+    """Time to the first piece of answer text that is more than white space; None when none was painted."""
     first_thought_ms: float | None = None
     """Time to the first piece of reasoning; None for models that do not think aloud."""
     stages_ms: dict[str, float] = Field(default_factory=dict)
     """Where the time went (server runtime: embed, retrieve, model)."""
     usage: dict[str, int] = Field(default_factory=dict)
     """Token usage the model reported."""
+    cost_usd: float | None = None
+    """What the turn's usage cost at the configured prices; None without prices or usage."""
+    truncated: bool = False
+    """The answer stopped at `max_tokens` (the service said `finish_reason: length`); it is
+    kept and scored, and counted apart."""
     cached: list[str] = Field(default_factory=list)
     """Stages whose result was reused from the cache."""
     error: str | None = None

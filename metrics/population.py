@@ -36,11 +36,15 @@ def _answered_golden(row: Row) -> bool:
 ALL = Population("all rows", lambda row: True)
 POSITIVES = Population("positives", _positive)
 NEGATIVES = Population("negatives", lambda row: row.kind == "negative")
+# An errored turn is neither right nor wrong: it is counted under `errors`, and scoring
+# it would charge a fault of the service to the answer (a refused positive still scores).
 POSITIVES_WITH_GOLD_ANSWER = Population(
-    "positives with a gold answer", lambda row: _positive(row) and row.gold_answer is not None
+    "positives with a gold answer whose turn did not error",
+    lambda row: _positive(row) and row.gold_answer is not None and row.error is None,
 )
 POSITIVES_WITH_IDENTIFIERS = Population(
-    "positives listing identifiers", lambda row: _positive(row) and bool(row.identifiers)
+    "positives listing identifiers whose turn did not error",
+    lambda row: _positive(row) and bool(row.identifiers) and row.error is None,
 )
 ANSWERED_WITH_LANGUAGE = Population(
     "answered positives and negatives with a known language",

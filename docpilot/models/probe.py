@@ -1,4 +1,4 @@
-"""One cheap request to a model endpoint before a run spends its golden set on it.
+"""Making sure a run's model endpoint can answer before the run spends its golden set on it.
 
 A wrong key, a wrong URL or a server that is not running would fail every turn of a
 run in the same way, and the run would score nothing but errors. ``probe_endpoint``
@@ -10,13 +10,16 @@ run's own retries and error rows deal with a service that is only busy.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
 import httpx
 
+from docpilot.config.model import Config
 from docpilot.errors import ConfigError
 from docpilot.models.connection import tls_context
-from docpilot.models.keys import redact
+from docpilot.models.keys import api_key_from_env, redact
 from docpilot.models.wire import excerpt
 
 _FATAL = {
@@ -63,3 +66,32 @@ def _service_reason(response: httpx.Response) -> str:
     if isinstance(error, str):
         return excerpt(error)
     return excerpt(text) or "(an empty body)"
+
+
+@contextlib.contextmanager
+def ready_endpoint(config: Config) -> Iterator[Config]:
+    """The run's config with its model endpoint up and checked, for the duration of the block.
+
+    The extractive model needs nothing. The ``local`` provider's server is started here
+    (and stopped after the block), and the config given back points at it. An ``openai``
+    endpoint is probed once; ConfigError (exit 2) when it cannot serve the run.
+    """
+    settings = config.model
+    if settings.provider == "extractive":
+        yield config
+        return
+    if settings.provider == "local":
+        from docpilot.models.local import serve_local
+
+        with serve_local(settings.path, name=settings.name, seed=settings.seed) as url:
+            served = config.model_copy(update={"model": settings.model_copy(update={"base_url": url})})
+            probe_endpoint(url, settings.name, None, timeout_s=settings.timeout_s)
+            yield served
+        return
+    if not settings.base_url:
+        raise ConfigError(
+            "the openai provider needs an endpoint",
+            hint="pass --base-url http://HOST:PORT/v1 or set model.base_url in the config",
+        )
+    probe_endpoint(settings.base_url, settings.name, api_key_from_env(), timeout_s=settings.timeout_s)
+    yield config

@@ -5,9 +5,14 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from docpilot.reports.faults import group_faults
 from docpilot.schema import Report
 
-_COUNTS = {"hallucinated_citations", "scope_violations", "unlinked_answers", "unlinked_negatives", "errors"}
+_COUNTS = {"hallucinated_citations", "scope_violations", "unlinked_answers", "unlinked_negatives", "errors",
+           "truncated_answers"}
+# Shown on one line under the table, the run's spending beside what the cache saved.
+_USAGE = {"prompt_tokens", "completion_tokens", "cost_usd",
+          "prompt_tokens_cached", "completion_tokens_cached", "cost_usd_cached"}
 _BOUNDS = {"over_refusal_gate": "over_refusal_gate_upper95", "over_refusal_answer": "over_refusal_answer_upper95"}
 
 
@@ -30,7 +35,7 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
     table.add_column("n", justify="right")
     table.add_column("note")
     for metric, value in report.summary.items():
-        if metric in _BOUNDS.values():
+        if metric in _BOUNDS.values() or metric in _USAGE:
             continue
         note = ""
         if metric in _BOUNDS and report.summary.get(_BOUNDS[metric]) is not None:
@@ -38,6 +43,9 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
         n = report.counts.get(metric)
         table.add_row(metric, format_value(metric, value), "" if n is None else str(n), note)
     console.print(table)
+    spending = usage_line(report.summary)
+    if spending:
+        console.print(spending, highlight=False)
     for gate in report.gates:
         mark = "[green]pass[/]" if gate.passed else "[red]FAIL[/]"
         value = format_value(gate.metric, gate.value)
@@ -62,3 +70,38 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
     )
     if path:
         console.print(f"report: {path}", highlight=False, soft_wrap=True)
+
+
+def usage_line(summary: dict) -> str | None:
+    """Tokens and cost of the run, what this run spent and what came from the cache; None when
+    the service reported no usage."""
+    prompt, completion = summary.get("prompt_tokens"), summary.get("completion_tokens")
+    if prompt is None and completion is None:
+        return None
+    prompt_cached = summary.get("prompt_tokens_cached") or 0
+    completion_cached = summary.get("completion_tokens_cached") or 0
+    prompt, completion = prompt or 0, completion or 0
+    line = (
+        f"tokens: {prompt:,} prompt + {completion:,} completion "
+        f"(this run {prompt - prompt_cached:,} + {completion - completion_cached:,}, "
+        f"from the cache {prompt_cached:,} + {completion_cached:,})"
+    )
+    cost = summary.get("cost_usd")
+    if cost is not None:
+        cached = summary.get("cost_usd_cached") or 0.0
+        line += f"; cost ${cost:.4f} (this run ${cost - cached:.4f}, from the cache ${cached:.4f})"
+    return line
+
+
+def render_faults(report: Report, console: Console) -> None:
+    """Print the run's errored records grouped by cause: count, cause, and the first message of each."""
+    groups = group_faults(report.rows)
+    if not groups:
+        return
+    total = sum(group.count for group in groups)
+    console.print(f"[red]errors[/]: {total} of {len(report.rows)} records, by cause", highlight=False)
+    for group in groups:
+        console.print(f"  {group.count} × {group.cause}", markup=False, highlight=False)
+        # markup=False: a service's message may hold [brackets].
+        console.print(f"      first ({group.first_record}): {group.first_message}", markup=False, highlight=False,
+                      soft_wrap=True)

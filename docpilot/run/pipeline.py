@@ -16,7 +16,7 @@ from pathlib import Path
 
 from docpilot.run import progress
 from docpilot.run.cache import StageCache, cache_key
-from docpilot.config.model import Config
+from docpilot.config.model import Config, ModelConfig
 from docpilot.corpus.pages import Chunk, Corpus, docs_signature, load_corpus
 from docpilot.errors import CorpusError
 from docpilot.assistant.language import detect_language
@@ -24,6 +24,7 @@ from docpilot.assistant.language import ready as language_ready
 from docpilot.run.lane import open_lane
 from docpilot.models.base import Prompt, Turn
 from docpilot.models.extractive import document_frequencies
+from docpilot.models.prices import turn_cost_usd
 from docpilot.models.registry import model_identity
 from docpilot.assistant.primer import PROMPT_VERSION, prime
 from docpilot.assistant.render import Panel, render_panel
@@ -264,12 +265,15 @@ def render_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     return traces
 
 
-def build_rows(traces: list[Trace], *, gate_only: bool = False) -> list[Row]:
-    """One report row per trace: what the scorer reads."""
-    return [_row(t, gate_only=gate_only) for t in traces]
+def build_rows(traces: list[Trace], *, gate_only: bool = False, model: ModelConfig | None = None) -> list[Row]:
+    """One report row per trace: what the scorer reads.
+
+    ``model`` gives the prices that turn each row's usage into its ``cost_usd``.
+    """
+    return [_row(t, gate_only=gate_only, model=model) for t in traces]
 
 
-def _row(trace: Trace, *, gate_only: bool) -> Row:
+def _row(trace: Trace, *, gate_only: bool, model: ModelConfig | None = None) -> Row:
     # The fields are gathered first and the row is built once: cheaper than setting
     # them one by one on a built row, a thousand rows at a time.
     record = trace.record
@@ -311,6 +315,8 @@ def _row(trace: Trace, *, gate_only: bool) -> Row:
             answer=turn.answer,
             reasoning=turn.reasoning,
             usage=turn.usage,
+            cost_usd=turn_cost_usd(turn.usage, model),
+            truncated=turn.truncated,
             error=turn.error,
             refused=turn.refused,
             refused_by="model" if turn.refused else None,

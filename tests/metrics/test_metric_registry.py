@@ -17,6 +17,8 @@ CANONICAL = [
     "over_refusal_gate_upper95", "over_refusal_answer", "over_refusal_answer_upper95",
     "no_answer_precision", "attack_success_rate", "refusal_accuracy", "safe_answer_rate",
     "latency_p50", "latency_p95", "latency_p99", "first_token_p50", "first_token_p95",
+    "prompt_tokens", "completion_tokens", "cost_usd",
+    "prompt_tokens_cached", "completion_tokens_cached", "cost_usd_cached", "truncated_answers",
 ]
 
 
@@ -35,7 +37,7 @@ def test_every_metric_says_what_it_is() -> None:
     for metric in registry.METRICS.values():
         assert metric.description and metric.population.name
         assert metric.family in {
-            "retrieval", "answer", "citations", "refusals", "attacks", "latency",
+            "retrieval", "answer", "citations", "refusals", "attacks", "latency", "usage",
         }
 
 

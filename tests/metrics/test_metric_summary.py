@@ -78,3 +78,15 @@ def test_per_record_is_long_form_and_averages_back_to_the_summary(make_row) -> N
 def test_per_record_gate_only_lists_retrieval_only(make_row) -> None:
     long = per_record([make_row("p1", gold=["a#"], retrieved=["a#"])], gate_only=True)
     assert [r["metric"] for r in long] == RETRIEVAL_METRICS
+
+
+# Regression: errored turns were scored, so a run whose every turn failed reported answer_f1 0.000.
+def test_errored_rows_are_left_out_of_the_answer_averages(make_row) -> None:
+    rows = [
+        make_row("p1", gold=["a#"], answer="", gold_answer="use a token", identifiers=["token"], error="HTTP 500"),
+        make_row("p2", gold=["a#"], answer="", gold_answer="use a token", identifiers=["token"], error="cut"),
+    ]
+    summary, counts = summarize(rows)
+    assert summary["answer_f1"] is None and summary["identifier_recall"] is None
+    assert summary["citation_recall"] is None and summary["errors"] == 2
+    assert counts["answer_f1"] == 0
