@@ -4,8 +4,9 @@
 with a monotonic clock started just before the request is sent:
 
     latency_ms        send → the `done` event
-    first_token_ms    send → the first non-empty `token` event (a turn that painted no
-                      answer text counts at its latency)
+    first_token_ms    send → the first `token` event with more than white space (the rule of
+                      ``models.base.paints``; a turn that painted no answer text counts
+                      at its latency)
     first_thought_ms  send → the first `thought` event (None when there was none)
     retrieval_ms      send → the `retrieval` event
 
@@ -33,7 +34,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from docpilot.errors import ConfigError
-from docpilot.models.base import Prompt, Source, Turn
+from docpilot.models.base import Prompt, Source, Turn, paints
+from docpilot.models.wire import EventReader, retry_wait_s
 from docpilot.run.pipeline import Trace, Workspace
 from docpilot.assistant.render import Panel
 from docpilot.server.schema import (
@@ -161,12 +163,12 @@ async def ask(
                 if response.status_code == 503 and busy < busy_retries:
                     busy += 1
                     await response.aread()
-                    await asyncio.sleep(_retry_after(response.headers.get("retry-after")))
+                    await asyncio.sleep(retry_wait_s(response.headers.get("retry-after"), default=1.0))
                     continue
                 if response.status_code != 200:
                     turn.error = await _http_error(response, endpoint)
                     break
-                async for name, data in _sse_events(response.aiter_lines()):
+                async for name, data in _sse_events(response.aiter_bytes()):
                     _take(turn, name, data, elapsed())
                 break
         except _DROPPED as exc:
@@ -188,13 +190,6 @@ def _unreachable(endpoint: str, exc: Exception) -> str:
     return f"no reply from {endpoint} ({reason}); fix: check the URL and that the server is running"
 
 
-def _retry_after(value: str | None) -> float:
-    try:
-        return min(max(float(value or 1), 0.0), 30.0)
-    except ValueError:
-        return 1.0
-
-
 async def _http_error(response: httpx.Response, endpoint: str) -> str:
     raw = (await response.aread()).decode("utf-8", errors="replace")
     try:
@@ -205,18 +200,12 @@ async def _http_error(response: httpx.Response, endpoint: str) -> str:
     return f"HTTP {response.status_code} from {endpoint}: {message}; fix: {hint}"
 
 
-async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
-    """Each server-sent event's name and data."""
-    name, data = "message", []
-    async for line in lines:
-        if not line:
-            if data:
-                yield name, "\n".join(data)
-            name, data = "message", []
-        elif line.startswith("event:"):
-            name = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
+async def _sse_events(body: AsyncIterator[bytes]) -> AsyncIterator[tuple[str, str]]:
+    """Each server-sent event's name and data, read by the reader the openai model uses."""
+    reader = EventReader()
+    async for piece in body:
+        for event in reader.feed_named(piece):
+            yield event
 
 
 def _take(turn: RemoteTurn, name: str, raw: str, now_ms: float) -> None:
@@ -229,7 +218,7 @@ def _take(turn: RemoteTurn, name: str, raw: str, now_ms: float) -> None:
     turn.events.append(RemoteEvent(name=name, data=payload.model_dump() if payload else {"raw": raw}, at_ms=now_ms))
     if name == "token" and payload.text:  # type: ignore[union-attr]
         turn.answer += payload.text  # type: ignore[union-attr]
-        if turn.first_token_ms is None and payload.text.strip():  # type: ignore[union-attr]
+        if turn.first_token_ms is None and paints(payload.text):  # type: ignore[union-attr]
             turn.first_token_ms = now_ms
     elif name == "thought" and payload.text:  # type: ignore[union-attr]
         turn.reasoning = (turn.reasoning or "") + payload.text  # type: ignore[union-attr]
@@ -250,6 +239,12 @@ def _close(turn: RemoteTurn, now_ms: float) -> RemoteTurn:
         turn.latency_ms = now_ms
         if turn.error is None:
             turn.error = "the stream ended before its `done` event; fix: check the server's log"
+    if turn.error is None and turn.refusal is None and not paints(turn.answer) and turn.status == 200:
+        # A turn is an answer only with answer text: an empty one would be scored as a wrong answer.
+        turn.error = (
+            "the server's turn ended with no answer text and no refusal; "
+            "fix: check the server's log and the model it calls"
+        )
     turn.answer = turn.answer.strip()
     if turn.refusal is not None and turn.refusal.reply is not None:
         turn.answer = turn.refusal.reply

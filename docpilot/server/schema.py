@@ -144,7 +144,8 @@ class ErrorEvent(_Strict):
     """The turn failed; the message is safe to show and the details are in the server's log."""
 
     code: str
-    """`model_error`, `model_timeout` or `internal`, and for refused requests the HTTP reason."""
+    """`model_error`, `model_timeout`, `model_unfinished` (the model service ended the turn without
+    finishing it), `model_empty` or `internal`, and for refused requests the HTTP reason."""
     message: str
     """What went wrong, without internals."""
     request_id: str | None = None

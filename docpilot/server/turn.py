@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from docpilot.config.model import GuardConfig
 from docpilot.errors import ModelError
 from docpilot.models.base import Model, Prompt, parse_refusal
+from docpilot.models.wire import INTERRUPTED_HINT
 from docpilot.run.pipeline import Workspace
 from docpilot.assistant.primer import prime
 from docpilot.assistant.render import render_panel
@@ -98,9 +99,7 @@ async def answer_events(
             )
         except ModelError as exc:
             _log.warning("request %s: the model failed: %s", request_id, exc)
-            failure = ErrorEvent(
-                code="model_error", message="the model failed to answer; retry later", request_id=request_id
-            )
+            failure = _model_failure(str(exc), request_id)
         model_ms = (clock() - mark) * 1000
         for event in reply.finish(keep_back=failure is not None):
             yield event
@@ -117,6 +116,24 @@ async def answer_events(
         total_ms=round((clock() - started) * 1000, 3),
     )
     yield "done", DoneEvent(request_id=request_id)
+
+
+def _model_failure(reason: str, request_id: str) -> ErrorEvent:
+    """The error event of a failed model turn: the cause a client can act on, no internals.
+
+    A turn the model service never finished (no finish_reason) is named apart, with the
+    fix, so the client's error rows say why rather than "retry later".
+    """
+    if "no finish_reason" in reason:
+        return ErrorEvent(
+            code="model_unfinished",
+            message=f"the model service ended the turn without finishing it (no finish_reason); fix: {INTERRUPTED_HINT}",
+            request_id=request_id,
+        )
+    if "no answer text and no refusal" in reason:
+        return ErrorEvent(code="model_empty", message="the model finished without answer text or a refusal",
+                          request_id=request_id)
+    return ErrorEvent(code="model_error", message="the model failed to answer; retry later", request_id=request_id)
 
 
 def _search(ws: Workspace, ask: AskRequest) -> tuple[list[Hit], float, float]:

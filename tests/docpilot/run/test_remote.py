@@ -161,7 +161,8 @@ def test_a_busy_server_is_retried_after_retry_after():
 
 def test_a_connection_dropped_before_any_reply_is_asked_again():
     calls = []
-    stream = b'event: retrieval\ndata: {"hits":[],"primed":[]}\n\nevent: done\ndata: {"request_id":"r"}\n\n'
+    stream = (b'event: retrieval\ndata: {"hits":[],"primed":[]}\n\nevent: token\ndata: {"text":"Run pip."}\n\n'
+              b'event: done\ndata: {"request_id":"r"}\n\n')
 
     def handler(request: httpx.Request) -> httpx.Response:
         calls.append(request)
@@ -174,7 +175,7 @@ def test_a_connection_dropped_before_any_reply_is_asked_again():
             return await ask(client, "http://docs.test", "How do I install Acme?")
 
     turn = asyncio.run(run())
-    assert len(calls) == 2 and turn.error is None and [e.name for e in turn.events] == ["retrieval", "done"]
+    assert len(calls) == 2 and turn.error is None and [e.name for e in turn.events] == ["retrieval", "token", "done"]
 
 
 def test_a_stream_cut_before_done_is_an_error():
@@ -295,3 +296,61 @@ def test_local_server_reports_a_server_that_cannot_start(tmp_path):
     with pytest.raises(ConfigError, match="local server exited"):
         with local_server(_config(corpus={"docs": str(tmp_path / "missing")})):
             pass  # pragma: no cover
+
+
+def _ask_mock(handler) -> RemoteTurn:
+    async def run() -> RemoteTurn:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            return await ask(client, "http://docs.test", "How do I install Acme?")
+
+    return asyncio.run(run())
+
+
+def _sse(*events: tuple[str, str]) -> bytes:
+    return b"".join(f"event: {name}\ndata: {data}\n\n".encode() for name, data in events)
+
+
+# Regression: a server turn that ended with no answer text was scored as an (empty) answer.
+def test_a_turn_done_without_answer_text_or_refusal_is_an_error():
+    body = _sse(("retrieval", '{"hits":[],"primed":[]}'), ("token", '{"text":"  "}'), ("done", '{"request_id":"r"}'))
+    turn = _ask_mock(lambda request: httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body))
+    assert turn.error is not None and "no answer text and no refusal" in turn.error
+
+
+def test_white_space_is_not_the_first_token_and_events_may_arrive_in_any_pieces():
+    body = _sse(("retrieval", '{"hits":[],"primed":[]}'), ("token", '{"text":"\\n"}'), ("token", '{"text":"Run pip."}'),
+                ("done", '{"request_id":"r"}'))
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        # One byte at a time, with CRLF line ends: the reader the openai model uses joins them.
+        crlf = body.replace(b"\n", b"\r\n")
+
+        async def pieces() -> AsyncIterator[bytes]:
+            for i in range(len(crlf)):
+                yield crlf[i : i + 1]
+
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=pieces())
+
+    turn = _ask_mock(handler)
+    assert turn.error is None and turn.answer == "Run pip."
+    tokens = [event.at_ms for event in turn.events if event.name == "token"]
+    assert turn.first_token_ms == tokens[1]
+
+
+def test_a_503_retry_after_given_as_an_http_date_is_read():
+    from datetime import datetime, timedelta, timezone
+    from email.utils import format_datetime
+
+    calls = []
+    body = _sse(("retrieval", '{"hits":[],"primed":[]}'), ("token", '{"text":"Run pip."}'), ("done", '{"request_id":"r"}'))
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) == 1:
+            when = format_datetime(datetime.now(timezone.utc) - timedelta(seconds=5), usegmt=True)
+            return httpx.Response(503, headers={"retry-after": when}, json={"error": {"message": "full"}})
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    turn = _ask_mock(handler)
+    # A date in the past means "now": the old parser read it as unreadable and waited 1 s.
+    assert len(calls) == 2 and turn.error is None and turn.latency_ms < 1000

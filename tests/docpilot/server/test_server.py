@@ -450,3 +450,19 @@ def test_an_openai_compatible_model_streams_through_the_server():
     tokens = "".join(data["text"] for name, data in events if name == "token")
     assert tokens == "Install it with pip [1]."
     assert names[-2:] == ["timing", "done"]
+
+
+# Regression: a model turn that llama.cpp's server cut short ([DONE], no finish_reason) went
+# out to clients as a finished answer.
+def test_a_model_turn_ended_without_finish_reason_is_an_error_event_naming_the_fix():
+    from docpilot.models.openai import OpenAIModel
+    from tests.support.openai_server import OpenAIScript, Reply, serve_openai
+
+    script = OpenAIScript(default=Reply(answer="Install it with pip [1].", interrupt_after_words=3))
+    with serve_openai(script) as api:
+        with _serve(OpenAIModel(base_url=api, model="scripted", retries=0)) as base:
+            events = _events(_ask(base, headers={}).text)
+    names = _names(events)
+    assert "citations" not in names and "refusal" not in names  # the painted words end in an error, no answer
+    error = next(data for name, data in events if name == "error")
+    assert error["code"] == "model_unfinished" and "--interrupt_requests False" in error["message"]
