@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
@@ -126,11 +126,15 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_local(path: str | None, *, name: str, seed: int | None = 0, threads: int | None = None) -> Iterator[str]:
+def serve_local(
+    path: str | None, *, name: str, seed: int | None = 0, threads: int | None = None, server_args: Sequence[str] = ()
+) -> Iterator[str]:
     """Serve the local model on a free loopback port for the duration of the block; yields its base URL.
 
-    Raises ConfigError, with the server's last words, when the extra is missing or the
-    server does not come up.
+    ``server_args`` go after the honest settings and override them (the server reads the
+    last of a repeated option): for measuring what the server's defaults do. Raises
+    ConfigError, with the server's last words, when the extra is missing or the server
+    does not come up.
     """
     if not extra_installed():
         raise ConfigError("the local provider needs llama-cpp-python's server, which is not installed", hint=_INSTALL)
@@ -139,7 +143,7 @@ def serve_local(path: str | None, *, name: str, seed: int | None = 0, threads: i
     base_url = f"http://127.0.0.1:{port}/v1"
     with tempfile.TemporaryFile(mode="w+", prefix="docpilot-llama-") as log:
         process = subprocess.Popen(
-            server_command(gguf, port, name=name, seed=seed, threads=threads),
+            [*server_command(gguf, port, name=name, seed=seed, threads=threads), *server_args],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )

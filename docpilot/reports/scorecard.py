@@ -22,6 +22,10 @@ def format_value(metric: str, value: float | int | None) -> str:
         return "n/a"
     if metric in _COUNTS:
         return str(int(value))
+    if metric.startswith(("prompt_tokens", "completion_tokens")):
+        return f"{int(value):,}"
+    if metric.startswith("cost_usd"):
+        return f"${value:.4f}"
     if metric.startswith(("latency_", "first_token_", "stage_")):
         return f"{value:,.0f} ms" if value >= 10 else f"{value:.2f} ms"
     return f"{value:.3f}"
