@@ -10,7 +10,11 @@ from docpilot.cli._errors import handle_errors
 
 def _overrides(docs: str | None, provider: str | None, model: str | None, base_url: str | None) -> dict:
     overrides: dict = {"corpus": {"docs": docs}, "model": {"provider": provider, "name": model, "base_url": base_url}}
-    if provider and provider != "extractive" and not model:
+    if provider == "local" and not model:
+        from docpilot.models.local import DEFAULT_NAME
+
+        overrides["model"]["name"] = DEFAULT_NAME
+    elif provider and provider != "extractive" and not model:
         overrides["model"]["name"] = "gpt-4o-mini"
     return overrides
 
@@ -20,7 +24,8 @@ def _overrides(docs: str | None, provider: str | None, model: str | None, base_u
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port; 0: any free one.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Configuration file (YAML).")
 @click.option("--docs", type=click.Path(file_okay=False), help="Docs folder (overrides corpus.docs).")
-@click.option("--provider", type=click.Choice(["extractive", "openai"]), help="Model provider.")
+@click.option("--provider", type=click.Choice(["extractive", "openai", "local"]),
+              help="Model provider; local serves SmolLM2 with llama.cpp (needs the local extra).")
 @click.option("--model", help="Model name sent to the provider.")
 @click.option("--base-url", help="Endpoint root of an OpenAI-compatible service, e.g. http://127.0.0.1:8080/v1.")
 @click.option("--no-auth", is_flag=True, help="Serve without a token; refused unless --host is a loopback address.")
@@ -40,6 +45,7 @@ def serve_command(host, port, config_path, docs, provider, model, base_url, no_a
     loaded once, before the first request. Exit status: 2 on a usage, config or input
     error (such as --no-auth on a public host, or no token).
     """
+    from docpilot.models.probe import ready_endpoint
     from docpilot.models.registry import build_model
     from docpilot.run.pipeline import open_workspace
     from docpilot.server.app import bind, create_app, run_server, url_of
@@ -49,15 +55,18 @@ def serve_command(host, port, config_path, docs, provider, model, base_url, no_a
     token = server_token(host, no_auth=no_auth)  # refuse an open public server before loading anything
     config = load_config(config_path, overrides=_overrides(docs, provider, model, base_url))
     workspace = open_workspace(config, use_cache=False)
-    app = create_app(
-        workspace, build_model(config.model, corpus=workspace.corpus), token=token, max_concurrency=max_concurrency
-    )
-    sock = bind(host, port)
-    auth = "bearer token required" if token else "no auth (loopback only)"
-    pages = len(workspace.corpus.pages)
-    click.echo(
-        f"docpilot serve: listening on {url_of(sock)} ({pages} pages, model {config.model.provider}/"
-        f"{config.model.name}, {auth}, at most {max_concurrency} questions at once)",
-        err=False,
-    )
-    run_server(app, sock, access_log=access_log)
+    # The model endpoint is checked (and the local provider's server started) before the
+    # port opens, so a wrong key stops here rather than failing every question.
+    with ready_endpoint(config) as config:
+        app = create_app(
+            workspace, build_model(config.model, corpus=workspace.corpus), token=token, max_concurrency=max_concurrency
+        )
+        sock = bind(host, port)
+        auth = "bearer token required" if token else "no auth (loopback only)"
+        pages = len(workspace.corpus.pages)
+        click.echo(
+            f"docpilot serve: listening on {url_of(sock)} ({pages} pages, model {config.model.provider}/"
+            f"{config.model.name}, {auth}, at most {max_concurrency} questions at once)",
+            err=False,
+        )
+        run_server(app, sock, access_log=access_log)

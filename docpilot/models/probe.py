@@ -80,7 +80,7 @@ def ready_endpoint(config: Config) -> Iterator[Config]:
     if settings.provider == "extractive":
         yield config
         return
-    if settings.provider == "local":
+    if settings.provider == "local" and not settings.base_url:
         from docpilot.models.local import serve_local
 
         with serve_local(settings.path, name=settings.name, seed=settings.seed) as url:
@@ -88,10 +88,13 @@ def ready_endpoint(config: Config) -> Iterator[Config]:
             probe_endpoint(url, settings.name, None, timeout_s=settings.timeout_s)
             yield served
         return
+    # A local model whose server is already up (started by the process that launched this
+    # one) is probed like any endpoint.
     if not settings.base_url:
         raise ConfigError(
             "the openai provider needs an endpoint",
             hint="pass --base-url http://HOST:PORT/v1 or set model.base_url in the config",
         )
-    probe_endpoint(settings.base_url, settings.name, api_key_from_env(), timeout_s=settings.timeout_s)
+    key = api_key_from_env() if settings.provider == "openai" else None
+    probe_endpoint(settings.base_url, settings.name, key, timeout_s=settings.timeout_s)
     yield config
