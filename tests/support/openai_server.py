@@ -24,17 +24,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import socket
-import subprocess
 import sys
 import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
@@ -42,6 +39,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.support.child_server import serve_in_process
 
 FINGERPRINT = "fp_docpilot_test"
 
@@ -389,33 +388,6 @@ def serve_openai_process(default: Reply | None = None) -> Iterator[str]:
     """
     with serve_in_process("tests.support.openai_server", default or Reply()) as base_url:
         yield base_url
-
-
-@contextmanager
-def serve_in_process(module: str, reply: Reply) -> Iterator[str]:
-    """Run ``python -m <module> <reply as JSON>`` from the repository; yields its base URL.
-
-    The module prints the port it listens on, then serves until it is stopped.
-    """
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    process = subprocess.Popen(
-        [sys.executable, "-m", module, json.dumps(asdict(reply))], cwd=root, env=env, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        line = process.stdout.readline() if process.stdout else ""
-        if not line.strip().isdigit():
-            raise RuntimeError(f"the server process {module} did not start (it said {line!r})")
-        yield f"http://127.0.0.1:{int(line)}/v1"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout:
-            process.stdout.close()
 
 
 def _serve_forever(reply_json: str) -> None:
