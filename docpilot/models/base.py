@@ -17,6 +17,7 @@ answer text is the first a reader would see: white space alone paints nothing.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Protocol
 
@@ -91,6 +92,23 @@ class Model(Protocol):
     async def complete(self, prompt: Prompt) -> Turn:
         """Answer one prompt; never raises for a service fault, reports it in ``Turn.error``."""
         ...
+
+
+def finish_piece(turn: Turn) -> str:
+    """The text of a stream's last ``("finish", text)`` piece: how the turn ended and what it used, as JSON."""
+    return json.dumps({"finish_reason": turn.finish_reason, "usage": turn.usage})
+
+
+def read_finish(text: str) -> tuple[str | None, dict[str, int]]:
+    """The finish_reason and usage a ``("finish", text)`` piece carries."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None, {}
+    reason = data.get("finish_reason") if isinstance(data, dict) else None
+    usage = data.get("usage") if isinstance(data, dict) else None
+    usage = {k: v for k, v in usage.items() if isinstance(v, int)} if isinstance(usage, dict) else {}
+    return (reason if isinstance(reason, str) else None), usage
 
 
 def paints(text: str) -> bool:

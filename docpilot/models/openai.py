@@ -45,7 +45,7 @@ import orjson
 from yarl import URL
 
 from docpilot.errors import ConfigError, ModelError
-from docpilot.models.base import Prompt, Turn
+from docpilot.models.base import Prompt, Turn, finish_piece
 from docpilot.models.connection import close_abandoned, env_proxy, new_session, tls_context
 from docpilot.models.keys import redact
 from docpilot.models.wire import EventReader, PartialTurn, excerpt, parse_retry_after
@@ -184,7 +184,8 @@ class OpenAIModel:
         return self._session
 
     async def stream(self, prompt: Prompt) -> AsyncIterator[tuple[str, str]]:
-        """The reply as it arrives: ``("thought", text)`` and ``("token", text)`` pieces.
+        """The reply as it arrives: ``("thought", text)`` and ``("token", text)`` pieces, then
+        one ``("finish", json)`` piece with the turn's finish_reason and usage (``finish_piece``).
 
         Retries happen only before anything has streamed, so no piece is sent twice. A
         turn that fails raises ModelError after the pieces that did arrive. Closing the
@@ -208,6 +209,7 @@ class OpenAIModel:
             turn_task.cancel()
         if turn.error is not None:
             raise ModelError(turn.error)
+        yield "finish", finish_piece(turn)
 
     async def complete(self, prompt: Prompt, *, _listener: Callable[[str, str], None] | None = None) -> Turn:
         """Answer one prompt; a service fault ends the turn with ``Turn.error`` instead of raising."""

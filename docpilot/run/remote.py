@@ -108,6 +108,10 @@ class RemoteTurn(BaseModel):
     """The refusal, when refused."""
     timing: TimingEvent | None = None
     """The server's stage timings."""
+    truncated: bool = False
+    """The server said the answer stopped at the model's `max_tokens`."""
+    usage: dict[str, int] = Field(default_factory=dict)
+    """Token usage the server's model reported."""
     error: str | None = None
     """What went wrong; None when the turn completed."""
 
@@ -232,6 +236,7 @@ def _take(turn: RemoteTurn, name: str, raw: str, now_ms: float) -> None:
         turn.error = f"{payload.code}: {payload.message} (request {payload.request_id})"  # type: ignore[union-attr]
     elif name == "done":
         turn.latency_ms = now_ms
+        turn.truncated, turn.usage = payload.truncated, payload.usage  # type: ignore[union-attr]
 
 
 def _close(turn: RemoteTurn, now_ms: float) -> RemoteTurn:
@@ -283,6 +288,8 @@ def fill_trace(trace: Trace, remote: RemoteTurn) -> Trace:
         latency_ms=after(remote.latency_ms),
         first_token_ms=after(remote.first_token_ms),
         first_thought_ms=after(remote.first_thought_ms),
+        usage=remote.usage,
+        truncated=remote.truncated and remote.error is None,
         error=remote.error,
     )
     return trace

@@ -171,6 +171,12 @@ class DoneEvent(_Strict):
 
     request_id: str
     """The request's id, also sent as the `X-Request-Id` header."""
+    finish_reason: str | None = None
+    """Why the model service said the turn ended (`stop`, `length`); null when it said nothing."""
+    truncated: bool = False
+    """The answer stopped at the model's `max_tokens`."""
+    usage: dict[str, int] = Field(default_factory=dict)
+    """Token usage the model service reported."""
 
 
 class AskResult(_Strict):

@@ -5,8 +5,9 @@ It calls what the local runtime's stages call (``Retriever.search`` with the con
 question answered here gets the panel the eval would score.
 
 Models stream through an optional ``stream(prompt)`` async iterator. Each piece is a
-``str`` of answer text, or a ``(kind, text)`` pair whose kind is ``"token"`` (answer)
-or ``"thought"`` (reasoning); a fault raises ``ModelError``. A model without
+``str`` of answer text, or a ``(kind, text)`` pair whose kind is ``"token"`` (answer),
+``"thought"`` (reasoning) or ``"finish"`` (how the turn ended and its usage, as the
+`done` event then tells the client); a fault raises ``ModelError``. A model without
 ``stream`` is called through ``complete`` and its turn is sent whole.
 
 The answer's first characters are held back until it is clear whether they open a
@@ -26,7 +27,7 @@ from pydantic import BaseModel
 
 from docpilot.config.model import GuardConfig
 from docpilot.errors import ModelError
-from docpilot.models.base import Model, Prompt, parse_refusal
+from docpilot.models.base import Model, Prompt, finish_piece, parse_refusal, read_finish
 from docpilot.models.wire import INTERRUPTED_HINT
 from docpilot.run.pipeline import Workspace
 from docpilot.assistant.primer import prime
@@ -81,6 +82,7 @@ async def answer_events(
         ],
     )
     model_ms = 0.0
+    done = DoneEvent(request_id=request_id)
     if gate_refuses(ws.config.guard, hits):
         yield "refusal", RefusalEvent(refused_by="gate", cause="not-answerable")
     else:
@@ -101,6 +103,8 @@ async def answer_events(
             _log.warning("request %s: the model failed: %s", request_id, exc)
             failure = _model_failure(str(exc), request_id)
         model_ms = (clock() - mark) * 1000
+        done = DoneEvent(request_id=request_id, finish_reason=reply.finish_reason,
+                         truncated=failure is None and reply.finish_reason == "length", usage=reply.usage)
         for event in reply.finish(keep_back=failure is not None):
             yield event
         if failure is not None:
@@ -115,7 +119,7 @@ async def answer_events(
         model_ms=round(model_ms, 3),
         total_ms=round((clock() - started) * 1000, 3),
     )
-    yield "done", DoneEvent(request_id=request_id)
+    yield "done", done
 
 
 def _model_failure(reason: str, request_id: str) -> ErrorEvent:
@@ -211,12 +215,13 @@ async def _pieces(model: Model, prompt: Prompt) -> AsyncIterator[tuple[str, str]
         if turn.reasoning:
             yield "thought", turn.reasoning
         yield "token", turn.answer
+        yield "finish", finish_piece(turn)
         return
     async with contextlib.aclosing(stream(prompt)) as pieces:  # type: ignore[type-var]
         async for piece in pieces:
             if isinstance(piece, str):
                 yield "token", piece
-            elif isinstance(piece, tuple) and len(piece) == 2 and piece[0] in ("token", "thought"):
+            elif isinstance(piece, tuple) and len(piece) == 2 and piece[0] in ("token", "thought", "finish"):
                 yield piece[0], str(piece[1])
             else:
                 raise TypeError(f"a model's stream gave {type(piece).__name__}; expected str or (kind, text)")
@@ -231,6 +236,8 @@ class _Reply:
         self.held = ""
         self.decided: bool | None = None  # None: not yet known; True: refusal; False: answer
         self.cause: Cause | None = None
+        self.finish_reason: str | None = None  # as the model service said, when it said
+        self.usage: dict[str, int] = {}
 
     @property
     def reasoning(self) -> str | None:
@@ -244,6 +251,9 @@ class _Reply:
 
     def take(self, kind: str, text: str) -> list[Event]:
         """Add one piece; the events to send now."""
+        if kind == "finish":
+            self.finish_reason, self.usage = read_finish(text)
+            return []
         if not text:
             return []
         if kind == "thought":

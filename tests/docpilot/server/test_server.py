@@ -466,3 +466,16 @@ def test_a_model_turn_ended_without_finish_reason_is_an_error_event_naming_the_f
     assert "citations" not in names and "refusal" not in names  # the painted words end in an error, no answer
     error = next(data for name, data in events if name == "error")
     assert error["code"] == "model_unfinished" and "--interrupt_requests False" in error["message"]
+
+
+def test_the_done_event_says_how_the_model_turn_ended_and_what_it_used():
+    from docpilot.models.openai import OpenAIModel
+    from tests.support.openai_server import OpenAIScript, Reply, serve_openai
+
+    script = OpenAIScript(default=Reply(answer="Install it with pip [1].", finish_reason="length"))
+    with serve_openai(script) as api:
+        with _serve(OpenAIModel(base_url=api, model="scripted")) as base:
+            events = _events(_ask(base, headers={}).text)
+    done = next(data for name, data in events if name == "done")
+    assert done["finish_reason"] == "length" and done["truncated"] is True
+    assert done["usage"]["completion_tokens"] == 5 and done["usage"]["prompt_tokens"] > 0
