@@ -57,8 +57,8 @@ def make_golden(path: Path, docs: Path, records: int) -> int:
 
 
 def _config(work: Path, docs: Path, golden: Path, variant: str, shard_size: int):
-    from docpilot.config.model import RetrievalConfig
     from docpilot.config.loading import load_config
+    from docpilot.config.model import RetrievalConfig
 
     overrides: dict = {
         "corpus": {"docs": str(docs)},

@@ -31,10 +31,11 @@ from prefect.cache_policies import NONE  # noqa: E402
 from prefect.utilities.annotations import quote  # noqa: E402
 from prefect_dask import DaskTaskRunner  # noqa: E402
 
-from docpilot.run import pipeline  # noqa: E402
-
-from docpilot.run import progress
 from docpilot.errors import OrchestratorError  # noqa: E402
+from docpilot.run import (
+    pipeline,  # noqa: E402
+    progress,
+)
 from docpilot.run.job import EvalJob, job_records, shards  # noqa: E402
 from docpilot.run.pipeline import Trace  # noqa: E402
 from docpilot.schema import Report  # noqa: E402

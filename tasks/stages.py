@@ -10,9 +10,7 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NONE
 
-from docpilot.run import pipeline
-
-from docpilot.run import progress
+from docpilot.run import pipeline, progress
 from docpilot.run.job import EvalJob
 from docpilot.run.lane import Interrupted
 from docpilot.run.pipeline import Trace

@@ -99,9 +99,9 @@ def eval_command(
     input error.
     """
     from docpilot.config.golden import validate_against_corpus
+    from docpilot.config.loading import load_config
     from docpilot.run.job import EvalJob, read_records
     from docpilot.run.pipeline import open_workspace
-    from docpilot.config.loading import load_config
 
     overrides = _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
     config = load_config(config_path, overrides=overrides)
@@ -123,9 +123,8 @@ def eval_command(
         corpus_fingerprint=workspace.corpus.fingerprint,
     )
 
-    from flows.eval import run_eval
-
     from docpilot.run import progress
+    from flows.eval import run_eval
 
     sink = progress.sink_for()
     progress.install(sink)

@@ -24,7 +24,6 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from docpilot.config.model import Config
-from docpilot.errors import ConfigError
 from docpilot.config.userfile import (
     Problem,
     describe,
@@ -37,6 +36,7 @@ from docpilot.config.userfile import (
     read_text,
     repeated_keys,
 )
+from docpilot.errors import ConfigError
 
 DEFAULT_PATH = Path("configs/docpilot.yaml")
 """The config file read when none is named, relative to the working directory."""

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from docpilot.corpus.chunking import chunk_texts
-from docpilot.errors import ConfigError, CorpusError
 from docpilot.corpus.markdown import ParsedPage, parse_page
 from docpilot.corpus.sidecar import parse_llms, parse_vocabulary
+from docpilot.errors import ConfigError, CorpusError
 
 PAGE_SUFFIXES = (".md", ".mdx")
 VOCABULARY_FILE = "vocabulary.json"

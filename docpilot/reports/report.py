@@ -125,8 +125,8 @@ def rescore(report: Report) -> Report:
 
 def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fingerprint: str) -> Report:
     """The report of one run: its settings and fingerprints, rows, summary and verdict."""
-    from docpilot.models.registry import model_identity
     from docpilot.config.loading import public_config
+    from docpilot.models.registry import model_identity
 
     config = public_config(job.config)
     model = model_identity(job.config.model, corpus_fingerprint=corpus_fingerprint)

@@ -14,20 +14,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from docpilot.run import progress
-from docpilot.run.cache import StageCache, cache_key
+from docpilot.assistant.guard import gate_refuses
+from docpilot.assistant.language import detect_language
+from docpilot.assistant.language import ready as language_ready
+from docpilot.assistant.primer import PROMPT_VERSION, prime
+from docpilot.assistant.render import Panel, render_panel
 from docpilot.config.model import Config
 from docpilot.corpus.pages import Chunk, Corpus, docs_signature, load_corpus
 from docpilot.errors import CorpusError
-from docpilot.assistant.language import detect_language
-from docpilot.assistant.language import ready as language_ready
-from docpilot.run.lane import open_lane
 from docpilot.models.base import Prompt, Turn
 from docpilot.models.extractive import document_frequencies
 from docpilot.models.registry import model_identity
-from docpilot.assistant.primer import PROMPT_VERSION, prime
-from docpilot.assistant.render import Panel, render_panel
 from docpilot.retrieval.rankers import Hit, Retriever
+from docpilot.run import progress
+from docpilot.run.cache import StageCache, cache_key
+from docpilot.run.lane import open_lane
 from docpilot.schema import AttackProbe, GoldenRecord, Row
 
 
@@ -162,13 +163,11 @@ def retrieve_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False)
 
 def prime_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     """Build each record's prompt from its top sections, and apply the retrieval gate."""
-    guard = ws.config.guard
     k = ws.config.prime.top_k
     for trace in traces:
         hits = [Hit(**h) for h in trace.hits[:k]]  # only the primed ones
         trace.prompt = prime(trace.record.question, hits, ws.chunks, k=k)
-        top = hits[0].score if hits else 0.0
-        trace.gate_refused = guard.mode == "on" and top < guard.threshold
+        trace.gate_refused = gate_refuses(ws.config.guard, hits)
     return traces
 
 

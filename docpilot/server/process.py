@@ -20,10 +20,10 @@ from pathlib import Path
 
 import yaml
 
+from docpilot.config.loading import ENV_PREFIX, SECRET_VARIABLES, public_config
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError
 from docpilot.server.schema import TOKEN_VARIABLE
-from docpilot.config.loading import ENV_PREFIX, SECRET_VARIABLES, public_config
 
 _READY = re.compile(r"listening on (http://\S+)")
 

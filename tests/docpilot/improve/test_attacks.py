@@ -12,13 +12,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from docpilot.cli import main
-from docpilot.config.model import Config
-from docpilot.config.golden import load_probes
-from docpilot.run.job import EvalJob
 from docpilot.assistant.primer import CANARY, SYSTEM
+from docpilot.cli import main
+from docpilot.config.golden import load_probes
+from docpilot.config.model import Config
 from docpilot.readout.outcomes import prepare_readout
 from docpilot.reports.report import load_report
+from docpilot.run.job import EvalJob
 from docpilot.schema import AttackProbe, Report, Row
 from flows.eval import run_eval
 from metrics.attacks import Leak, find_forbidden, list_leaks

@@ -8,10 +8,14 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from docpilot.improve.calibration import calibration_table, choose_threshold, write_guard
 from docpilot.cli import main
-from docpilot.schema import Row
 from docpilot.config.loading import load_config
+from docpilot.improve.calibration import (
+    calibration_table,
+    choose_threshold,
+    write_guard,
+)
+from docpilot.schema import Row
 from metrics.refusals import wilson_upper
 from tests.conftest import DATA, ROOT
 

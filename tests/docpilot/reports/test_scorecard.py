@@ -7,8 +7,8 @@ import io
 from rich.console import Console
 
 from docpilot.reports.report import load_report, rescore
-from docpilot.schema import LeakFound
 from docpilot.reports.scorecard import format_value, render_scorecard
+from docpilot.schema import LeakFound
 from tests.conftest import DATA
 
 

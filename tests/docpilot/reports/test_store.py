@@ -9,8 +9,14 @@ import pytest
 
 from docpilot.errors import ReportError
 from docpilot.reports.report import score, write_report
+from docpilot.reports.store import (
+    ReportStore,
+    differences,
+    header_of,
+    open_report,
+    resolve_report,
+)
 from docpilot.schema import Report, Row
-from docpilot.reports.store import ReportStore, differences, header_of, open_report, resolve_report
 
 ROW = Row(id="q1", kind="positive", split="dev", question="q?", gold=["a#b"], retrieved=["a#b"])
 

@@ -84,9 +84,9 @@ def test_a_worker_holding_other_docs_reloads_them_for_the_runs_fingerprint(tmp_p
     docs = _copy_docs(tmp_path)
     config = Config(corpus={"docs": str(docs)}, cache_dir=str(tmp_path / "cache"))
     started = open_workspace(config).corpus.fingerprint
-    from docpilot.run import pipeline
-
     import dataclasses
+
+    from docpilot.run import pipeline
 
     stale = pipeline._WORKSPACES[(config.model_dump_json(), True)]
     stale.corpus = dataclasses.replace(stale.corpus, fingerprint="0" * 64)  # as if loaded from older docs

@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from docpilot.config.golden import load_golden
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError
-from docpilot.config.golden import load_golden
 from docpilot.models.base import Prompt
 from docpilot.models.registry import build_model
 from docpilot.run.pipeline import (

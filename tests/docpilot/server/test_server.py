@@ -17,6 +17,7 @@ from docpilot.config.model import Config, RetrievalConfig
 from docpilot.errors import ModelError
 from docpilot.models.base import Prompt, Turn
 from docpilot.models.registry import build_model
+from docpilot.retrieval.rankers import Retriever
 from docpilot.run.pipeline import (
     Workspace,
     model_shard,
@@ -26,7 +27,6 @@ from docpilot.run.pipeline import (
     retrieve_shard,
     start_traces,
 )
-from docpilot.retrieval.rankers import Retriever
 from docpilot.schema import GoldenRecord
 from docpilot.server.app import create_app, serve_in_thread
 from tests.docpilot.retrieval.test_embedders import WordHashEmbedder
