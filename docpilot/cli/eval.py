@@ -94,7 +94,7 @@ def eval_command(
     from docpilot.config.golden import validate_against_corpus
     from docpilot.config.loading import load_config
     from docpilot.run.job import EvalJob, read_records
-    from docpilot.run.pipeline import open_workspace
+    from docpilot.run.workspace import open_workspace
 
     overrides = _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
     config = load_config(config_path, overrides=overrides)

@@ -35,7 +35,7 @@ def serve_command(host, port, config_path, docs, provider, model, base_url, no_a
     """
     from docpilot.config.loading import flag_overrides, load_config
     from docpilot.models.registry import build_model
-    from docpilot.run.pipeline import open_workspace
+    from docpilot.run.workspace import open_workspace
     from docpilot.server.app import bind, create_app, run_server, url_of
     from docpilot.server.auth import server_token
 
