@@ -14,25 +14,11 @@ from docpilot.cli._errors import handle_errors, interrupts_resume
 
 
 def _overrides(docs, golden, record_set, provider, model, base_url, concurrency) -> dict:
-    overrides: dict = {}
-    if concurrency:
-        overrides.setdefault("model", {})["concurrency"] = concurrency
-    if docs:
-        overrides.setdefault("corpus", {})["docs"] = docs
+    from docpilot.config.loading import flag_overrides
+
+    overrides = flag_overrides(docs=docs, provider=provider, model=model, base_url=base_url, concurrency=concurrency)
     if golden:
         overrides["golden" if record_set == "golden" else "adversarial"] = golden
-    for key, value in (("provider", provider), ("name", model), ("base_url", base_url)):
-        if value:
-            overrides.setdefault("model", {})[key] = value
-    if provider == "local":
-        from docpilot.models.local import DEFAULT_NAME
-
-        overrides["model"].setdefault("name", DEFAULT_NAME)
-        # llama.cpp's server answers one request at a time: more in flight would only queue,
-        # and the queue would be measured as the model's latency.
-        overrides["model"].setdefault("concurrency", 1)
-    elif provider and provider != "extractive" and not model:
-        overrides["model"].setdefault("name", "gpt-4o-mini")
     return overrides
 
 
@@ -139,9 +125,9 @@ def eval_command(
     input error.
     """
     from docpilot.config.golden import validate_against_corpus
-    from docpilot.run.job import EvalJob, read_records
-    from docpilot.run.pipeline import open_workspace
     from docpilot.config.loading import load_config
+    from docpilot.run.job import EvalJob, read_records
+    from docpilot.run.workspace import open_workspace
 
     overrides = _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
     config = load_config(config_path, overrides=overrides)
@@ -159,10 +145,9 @@ def eval_command(
         raise click.UsageError("--dask-address names the scheduler of --runner dask; add --runner dask")
     stages = ["retrieve", "model"] if "all" in refresh else sorted(set(refresh))
 
-    from flows.eval import run_eval
-
     from docpilot.models.probe import ready_endpoint
     from docpilot.run import progress
+    from flows.eval import run_eval
 
     # The model this process calls: none for --gate-only, nor when a running server is measured.
     calls_model = not gate_only and not (runtime == "server" and url)

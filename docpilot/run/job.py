@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from docpilot.config.model import Config
 from docpilot.config.golden import load_golden, load_probes
+from docpilot.config.model import Config
 from docpilot.schema import GoldenRecord
 
 

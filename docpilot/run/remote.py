@@ -33,11 +33,12 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from docpilot.assistant.render import Panel
 from docpilot.errors import ConfigError
 from docpilot.models.base import Prompt, Source, Turn, paints
 from docpilot.models.wire import EventReader, retry_wait_s
-from docpilot.run.pipeline import Trace, Workspace
-from docpilot.assistant.render import Panel
+from docpilot.run.workspace import Trace, Workspace
+from docpilot.server.process import local_server
 from docpilot.server.schema import (
     EVENT_MODELS,
     TOKEN_VARIABLE,
@@ -46,7 +47,6 @@ from docpilot.server.schema import (
     RetrievalEvent,
     TimingEvent,
 )
-from docpilot.server.process import local_server
 
 __all__ = ["RemoteEvent", "RemoteTurn", "ask", "ask_url", "fill_trace", "local_server", "remote_shard"]
 
