@@ -25,7 +25,7 @@ def format_value(metric: str, value: float | int | None) -> str:
     if metric.startswith(("prompt_tokens", "completion_tokens")):
         return f"{int(value):,}"
     if metric.startswith("cost_usd"):
-        return f"${value:.4f}"
+        return f"USD {value:.4f}"
     if metric.startswith(("latency_", "first_token_", "stage_")):
         return f"{value:,.0f} ms" if value >= 10 else f"{value:.2f} ms"
     return f"{value:.3f}"
@@ -93,7 +93,7 @@ def usage_line(summary: dict) -> str | None:
     cost = summary.get("cost_usd")
     if cost is not None:
         cached = summary.get("cost_usd_cached") or 0.0
-        line += f"; cost ${cost:.4f} (this run ${cost - cached:.4f}, from the cache ${cached:.4f})"
+        line += f"; cost USD {cost:.4f} (this run {cost - cached:.4f}, from the cache {cached:.4f})"
     return line
 
 

@@ -23,13 +23,18 @@ def eval_args(base_url: str, out: Path, orchestrator: str) -> list[str]:
             "--concurrency", "1", "--out", str(out), "--json"]
 
 
+def turns_asked(script: OpenAIScript) -> int:
+    """The model turns the server was asked for, leaving out the endpoint probe each run sends first."""
+    return sum(1 for request in list(script.history) if request.body.get("stream"))
+
+
 def stop_after(script: OpenAIScript, args: list[str], env: dict, requests: int, signum: int) -> tuple[int, str]:
-    """Start the command, send ``signum`` once the server has seen ``requests`` requests; its exit code and stderr."""
+    """Start the command, send ``signum`` once the server has been asked ``requests`` turns; its exit code and stderr."""
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while len(script.history) < requests and time.monotonic() < deadline and proc.poll() is None:
+    while turns_asked(script) < requests and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)
-    assert len(script.history) >= requests, proc.communicate()
+    assert turns_asked(script) >= requests, proc.communicate()
     proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
     return proc.returncode, stderr
@@ -37,9 +42,9 @@ def stop_after(script: OpenAIScript, args: list[str], env: dict, requests: int, 
 
 def resume(script: OpenAIScript, args: list[str], env: dict, out: Path) -> tuple[int, int]:
     """Run the command again to its end; how many rows reused a cached turn, and how many calls it made."""
-    asked = len(script.history)
+    asked = turns_asked(script)
     rerun = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert rerun.returncode in (0, 1), rerun.stderr
     rows = yaml.safe_load(out.read_text())["rows"]
-    return sum("model" in row["cached"] for row in rows), len(script.history) - asked
+    return sum("model" in row["cached"] for row in rows), turns_asked(script) - asked
 

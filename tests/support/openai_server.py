@@ -8,10 +8,10 @@ with no choices when ``stream_options.include_usage`` is set) closed by
 server (Starlette under uvicorn on 127.0.0.1), clients are tested through their real
 sockets, timeouts and connection handling.
 
-What each request gets is chosen in this order: the next reply a test ``enqueue``\\ d,
-else the reply registered for a text the request's last message contains in
-``by_content``, else the reply registered for the request's model name in ``by_model``, else the
-``default``. Every request is kept in ``history`` (headers and JSON body).
+What each request gets is chosen in this order: the next reply a test ``enqueue``\\ d
+(never taken by the one-token probe a CLI run sends first), else the reply registered
+for a text the request's last message contains in ``by_content``, else the reply
+registered for the request's model name in ``by_model``, else the ``default``. Every request is kept in ``history`` (headers and JSON body).
 
     script = OpenAIScript()
     with serve_openai(script) as base_url:
@@ -149,7 +149,9 @@ class OpenAIScript:
     def _take(self, received: ReceivedRequest) -> Reply:
         with self._lock:
             self.history.append(received)
-            if self._queue:
+            # The one-token endpoint probe a CLI run sends first does not take a queued reply.
+            probe = received.body.get("max_tokens") == 1 and not received.body.get("stream")
+            if self._queue and not probe:
                 return self._queue.popleft()
             messages = received.body.get("messages") or [{}]
             last = str(messages[-1].get("content", "")) if isinstance(messages[-1], dict) else ""

@@ -82,11 +82,10 @@ def test_a_refused_connection_stops_the_run(tmp_path) -> None:
 
 
 def test_faults_are_grouped_by_cause_before_the_scorecard(tmp_path, served) -> None:
-    # The probe gets an answer; every turn of the run then ends unfinished, as llama.cpp's
+    # The probe is answered; every turn of the run then ends unfinished, as llama.cpp's
     # server ends them when the next request arrives.
     base_url, script = served
     script.reset(Reply(answer="Set the token in the header [1].", interrupt_after_words=3))
-    script.enqueue(Reply(answer="OK"))
     result = run("eval", *BASE, "--provider", "openai", "--base-url", base_url, "--no-cache",
                  "--out", str(tmp_path / "r.json"))
     assert result.exit_code == 1

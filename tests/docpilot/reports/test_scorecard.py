@@ -44,11 +44,11 @@ def test_the_scorecard_shows_n_bounds_gates_and_leaks():
 def test_tokens_and_cost_read_as_counts_and_dollars_with_the_cache_apart() -> None:
     from docpilot.reports.scorecard import format_value, usage_line
 
-    assert format_value("prompt_tokens", 12345) == "12,345" and format_value("cost_usd_cached", 0.00125) == "$0.0013"
+    assert format_value("prompt_tokens", 12345) == "12,345" and format_value("cost_usd_cached", 0.00125) == "USD 0.0013"
     summary = {"prompt_tokens": 1400, "completion_tokens": 60, "prompt_tokens_cached": 400,
                "completion_tokens_cached": 10, "cost_usd": 0.0035, "cost_usd_cached": 0.001}
     assert usage_line(summary) == (
         "tokens: 1,400 prompt + 60 completion (this run 1,000 + 50, from the cache 400 + 10); "
-        "cost $0.0035 (this run $0.0025, from the cache $0.0010)"
+        "cost USD 0.0035 (this run 0.0025, from the cache 0.0010)"
     )
     assert usage_line({"prompt_tokens": None, "completion_tokens": None}) is None
