@@ -72,3 +72,18 @@ def test_events_are_given_as_soon_as_their_blank_line_arrives() -> None:
     assert reader.feed(b"\ndata: tw") == ["one"]
     assert reader.feed(b"o\n\n") == ["two"]
     assert reader.close() == []
+
+
+def test_named_events_carry_their_names_and_the_default_is_message() -> None:
+    # The client of a DocPilot server reads its named events with the same reader.
+    reader = EventReader()
+    body = b"event: token\r\ndata: {\"text\": \"a\"}\r\n\r\ndata: plain\n\nevent: done\ndata: {}\n\n"
+    assert reader.feed_named(body) == [("token", '{"text": "a"}'), ("message", "plain"), ("done", "{}")]
+
+
+def test_retry_after_waits_are_capped_and_default_when_unreadable() -> None:
+    from docpilot.models.wire import RETRY_AFTER_CAP_S, retry_wait_s
+
+    assert retry_wait_s("2", default=1.0) == 2.0
+    assert retry_wait_s("3600", default=1.0) == RETRY_AFTER_CAP_S
+    assert retry_wait_s("soon", default=1.0) == 1.0 and retry_wait_s(None, default=0.5) == 0.5
