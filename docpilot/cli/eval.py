@@ -136,7 +136,7 @@ def eval_command(
         sink.close()
     written = {}
     if html_path or junit_path or markdown_path:
-        from docpilot.readout.outcomes import write_outputs
+        from docpilot.readout.files import write_outputs
 
         written = write_outputs(report, html=html_path, junit=junit_path, markdown=markdown_path, report_path=path)
     _emit(report, path, as_json)

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
-from docpilot.readout.outcomes import Readout, RecordOutcome, write_atomically
+from docpilot.readout.outcomes import Readout, RecordOutcome
 from docpilot.schema import GateResult
 from docpilot.reports.scorecard import format_value
 
@@ -59,10 +58,6 @@ def render_junit(readout: Readout) -> str:
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
-
-def write_junit(readout: Readout, path: str | Path) -> Path:
-    """Write the JUnit XML atomically to ``path`` and return the path."""
-    return write_atomically(path, render_junit(readout))
 
 
 def _record_case(record: RecordOutcome, readout: Readout) -> ET.Element:

@@ -10,9 +10,8 @@ that shows the summary.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from docpilot.readout.outcomes import Readout, write_atomically
+from docpilot.readout.outcomes import Readout
 from docpilot.reports.scorecard import format_value
 
 MAX_RECORDS = 15
@@ -48,10 +47,6 @@ def render_markdown(readout: Readout, *, max_records: int = MAX_RECORDS) -> str:
     ]
     return "\n".join(lines).rstrip() + "\n"
 
-
-def write_markdown(readout: Readout, path: str | Path) -> Path:
-    """Write the summary atomically to ``path`` and return the path."""
-    return write_atomically(path, render_markdown(readout))
 
 
 def _metric_table(readout: Readout) -> list[str]:

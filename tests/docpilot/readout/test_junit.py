@@ -7,12 +7,12 @@ two fail.
 
 from __future__ import annotations
 
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from docpilot.readout.junit import render_junit, write_junit
+from docpilot.readout.files import write_readout
+from docpilot.readout.junit import render_junit
 from docpilot.readout.outcomes import prepare_readout
 from docpilot.reports.report import load_report, rescore
 from tests.conftest import DATA
@@ -118,17 +118,8 @@ def test_a_gate_only_run_skips_negatives(report, tmp_path):
     assert by_name["pos-miss"].find("failure").get("type") == "not-retrieved"
 
 
-def test_without_the_failure_taxonomy_plain_reasons_fail_the_records(report, tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "docpilot.improve.diagnosis", None)
-    by_name = cases(parse(report, tmp_path))
-    assert by_name["pos-miss"].find("failure").get("message") == "not-retrieved: positive: no gold section in the top 8"
-    assert by_name["pos-refused"].find("failure").get("type") == "model-refused"
-    assert by_name["neg-answered"].find("failure").get("type") == "answered-negative"
-    assert by_name["pos-error"].find("error") is not None
-
-
 def test_write_junit_is_atomic(report, tmp_path):
     target = tmp_path / "out" / "junit.xml"
-    write_junit(prepare_readout(report, reports_dir=tmp_path), target)
+    write_readout(prepare_readout(report, reports_dir=tmp_path), junit=target)
     ET.parse(target)
     assert [p.name for p in target.parent.iterdir()] == ["junit.xml"]

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from docpilot.readout.markdown import render_markdown, write_markdown
+from docpilot.readout.files import write_readout
+from docpilot.readout.markdown import render_markdown
 from docpilot.readout.outcomes import prepare_readout
 from docpilot.reports.report import load_report, rescore, write_report
 from tests.conftest import DATA
@@ -103,6 +104,6 @@ def test_a_run_with_no_failures_says_so(report, tmp_path):
 
 def test_write_markdown_is_atomic(report, tmp_path):
     target = tmp_path / "out" / "summary.md"
-    write_markdown(prepare_readout(report, reports_dir=tmp_path / "reports"), target)
+    write_readout(prepare_readout(report, reports_dir=tmp_path / "reports"), markdown=target)
     assert target.read_text(encoding="utf-8").startswith("### ❌ DocPilot: FAIL")
     assert [p.name for p in target.parent.iterdir()] == ["summary.md"]
