@@ -1,6 +1,6 @@
 """A short Markdown summary of a run, for a CI job summary or a pull-request comment.
 
-A verdict line, a compact metric table with each value's n (and its move when there
+A verdict line that says what failed (the gates decide the verdict), a compact metric table with each value's n (and its move when there
 is a previous comparable run), the failed gates with the records that broke them,
 and the first failing records with their causes. Record ids, causes and details are
 escaped, so a golden set or an answer cannot inject Markdown or HTML into the page
@@ -31,11 +31,9 @@ _ARROWS = {"better": "↑", "worse": "↓", "same": "="}
 def render_markdown(readout: Readout, *, max_records: int = MAX_RECORDS) -> str:
     """The summary of a readout, as Markdown text ending in a newline."""
     report = readout.report
-    mark = "✅" if report.verdict == "pass" else "❌"
     mode = ", gate-only" if report.gate_only else ""
     lines = [
-        f"### {mark} DocPilot: {report.verdict.upper()} — {report.set} set, {report.split} split{mode}, "
-        f"{len(report.rows)} records, {len(readout.failing)} failing",
+        f"### {_headline(readout)} — {report.set} set, {report.split} split{mode}, {len(report.rows)} records",
         "",
         f"Run `{_code(report.run_id)}` at {_escape(report.created_at)}, orchestrator {_escape(report.orchestrator)}, "
         f"runtime {_escape(report.runtime)}."
@@ -47,6 +45,17 @@ def render_markdown(readout: Readout, *, max_records: int = MAX_RECORDS) -> str:
     ]
     return "\n".join(lines).rstrip() + "\n"
 
+
+
+def _headline(readout: Readout) -> str:
+    """The verdict and what decided it: the failed gates, or how many gates held."""
+    gates = readout.report.gates
+    failed = [g for g in gates if not g.passed]
+    if failed:
+        shown = ", ".join(f"`{_code(g.metric)} {_code(g.op)} {g.threshold:g}`" for g in failed)
+        return f"❌ DocPilot: FAIL on {shown}"
+    held = f"{len(gates)} of {len(gates)} gates held" if gates else "no gate to check"
+    return f"✅ DocPilot: PASS, {held}"
 
 
 def _metric_table(readout: Readout) -> list[str]:
@@ -106,7 +115,9 @@ def _failing_records(readout: Readout, max_records: int) -> list[str]:
     failing = readout.failing
     if not failing:
         return ["No record failed."]
-    lines = [f"**Failing records** ({len(failing)})", "", "| record | kind | split | cause |", "|---|---|---|---|"]
+    lines = [f"**Records with a failing outcome** ({len(failing)}): each counts in its metrics; "
+             "only the gates above decide the verdict.", "",
+             "| record | kind | split | cause |", "|---|---|---|---|"]
     for record in failing[:max_records]:
         reasons = ([record.cause] if record.cause else []) + [f"gate {g}" for g in record.gates]
         cause = _escape(", ".join(reasons))

@@ -41,8 +41,9 @@ def cells(line: str) -> int:
     return len(re.findall(r"(?<!\\)\|", line)) - 1
 
 
-def test_the_verdict_line_comes_first(summary):
-    assert summary.splitlines()[0] == "### ❌ DocPilot: FAIL — golden set, all split, 8 records, 6 failing"
+def test_the_verdict_line_comes_first_and_names_the_failed_gates(summary):
+    assert summary.splitlines()[0] == ("### ❌ DocPilot: FAIL on `hallucinated_citations == 0`, `recall@8 >= 0.9` "
+                                       "— golden set, all split, 8 records")
     assert "Run `20261130T120000Z-abc123` at 2026-11-30T12:00:00+00:00" in summary
 
 
@@ -92,6 +93,15 @@ def test_moves_appear_when_there_is_a_previous_comparable_run(report, tmp_path):
     assert "Moves since run 20261129T080000Z-aaaaaa" in text
     recall = next(r for r in table_rows(text, "| metric | value | n | move |") if r.startswith("| `recall@8` |"))
     assert recall.endswith(f"| +{report.summary['recall@8'] - 0.25:.3f} ↑ |")
+
+
+def test_a_passing_run_with_failing_records_does_not_read_as_failing(report, tmp_path):
+    # Regression: the headline said "PASS — … 18 failing", which reads as a contradiction.
+    rows = [r for r in report.rows if r.id in ("pos-hit", "pos-miss", "neg-refused")]
+    passing = rescore(report.model_copy(update={"rows": rows, "config": {**report.config, "gates": {}}}))
+    text = render_markdown(prepare_readout(passing, reports_dir=tmp_path))
+    assert text.splitlines()[0] == "### ✅ DocPilot: PASS, 4 of 4 gates held — golden set, all split, 3 records"
+    assert "**Records with a failing outcome** (1): each counts in its metrics; only the gates above" in text
 
 
 def test_a_run_with_no_failures_says_so(report, tmp_path):
