@@ -32,7 +32,7 @@ class GoldenRecord(_Strict):
     gold: list[str] = Field(default_factory=list)
     """Gold entries (`page`, `page#`, `page#anchor`); empty means the docs do not answer it."""
     gold_answer: str | None = None
-    """A reference answer, at the length answers should have; positives only."""
+    """A reference answer, at the length answers should have; on a negative it is kept and shown, never scored."""
     identifiers: list[str] = Field(default_factory=list)
     """Exact strings (flags, option names, values) that a correct answer must contain."""
     split: Split = "dev"
