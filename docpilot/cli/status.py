@@ -57,7 +57,7 @@ def status_command(reports_dir, config_path, as_json):
     moves = metric_moves(current, previous.load() if previous is not None else None)
     warn(store.problems)
     if previous is None:
-        note = (f"no previous comparable run in {store.root} (same golden set, set, split, gate-only "
+        note = (f"no previous comparable run in {store.root} (same golden set, set, split, selection, gate-only "
                 f"and runtime as {latest.run_id})")
     else:
         note = f"compared run {latest.run_id} ({latest.created_at}) with run {previous.run_id} ({previous.created_at})"
@@ -69,7 +69,8 @@ def status_command(reports_dir, config_path, as_json):
             "metrics": {m.metric: m.model_dump(exclude={"metric"}) for m in moves},
             "gates": [g.model_dump() for g in current.gates],
             "verdict": current.verdict,
-            "skipped": [{"run_id": s.run_id, "split": s.split, "set": s.set, "gate_only": s.gate_only}
+            "skipped": [{"run_id": s.run_id, "split": s.split, "set": s.set, "gate_only": s.gate_only,
+                         "selection": s.selection.describe()}
                         for s in skipped],
         }
         click.echo(json.dumps(payload, indent=2))

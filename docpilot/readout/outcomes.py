@@ -220,7 +220,7 @@ def _moves(report: Report, folders: list[Path]) -> tuple[str | None, str | None,
                 break  # the store lists newest first: the first match is this folder's newest
     shown = ", ".join(str(f) for f in folders) or "no reports folder"
     if best is None:
-        return None, (f"No previous comparable run in {shown} (same golden set, set, split, "
+        return None, (f"No previous comparable run in {shown} (same golden set, set, split, selection, "
                       "gate-only and runtime)"), {}
     try:
         previous = best.load()

@@ -257,6 +257,7 @@ def _row(trace: Trace, *, gate_only: bool) -> Row:
         scope=record.scope,
         expected_cause=record.expected_cause,
         language=record.language,
+        tags=record.tags,
         retrieved=[h["section_id"] for h in trace.hits],
         scores=[h["score"] for h in trace.hits],
         gold_answer=record.gold_answer,
