@@ -36,7 +36,6 @@ MAX_DETAILS = 300
 """Failing records shown in full; beyond this the table still lists every record."""
 
 _BOUNDS = {"over_refusal_gate": "over_refusal_gate_upper95", "over_refusal_answer": "over_refusal_answer_upper95"}
-_ARROWS = {"better": "↑ better", "worse": "↓ worse", "same": "= same"}
 _DEFAULT_BASE_URL = "https://docpilot.dev/docs/"
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # shown as U+FFFD, not as invisible bytes
 _TEMPLATES = resources.files("docpilot.readout") / "templates"
@@ -176,10 +175,7 @@ def _move_text(metric: str, readout: Readout) -> str:
     move = readout.moves.get(metric)
     if move is None:
         return ""
-    delta = ""
-    if move.delta is not None and abs(move.delta) > 1e-12:
-        delta = ("+" if move.delta > 0 else "−") + format_value(metric, abs(move.delta))
-    return f"{delta} {_ARROWS.get(move.change or '', '')}".strip()
+    return move.text(format_value(metric, abs(move.delta or 0.0)))
 
 
 def _figures(report: Report) -> list[tuple[str, Markup]]:

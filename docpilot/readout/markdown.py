@@ -25,7 +25,6 @@ _BOUNDS = {"over_refusal_gate": "over_refusal_gate_upper95", "over_refusal_answe
 # end a table cell; the rest of Markdown's syntax only acts at the start of a line.
 _SPECIAL = re.compile(r"([\\`*_\[\]|<>~&])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_ARROWS = {"better": "↑", "worse": "↓", "same": "="}
 
 
 def render_markdown(readout: Readout, *, max_records: int = MAX_RECORDS) -> str:
@@ -89,10 +88,7 @@ def _move(metric: str, readout: Readout) -> str:
     move = readout.moves.get(metric)
     if move is None or move.delta is None:
         return ""
-    if abs(move.delta) <= 1e-12:
-        return "="
-    sign = "+" if move.delta > 0 else "−"
-    return _escape(f"{sign}{format_value(metric, abs(move.delta))} {_ARROWS.get(move.change or '', '')}".rstrip())
+    return _escape(move.text(format_value(metric, abs(move.delta))))
 
 
 def _failed_gates(readout: Readout) -> list[str]:

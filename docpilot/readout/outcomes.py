@@ -20,7 +20,7 @@ from typing import Literal
 
 from docpilot.errors import ReportError
 from docpilot.improve.taxonomy import causes_of, describe, run_settings
-from docpilot.reports.compare import metric_moves
+from docpilot.reports.moves import metric_moves
 from docpilot.reports.store import ReportStore, comparison_key
 from docpilot.schema import Report, Row
 from metrics.answer import answer_f1
@@ -74,8 +74,19 @@ class MetricMove:
     """The previous run's value."""
     delta: float | None
     """This run's value minus the previous one; None when either is null."""
+    direction: Literal["up", "down", "same"] | None
+    """Which way the value went; `same` below the metric's noise floor; None when it cannot be told."""
     change: Change | None
-    """Which way the move goes for the metric's direction; None when it cannot be told."""
+    """Whether the move is good or bad for the metric; `same` below the noise floor; None when it cannot be told."""
+
+    def text(self, shown: str) -> str:
+        """The move in words: `+0.125 ↑ better`, `−40 ms ↓ better`, `= same`; ``shown`` is |delta| formatted."""
+        if self.change == "same":
+            return "= same"
+        if self.delta is None or self.direction is None:
+            return ""
+        sign, arrow = ("+", "↑") if self.direction == "up" else ("−", "↓")
+        return f"{sign}{shown} {arrow} {self.change or ''}".rstrip()
 
 
 @dataclass(frozen=True)
@@ -226,6 +237,6 @@ def _moves(report: Report, folders: list[Path]) -> tuple[str | None, str | None,
         previous = best.load()
     except ReportError as exc:
         return None, f"The previous comparable run {best.run_id} could not be read: {exc}", {}
-    moves = {m.metric: MetricMove(previous=m.previous, delta=m.delta, change=m.change)
+    moves = {m.metric: MetricMove(previous=m.previous, delta=m.delta, direction=m.direction, change=m.change)
              for m in metric_moves(report, previous)}
     return best.run_id, f"Moves since run {best.run_id} ({best.created_at})", moves

@@ -92,7 +92,7 @@ def test_moves_appear_when_there_is_a_previous_comparable_run(report, tmp_path):
     text = render_markdown(prepare_readout(report, reports_dir=tmp_path))
     assert "Moves since run 20261129T080000Z-aaaaaa" in text
     recall = next(r for r in table_rows(text, "| metric | value | n | move |") if r.startswith("| `recall@8` |"))
-    assert recall.endswith(f"| +{report.summary['recall@8'] - 0.25:.3f} ↑ |")
+    assert recall.endswith(f"| +{report.summary['recall@8'] - 0.25:.3f} ↑ better |")
 
 
 def test_a_passing_run_with_failing_records_does_not_read_as_failing(report, tmp_path):
