@@ -17,6 +17,7 @@ import html
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 from importlib import resources
 
 import jinja2
@@ -27,7 +28,7 @@ from docpilot.assistant.render import render_panel
 from docpilot.models.base import Source
 from docpilot.readout.outcomes import Readout, RecordOutcome, section_url
 from docpilot.readout.svg import histogram, recall_curve
-from docpilot.reports.scorecard import format_value
+from docpilot.reports.scorecard import format_value, headline_metrics, shown_metrics
 from docpilot.schema import Report, Row
 from metrics import registry
 from metrics.gold import is_relevant
@@ -60,6 +61,7 @@ def content_security_policy() -> str:
 def render_html(readout: Readout) -> str:
     """The whole page for a readout, as one string."""
     report = readout.report
+    shown, left_off = shown_metrics(report, report.summary)
     return _template().render(
         readout=readout,
         report=report,
@@ -70,7 +72,9 @@ def render_html(readout: Readout) -> str:
         anchors={r.row.id: r.anchor for r in readout.records},
         figures=_figures(report),
         with_moves=bool(readout.moves),
-        scorecard=_scorecard(readout),
+        scorecard=_scorecard(readout, shown),
+        left_off=left_off,
+        headline=headline_metrics(report),
         kinds=sorted({r.kind for r in report.rows}),
         splits=sorted({r.split for r in report.rows}),
         columns=_COLUMNS,
@@ -82,7 +86,7 @@ def render_html(readout: Readout) -> str:
 
 
 # The records table: column heading, and whether it holds a number (right-aligned).
-_COLUMNS = (("id", False), ("kind", False), ("split", False), ("hit@8 (rank)", False), ("answer F1", True),
+_COLUMNS = (("id", False), ("question", False), ("kind", False), ("split", False), ("hit@8 (rank)", False), ("answer F1", True),
             ("refused", False), ("citations", True), ("latency", True), ("cause", False))
 
 
@@ -151,24 +155,27 @@ def _facts(report: Report) -> list[tuple[str, object]]:
     ]
 
 
-def _scorecard(readout: Readout) -> list[dict[str, object]]:
-    """The scorecard's rows in groups of one family each, in report order."""
+def _scorecard(readout: Readout, shown: set[str]) -> list[dict[str, Any]]:
+    """The scorecard's rows, one group per family, families in order of first appearance.
+
+    Grouping by family rather than by runs of it keeps one heading per family: the
+    summary lists ``errors`` (an answer metric) after the citation metrics.
+    """
     report = readout.report
-    groups: list[dict[str, object]] = []
+    groups: dict[str, dict[str, Any]] = {}
     for metric, value in report.summary.items():
-        if metric in _BOUNDS.values():
+        if metric in _BOUNDS.values() or metric not in shown:
             continue
         known = registry.is_metric_id(metric)
         family = registry.get(metric).family if known else "other"
-        if not groups or groups[-1]["family"] != family:
-            groups.append({"family": family, "lines": []})
-        groups[-1]["lines"].append({
+        group = groups.setdefault(family, {"family": family, "lines": []})
+        group["lines"].append({
             "metric": metric, "value": value, "n": report.counts.get(metric),
             "bound": report.summary.get(_BOUNDS[metric]) if metric in _BOUNDS else None,
             "move": readout.moves.get(metric), "move_text": _move_text(metric, readout),
             "description": registry.get(metric).description if known else "",
         })
-    return groups
+    return list(groups.values())
 
 
 def _move_text(metric: str, readout: Readout) -> str:
