@@ -227,6 +227,8 @@ class Report(_Strict):
     """The effective configuration (secrets never included)."""
     fingerprints: dict[str, str]
     """Hashes of the corpus, golden set, model settings and code."""
+    page_fingerprints: dict[str, str] = Field(default_factory=dict)
+    """Page id → hash of the page as the index read it, so two runs can say which pages changed."""
     set: Literal["golden", "adversarial"] = "golden"
     """Which record set ran."""
     split: Literal["dev", "test", "all"] = "all"

@@ -28,6 +28,7 @@ from scipy import stats
 
 from docpilot.errors import InputError
 from docpilot.schema import Report, Row
+from docpilot.reports.changes import PageChanges, SettingChange, page_changes, setting_changes
 from docpilot.reports.store import ReportStore, differences, header_of
 from metrics.answer import answer_f1
 from metrics.attacks import attack_succeeded
@@ -162,6 +163,10 @@ class Comparison(_Strict):
     """Record ids only run B has."""
     changed: list[str]
     """Fingerprints that differ (corpus, model, config, code): what the change was."""
+    settings: list[SettingChange] = Field(default_factory=list)
+    """Each configuration key that differs, with its value in A and in B."""
+    pages: PageChanges | None = None
+    """The pages of the docs that differ; None when the corpus is the same."""
     warnings: list[str]
     """Reasons to distrust the comparison."""
     tests: list[PairedTest]
@@ -238,6 +243,7 @@ def compare_reports(a: Report, b: Report, *, store: ReportStore | None = None,
     return Comparison(
         a=header_of(a, paths[0]).describe(), b=header_of(b, paths[1]).describe(), records=len(shared),
         only_a=only_a, only_b=only_b, changed=changed, warnings=warnings, tests=tests,
+        settings=setting_changes(a, b), pages=page_changes(a, b) if "corpus" in changed else None,
     )
 
 

@@ -127,7 +127,8 @@ def rescore(report: Report) -> Report:
     return report.model_copy(update=update)
 
 
-def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fingerprint: str) -> Report:
+def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fingerprint: str,
+                    page_fingerprints: dict[str, str] | None = None) -> Report:
     """The report of one run: its settings and fingerprints, rows, summary and verdict."""
     from docpilot.config.loading import public_config
     from docpilot.models.registry import model_identity
@@ -150,6 +151,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         created_at=now_iso(),
         config=config,
         fingerprints=fingerprints,
+        page_fingerprints=page_fingerprints or {},
         set=job.set,
         runtime=job.runtime,
         split=job.split,
