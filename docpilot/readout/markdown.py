@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from docpilot.readout.outcomes import Readout
-from docpilot.reports.scorecard import format_value
+from docpilot.reports.scorecard import format_value, shown_metrics
 
 MAX_RECORDS = 15
 """Failing records listed; the rest are counted."""
@@ -45,7 +45,6 @@ def render_markdown(readout: Readout, *, max_records: int = MAX_RECORDS) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-
 def _headline(readout: Readout) -> str:
     """The verdict and what decided it: the failed gates, or how many gates held."""
     gates = readout.report.gates
@@ -63,8 +62,9 @@ def _metric_table(readout: Readout) -> list[str]:
     header = "| metric | value | n |" + (" move |" if with_moves else "")
     rule = "|---|---:|---:|" + ("---|" if with_moves else "")
     lines, empty = [header, rule], []
+    applicable, left_off = shown_metrics(report, report.summary)
     for metric, value in report.summary.items():
-        if metric in _BOUNDS.values() or metric.startswith("stage_"):
+        if metric in _BOUNDS.values() or metric.startswith("stage_") or metric not in applicable:
             continue  # bounds sit beside their rate; per-stage times live in the HTML report
         if value is None:
             empty.append(metric)
@@ -81,6 +81,8 @@ def _metric_table(readout: Readout) -> list[str]:
     lines.append("")
     if empty:
         lines += ["No value (nothing to average over): " + ", ".join(f"`{_code(m)}`" for m in empty) + ".", ""]
+    if left_off:
+        lines += [_escape(left_off[0].upper() + left_off[1:]) + ".", ""]
     return lines
 
 

@@ -54,7 +54,9 @@ def test_the_metric_table_shows_values_with_their_n_and_bounds(summary, report):
     refusal = next(r for r in rows if r.startswith("| `over_refusal_answer` |"))
     assert f"(≤ {report.summary['over_refusal_answer_upper95']:.3f})" in refusal
     assert not any("upper95" in r or "stage_" in r for r in rows)
-    assert "No value (nothing to average over): `attack_success_rate`" in summary
+    assert "`attack_success_rate`" not in summary  # a golden run cannot produce it: left off, with a line
+    assert ("Left off, as a golden run has no attack probes to measure them on: attack\\_success\\_rate, "
+            "refusal\\_accuracy, safe\\_answer\\_rate.") in summary
 
 
 def test_failed_gates_list_their_records(summary):
