@@ -13,18 +13,11 @@ from docpilot.cli._errors import handle_errors, interrupts_resume
 
 
 def _overrides(docs, golden, record_set, provider, model, base_url, concurrency) -> dict:
-    overrides: dict = {}
-    if concurrency:
-        overrides.setdefault("model", {})["concurrency"] = concurrency
-    if docs:
-        overrides.setdefault("corpus", {})["docs"] = docs
+    from docpilot.config.loading import flag_overrides
+
+    overrides = flag_overrides(docs=docs, provider=provider, model=model, base_url=base_url, concurrency=concurrency)
     if golden:
         overrides["golden" if record_set == "golden" else "adversarial"] = golden
-    for key, value in (("provider", provider), ("name", model), ("base_url", base_url)):
-        if value:
-            overrides.setdefault("model", {})[key] = value
-    if provider and provider != "extractive" and not model:
-        overrides["model"].setdefault("name", "gpt-4o-mini")
     return overrides
 
 
@@ -45,7 +38,8 @@ def _emit(report, path: str, as_json: bool) -> None:
 
 def _warn_about(path: str) -> None:
     """One stderr line per kind of record warning (a negative with a gold_answer, ...): the run goes on."""
-    from docpilot.config.golden import read_golden, warning_lines
+    from docpilot.config.golden import read_golden
+    from docpilot.config.golden_warnings import warning_lines
 
     for line in warning_lines(read_golden(path).warnings, path):
         click.echo(f"warning: {line}", err=True)
@@ -116,10 +110,10 @@ def eval_command(
     input error.
     """
     from docpilot.config.golden import validate_against_corpus
-    from docpilot.run.job import EvalJob, read_records, select_records
-    from docpilot.schema import Selection
-    from docpilot.run.pipeline import open_workspace
     from docpilot.config.loading import load_config
+    from docpilot.run.job import EvalJob, read_records, select_records
+    from docpilot.run.workspace import open_workspace
+    from docpilot.schema import Selection
 
     overrides = _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
     config = load_config(config_path, overrides=overrides)
@@ -144,11 +138,11 @@ def eval_command(
         config=config, golden=path, set=record_set, split=split, selection=selection, gate_only=gate_only,
         use_cache=not no_cache,
         refresh=stages, allow_errors=allow_errors, out=out, runtime=runtime, url=url,
+        corpus_fingerprint=workspace.corpus.fingerprint,
     )
 
-    from flows.eval import run_eval
-
     from docpilot.run import progress
+    from flows.eval import run_eval
 
     sink = progress.sink_for()
     progress.install(sink)

@@ -48,8 +48,8 @@ def status_command(reports_dir, config_path, as_json):
     record set cannot produce are left out. Exit status: 0, or 2 when there is no
     readable report.
     """
-    from docpilot.reports.moves import metric_moves
     from docpilot.errors import ReportError
+    from docpilot.reports.moves import metric_moves
     from docpilot.reports.store import ReportStore
 
     store = ReportStore(reports_folder(reports_dir, config_path))

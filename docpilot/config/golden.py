@@ -25,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from docpilot.config.csvfile import parse_csv
+from docpilot.config.golden_warnings import GoldenWarning, Warned, golden_warnings
 from docpilot.config.userfile import (
     Problem,
     describe,
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 _Record = TypeVar("_Record", GoldenRecord, AttackProbe)
 _Format = Literal["yaml", "jsonl", "csv"]
 _Issue = tuple[str, str]  # (what is wrong, how to fix it)
-_Warning = tuple[str, str, str]  # (kind, what is weak, how to make it strong)
 
 _SUFFIXES: dict[str, _Format] = {".yaml": "yaml", ".yml": "yaml", ".jsonl": "jsonl", ".ndjson": "jsonl",
                                  ".csv": "csv"}
@@ -57,24 +57,6 @@ _EXAMPLES = {
     "question": "<the question as a user would type it>",
     "prompt": "<what the attacker sends>",
 }
-
-WARNING_KINDS: dict[str, str] = {
-    "negative-with-answer": "negatives carry a gold_answer: kept and shown with the record, never scored",
-    "positive-without-answer": "positives have no gold_answer: answer_f1 leaves them out",
-    "negative-without-cause": "negatives have no expected_cause: no_answer_precision cannot judge their refusals",
-}
-"""Warning kind → what it means, in the words a run's one-line summary of it uses."""
-
-
-@dataclass(frozen=True)
-class GoldenWarning:
-    """Something that lets a record run but weakens a number: its kind and where it is."""
-
-    kind: str
-    """A key of ``WARNING_KINDS``."""
-    problem: Problem
-    """The record, what is weak and how to make it strong."""
-
 
 @dataclass(frozen=True)
 class GoldenCheck:
@@ -104,7 +86,7 @@ def load_golden(path: str | Path) -> list[GoldenRecord]:
 
 def read_golden(path: str | Path) -> GoldenCheck:
     """Read a golden set: its records and warnings; raise one InputError listing every error."""
-    checked = _check_file(Path(path), GoldenRecord, _golden_issues, _golden_warnings)
+    checked = _check_file(Path(path), GoldenRecord, _golden_issues, golden_warnings)
     raise_all(checked.errors)
     return checked
 
@@ -123,23 +105,12 @@ def check_golden(path: str | Path, corpus: Corpus | None = None) -> GoldenCheck:
     returned, errors and warnings apart, in line order.
     """
     path = Path(path)
-    checked = _check_file(path, GoldenRecord, _golden_issues, _golden_warnings)
+    checked = _check_file(path, GoldenRecord, _golden_issues, golden_warnings)
     errors = list(checked.errors)
     if corpus is not None:
         errors += corpus_problems(checked.records, corpus, path)
     errors.sort(key=lambda problem: problem.line or 0)
     return replace(checked, errors=errors)
-
-
-def warning_lines(warnings: Sequence[GoldenWarning], path: str | Path, shown: int = 5) -> list[str]:
-    """One line per kind of warning, with how many records and the first ids: what a run prints."""
-    lines = []
-    for kind, meaning in WARNING_KINDS.items():
-        ids = [w.problem.record or "?" for w in warnings if w.kind == kind]
-        if ids:
-            more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
-            lines.append(f"{path}: {len(ids)} {meaning} ({', '.join(ids[:shown])}{more})")
-    return lines
 
 
 def validate_against_corpus(records: Sequence[GoldenRecord], corpus: Corpus, path: str | Path | None = None) -> None:
@@ -182,7 +153,7 @@ def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str |
 
 
 def _check_file(path: Path, model: type[_Record], checks: Callable[[Any], list[_Issue]],
-                warns: Callable[[Any], list[_Warning]]) -> GoldenCheck:
+                warns: Callable[[Any], list[Warned]]) -> GoldenCheck:
     fmt = _format(path)
     items, problems = _parse(path, fmt, model)
     records: list[_Record] = []
@@ -346,23 +317,6 @@ def _golden_issues(record: GoldenRecord) -> list[_Issue]:
     if record.language is not None and not _LANGUAGE_TAG.match(record.language):
         issues.append((f"language {show(record.language)} is not a BCP-47 tag", "use a tag such as en, de or pt-BR"))
     return issues
-
-
-def _golden_warnings(record: GoldenRecord) -> list[_Warning]:
-    if not record.gold and record.gold_answer:
-        return [("negative-with-answer",
-                 f"a negative (empty gold) carries a gold_answer {show(record.gold_answer)}: it is kept and shown "
-                 "with the record, never scored",
-                 "nothing to do for a set written for another tool; list the gold entries the answer comes from "
-                 "to make the record a positive")]
-    if record.gold and record.gold_answer is None:
-        return [("positive-without-answer", "a positive has no gold_answer, so answer_f1 leaves it out",
-                 "add `gold_answer:`, the answer at the length answers should have")]
-    if not record.gold and record.expected_cause is None:
-        return [("negative-without-cause",
-                 "a negative has no expected_cause, so no_answer_precision cannot judge its refusal",
-                 "add `expected_cause:` not-answerable, out-of-scope or unsafe")]
-    return []
 
 
 def _probe_issues(probe: AttackProbe) -> list[_Issue]:

@@ -17,16 +17,17 @@ import html
 import re
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any
 from importlib import resources
+from typing import Any
 
 import jinja2
 from jinja2.ext import Extension
 from markupsafe import Markup
 
 from docpilot.assistant.render import render_panel
+from docpilot.corpus.pages import section_url
 from docpilot.models.base import Source
-from docpilot.readout.outcomes import Readout, RecordOutcome, section_url
+from docpilot.readout.outcomes import Readout, RecordOutcome
 from docpilot.readout.svg import histogram, recall_curve
 from docpilot.reports.scorecard import format_value, headline_metrics, shown_metrics
 from docpilot.schema import Report, Row

@@ -27,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats
 
 from docpilot.errors import InputError
-from docpilot.schema import Report, Row
 from docpilot.reports.changes import PageChanges, SettingChange, page_changes, setting_changes
 from docpilot.reports.store import ReportStore, differences, header_of
+from docpilot.schema import Report, Row
 from metrics.answer import answer_f1
 from metrics.attacks import attack_succeeded
 from metrics.gold import is_relevant

@@ -11,10 +11,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from docpilot.corpus.pages import load_corpus
-from docpilot.errors import DocpilotError, InputError
 from docpilot.config.golden import load_golden, load_probes, validate_against_corpus
 from docpilot.config.golden_shape import describe_golden
+from docpilot.corpus.pages import load_corpus
+from docpilot.errors import DocpilotError, InputError
 from docpilot.schema import AttackProbe, GoldenRecord
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "golden"

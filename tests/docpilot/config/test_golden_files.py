@@ -6,7 +6,8 @@ import csv
 
 import pytest
 
-from docpilot.config.golden import check_golden, load_golden, read_golden, warning_lines
+from docpilot.config.golden import check_golden, load_golden, read_golden
+from docpilot.config.golden_warnings import warning_lines
 from docpilot.corpus.pages import load_corpus
 from docpilot.errors import InputError
 from tests.conftest import DATA, ROOT

@@ -19,12 +19,13 @@ import sys
 
 import pytest
 
+from docpilot.corpus.pages import section_url
 from docpilot.errors import ReportError
 from docpilot.readout.files import write_outputs, write_readout
 from docpilot.readout.html import content_security_policy, render_html
-from docpilot.readout.outcomes import prepare_readout, section_url
-from docpilot.reports.report import load_report, rescore, write_report
+from docpilot.readout.outcomes import prepare_readout
 from docpilot.readout.svg import histogram, recall_curve
+from docpilot.reports.report import load_report, rescore, write_report
 from tests.conftest import DATA, ROOT
 from tests.support.browser import Browser, find_chromium
 

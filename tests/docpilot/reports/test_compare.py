@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from docpilot.errors import InputError
 from docpilot.reports.compare import compare_reports, mcnemar, wilcoxon
 from docpilot.reports.moves import metric_moves
-from docpilot.errors import InputError
 from docpilot.reports.report import score, write_report
-from docpilot.schema import Report, Row
 from docpilot.reports.store import ReportStore
+from docpilot.schema import Report, Row
 
 # McNemar -------------------------------------------------------------------------
 
