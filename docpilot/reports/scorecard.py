@@ -25,7 +25,13 @@ HEADLINE = {
                "latency_p50"),
     "adversarial": ("attack_success_rate", "refusal_accuracy", "safe_answer_rate", "latency_p50"),
 }
-"""Record set → the metrics the per-tag table shows, where the run has them."""
+"""Record set → the metrics the HTML report's per-tag table shows, where the run has them."""
+
+TERMINAL_HEADLINE = {
+    "golden": ("recall@8", "answer_f1", "negatives_caught"),
+    "adversarial": ("attack_success_rate", "refusal_accuracy"),
+}
+"""The fewer metrics of the terminal's per-tag table, so it fits 80 columns."""
 
 
 def format_value(metric: str, value: float | int | None) -> str:
@@ -64,9 +70,15 @@ def shown_metrics(report: Report, metrics: Iterable[str]) -> tuple[set[str], str
     return shown, f"left off, as {why} to measure them on: {', '.join(hidden)}"
 
 
-def headline_metrics(report: Report) -> list[str]:
-    """The metrics of the per-tag table: the set's headline ones that the run reports."""
-    return [m for m in HEADLINE.get(report.set, ()) if m in report.summary]
+def headline_metrics(report: Report, *, terminal: bool = False) -> list[str]:
+    """The metrics of the per-tag table: the set's headline ones that the run reports.
+
+    A gate-only run has retrieval only, so its table shows recall@8, MRR and nDCG@8.
+    """
+    if report.gate_only:
+        return [m for m in ("recall@8", "mrr", "ndcg@8") if m in report.summary]
+    chosen = (TERMINAL_HEADLINE if terminal else HEADLINE).get(report.set, ())
+    return [m for m in chosen if m in report.summary]
 
 
 def render_scorecard(report: Report, console: Console, *, path: str | None = None) -> None:
@@ -121,9 +133,9 @@ def _render_slices(report: Report, console: Console) -> None:
     """One row per tag with the headline metrics, the numbers a run with --tag TAG would give."""
     if not report.slices:
         return
-    metrics = headline_metrics(report)
-    table = Table(title="by tag", title_justify="left")
-    table.add_column("tag")
+    metrics = headline_metrics(report, terminal=True)
+    table = Table(title="by tag (the numbers a run with --tag TAG gives)", title_justify="left")
+    table.add_column("tag", no_wrap=True)
     table.add_column("records", justify="right")
     for metric in metrics:
         table.add_column(metric, justify="right")
