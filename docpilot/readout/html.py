@@ -148,9 +148,10 @@ def _codes(values: Iterable[str]) -> Markup:
 def _facts(report: Report) -> list[tuple[str, object]]:
     model = (report.config or {}).get("model") or {}
     model_name = "none (gate-only)" if report.gate_only else f"{model.get('provider', '?')} / {model.get('name', '?')}"
+    chosen = [] if report.selection.everything else [("selection", report.selection.describe())]
     return [
         ("run", report.run_id), ("created", report.created_at), ("set", report.set), ("split", report.split),
-        ("records", len(report.rows)), ("gate-only", "yes" if report.gate_only else "no"),
+        *chosen, ("records", len(report.rows)), ("gate-only", "yes" if report.gate_only else "no"),
         ("runtime", report.runtime), ("orchestrator", report.orchestrator),
         ("wall time", _duration(report.wall_ms)), ("model", model_name),
     ]

@@ -32,7 +32,8 @@ def render_markdown(readout: Readout, *, max_records: int = MAX_RECORDS) -> str:
     report = readout.report
     mode = ", gate-only" if report.gate_only else ""
     lines = [
-        f"### {_headline(readout)} — {report.set} set, {report.split} split{mode}, {len(report.rows)} records",
+        f"### {_headline(readout)} — {report.set} set, {report.split} split{_selection(report)}{mode}, "
+        f"{len(report.rows)} records",
         "",
         f"Run `{_code(report.run_id)}` at {_escape(report.created_at)}, orchestrator {_escape(report.orchestrator)}, "
         f"runtime {_escape(report.runtime)}."
@@ -43,6 +44,10 @@ def render_markdown(readout: Readout, *, max_records: int = MAX_RECORDS) -> str:
         *_failing_records(readout, max_records),
     ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _selection(report) -> str:
+    return "" if report.selection.everything else f" ({_code(report.selection.describe())})"
 
 
 def _headline(readout: Readout) -> str:

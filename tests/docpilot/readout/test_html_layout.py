@@ -148,3 +148,14 @@ def test_in_a_browser_the_code_span_is_a_code_element(browser, report, tmp_path)
         assert page.evaluate(heads)[:2] == ["id", "question"]
     finally:
         page.close()
+
+
+def test_a_run_of_some_records_says_which(report, tmp_path):
+    from docpilot.readout.markdown import render_markdown
+    from docpilot.schema import Selection
+
+    chosen = report.model_copy(update={"selection": Selection(tags=["auth"], limit=3)})
+    readout = prepare_readout(chosen, reports_dir=tmp_path)
+    assert "<li>selection <b>--tag auth --limit 3</b></li>" in render_html(readout)
+    assert "all split (--tag auth --limit 3), 8 records" in render_markdown(readout).splitlines()[0]
+    assert "<li>selection" not in render_html(prepare_readout(report, reports_dir=tmp_path))

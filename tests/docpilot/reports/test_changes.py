@@ -58,3 +58,13 @@ def test_improve_compare_names_the_setting_and_the_pages(tmp_path, monkeypatch):
     out = result.stdout
     assert "changed between the runs: corpus, config" in out
     assert "setting prime.top_k 5 → 6" in out and "docs: pages changed: guide" in out
+
+
+def test_a_comparison_of_different_selections_warns_that_they_are_not_comparable():
+    from docpilot.reports.compare import compare_reports
+    from docpilot.schema import Selection
+
+    a = _report("a", {}, {})
+    b = _report("b", {}, {}).model_copy(update={"selection": Selection(tags=["auth"])})
+    warnings = compare_reports(a, b).warnings
+    assert "not comparable: selection differs (all records vs --tag auth)" in warnings
