@@ -51,6 +51,11 @@ def parse_csv(text: str, path: Path, fields: Sequence[str], list_fields: Sequenc
     if header is None:
         return [], []
     names = [name.strip() for name in header]
+    if len(names) == 1 and any(sep in names[0] for sep in (";", "\t")):
+        sep = "';'" if ";" in names[0] else "tabs"
+        return [], [Problem(f"the header {names[0]!r} is one column: its fields are separated by {sep}",
+                            "save the sheet as CSV with commas between columns (';' separates the entries "
+                            "of a list inside one cell)", path, 1)]
     keep: dict[int, str] = {}
     for column, name in enumerate(names, start=1):
         if name in fields and name not in keep.values():

@@ -5,6 +5,9 @@ from __future__ import annotations
 import csv
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from docpilot.config.golden import check_golden, load_golden, read_golden
 from docpilot.config.golden_warnings import warning_lines
@@ -107,3 +110,52 @@ def test_a_check_reports_record_errors_and_gold_entry_errors_in_one_pass(tmp_pat
     assert "split is text 'train'" in checked.errors[0].message
     assert "gold entry 'guide/nowhere' names no page of the docs" in checked.errors[1].message
     assert [(w.problem.record, w.kind) for w in checked.warnings] == [("no-cause", "negative-without-cause")]
+
+
+def test_a_semicolon_separated_sheet_is_told_to_use_commas(tmp_path):
+    path = tmp_path / "golden.csv"
+    path.write_text("id;question;gold\na;Q?;index\n", encoding="utf-8")
+    text = _error(path)
+    assert "header 'id;question;gold' is one column: its fields are separated by ';'" in text
+    assert "save the sheet as CSV with commas" in text
+
+
+def test_windows_line_endings_and_a_byte_order_mark_read_the_same(tmp_path):
+    path = tmp_path / "golden.csv"
+    text = (GOLDEN / "valid.csv").read_text(encoding="utf-8").replace("\n", "\r\n")
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert load_golden(path) == load_golden(GOLDEN / "valid.yaml")
+
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz-_#/0123456789", min_size=1, max_size=12)
+_TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=40).map(str.strip).filter(bool)
+
+
+@st.composite
+def _records(draw):
+    count = draw(st.integers(min_value=1, max_value=6))
+    records = []
+    for n in range(count):
+        gold = draw(st.lists(_WORD, max_size=3))
+        record = {"id": f"r{n}", "question": draw(_TEXT), "gold": gold, "split": draw(st.sampled_from(["dev", "test"])),
+                  "tags": draw(st.lists(_WORD, max_size=3))}
+        if draw(st.booleans()):
+            record["gold_answer"] = draw(_TEXT)
+        if not gold and draw(st.booleans()):
+            record["expected_cause"] = draw(st.sampled_from(["not-answerable", "out-of-scope", "unsafe"]))
+        records.append(record)
+    return records
+
+
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=_records())
+def test_any_set_reads_the_same_from_csv_and_yaml(records, tmp_path):
+    fields = ["id", "question", "gold", "gold_answer", "split", "expected_cause", "tags"]
+    yaml_path, csv_path = tmp_path / "g.yaml", tmp_path / "g.csv"
+    yaml_path.write_text(yaml.safe_dump(records, allow_unicode=True), encoding="utf-8")
+    with csv_path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(fields)
+        for record in records:
+            writer.writerow([";".join(v) if isinstance(v := record.get(f, ""), list) else v for f in fields])
+    assert load_golden(csv_path) == load_golden(yaml_path)
