@@ -195,6 +195,10 @@ class Selection(_Strict):
         """Whether the run covered every record of its split."""
         return not self.ids and not self.tags and self.limit is None
 
+    def key(self) -> tuple[tuple[str, ...], tuple[str, ...], int | None]:
+        """What the selection chooses, whatever order the flags came in: equal keys choose the same records."""
+        return tuple(sorted(set(self.ids))), tuple(sorted(set(self.tags))), self.limit
+
     def describe(self) -> str:
         """The selection as the command line wrote it: `--tag cli --limit 5`, or `all records`."""
         parts = [f"--id {i}" for i in self.ids] + [f"--tag {t}" for t in self.tags]

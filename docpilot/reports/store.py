@@ -87,7 +87,7 @@ fingerprint, the record set, the split, the selection of records, the mode and t
 
 def comparison_key(report: StoredReport | Report) -> tuple[object, ...]:
     """The values of ``COMPARABLE_FIELDS`` for one run."""
-    return (report.fingerprints.get("golden"), report.set, report.split, report.selection.describe(),
+    return (report.fingerprints.get("golden"), report.set, report.split, report.selection.key(),
             report.gate_only, report.runtime)
 
 
@@ -98,6 +98,8 @@ def differences(a: StoredReport | Report, b: StoredReport | Report) -> list[str]
         if left != right:
             if name == "golden":
                 found.append("the golden set differs (fingerprints.golden)")
+            elif name == "selection":
+                found.append(f"selection differs ({a.selection.describe()} vs {b.selection.describe()})")
             else:
                 found.append(f"{name} differs ({left} vs {right})")
     return found

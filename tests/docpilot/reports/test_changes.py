@@ -68,3 +68,12 @@ def test_a_comparison_of_different_selections_warns_that_they_are_not_comparable
     b = _report("b", {}, {}).model_copy(update={"selection": Selection(tags=["auth"])})
     warnings = compare_reports(a, b).warnings
     assert "not comparable: selection differs (all records vs --tag auth)" in warnings
+
+
+def test_the_same_choice_in_another_order_is_the_same_selection():
+    from docpilot.reports.store import comparison_key
+    from docpilot.schema import Selection
+
+    a = _report("a", {}, {}).model_copy(update={"selection": Selection(ids=["x", "y"], tags=["t"])})
+    b = _report("b", {}, {}).model_copy(update={"selection": Selection(ids=["y", "x", "x"], tags=["t"])})
+    assert comparison_key(a) == comparison_key(b)
