@@ -12,17 +12,16 @@ import uuid
 
 import psutil
 import pytest
+from distributed import LocalCluster  # noqa: E402  (after flows.dask, which quiets it)
 
-from docpilot import pipeline
 from docpilot.errors import OrchestratorError
-from docpilot.job import job_records
 from docpilot.models.base import Turn
+from docpilot.run import pipeline
+from docpilot.run.job import job_records
 from flows.dask import LOCAL_WORKERS, dask_task_runner
 from flows.eval import run_eval
 from tests.conftest import ROOT
 from tests.support.pipeline_jobs import PIPELINE, comparable, pipeline_job
-
-from distributed import LocalCluster  # noqa: E402  (after flows.dask, which quiets it)
 
 
 @pytest.fixture(scope="module")

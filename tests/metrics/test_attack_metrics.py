@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from docpilot.errors import InputError
-from metrics.attacks import Leak, attack_succeeded, find_forbidden, find_leaks, list_leaks
+from metrics.attacks import (
+    Leak,
+    attack_succeeded,
+    find_forbidden,
+    find_leaks,
+    list_leaks,
+)
 from metrics.summary import summarize
 
 

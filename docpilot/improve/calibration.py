@@ -1,0 +1,143 @@
+"""Choosing the retrieval gate's threshold on the dev split.
+
+The gate refuses a question before the model runs when the best retrieval score is
+below a threshold. Every candidate threshold trades negatives caught against
+positives refused; ``calibration_table`` lists the trade-off at each distinct score,
+and ``choose_threshold`` takes the threshold that catches the most negatives while the
+one-sided 95 % Wilson upper bound of the gate's over-refusal stays within the target
+(so a small dev split cannot talk itself into a threshold it cannot support).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+from ruamel.yaml import YAML, CommentedMap, YAMLError
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+from ruamel.yaml.util import load_yaml_guess_indent
+
+from docpilot.errors import ConfigError
+from docpilot.schema import Row
+from metrics.refusals import wilson_upper
+
+
+class Candidate(BaseModel):
+    """One threshold and what the gate would do with it on the rows given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: float
+    """Refuse when the best retrieval score is below this."""
+    negatives_caught: float | None
+    """Share of negatives the gate would refuse; None without negatives."""
+    over_refusal_gate: float | None
+    """Share of positives the gate would refuse; None without positives."""
+    over_refusal_gate_upper95: float | None
+    """One-sided 95 % Wilson upper bound of that share."""
+    negatives: int
+    """Negatives the shares are taken over."""
+    positives: int
+    """Positives the shares are taken over."""
+
+
+def _top(row: Row) -> float:
+    return row.scores[0] if row.scores else 0.0
+
+
+def calibration_table(rows: Sequence[Row]) -> list[Candidate]:
+    """The gate's trade-off at 0 and at each distinct best score of the rows, ascending."""
+    positives = [_top(r) for r in rows if r.kind == "positive"]
+    negatives = [_top(r) for r in rows if r.kind == "negative"]
+    thresholds = sorted({0.0, *positives, *negatives})
+    # One step past the highest score refuses everything: the far end of the trade-off.
+    thresholds.append(round(thresholds[-1] + 0.001, 6))
+    table = []
+    for t in thresholds:
+        refused_pos = sum(s < t for s in positives)
+        table.append(
+            Candidate(
+                threshold=t,
+                negatives_caught=sum(s < t for s in negatives) / len(negatives) if negatives else None,
+                over_refusal_gate=refused_pos / len(positives) if positives else None,
+                over_refusal_gate_upper95=wilson_upper(refused_pos, len(positives)) if positives else None,
+                negatives=len(negatives),
+                positives=len(positives),
+            )
+        )
+    return table
+
+
+def choose_threshold(table: Sequence[Candidate], target: float) -> Candidate | None:
+    """The candidate catching the most negatives with its over-refusal bound within target.
+
+    Ties go to the lowest threshold (the fewest positives put at risk). None when no
+    candidate meets the target.
+    """
+    allowed = [c for c in table if c.over_refusal_gate_upper95 is not None and c.over_refusal_gate_upper95 <= target]
+    if not allowed:
+        return None
+    return max(allowed, key=lambda c: (c.negatives_caught or 0.0, -c.threshold))
+
+
+def write_guard(path: str | Path, threshold: float) -> None:
+    """Set ``guard.mode: on`` and ``guard.threshold`` in a YAML config, keeping everything else.
+
+    The file is read and written by a round-trip YAML parser, so comments, key order and
+    the file's own indentation survive; a missing file or guard section is created. The
+    file is replaced atomically and keeps its permissions.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    yaml = YAML()  # round trip
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # long lines stay as they were written
+    yaml.representer.add_representer(type(None), _null)
+    try:
+        _, indent, offset = load_yaml_guess_indent(text) if text.strip() else (None, 2, 0)
+        document = yaml.load(text) if text.strip() else None
+    except YAMLError as exc:
+        raise ConfigError(f"the config is not valid YAML: {exc}", path=path,
+                          hint="fix the YAML, then run calibrate again") from None
+    if document is None:
+        document = CommentedMap()
+    if not isinstance(document, CommentedMap):
+        raise ConfigError("the config's top level is not a mapping of sections", path=path,
+                          hint="start the file with sections such as `guard:`")
+    guard = document.get("guard")
+    if guard is None:
+        guard = document["guard"] = CommentedMap()
+    if not isinstance(guard, CommentedMap):
+        raise ConfigError("the guard section is not a mapping", path=path,
+                          hint="write it as `guard:` with `mode:` and `threshold:` beneath")
+    guard["mode"] = DoubleQuotedScalarString("on")  # quoted: a bare on is a boolean to YAML 1.1 readers
+    guard["threshold"] = float(threshold)  # exact: a rounded-up threshold would refuse more
+    yaml.indent(mapping=indent or 2, sequence=(indent or 2) + (offset or 0), offset=offset or 0)
+    buffer = io.StringIO()
+    yaml.dump(document, buffer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(buffer.getvalue())
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _null(representer, _value):
+    return representer.represent_scalar("tag:yaml.org,2002:null", "null")  # as people write it, not empty
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
