@@ -3,7 +3,8 @@
 Three retrievers (``retrieval.retriever``) share one flow:
 
     bm25     the question's stemmed words, expanded with ``vocabulary.json``, scored
-             against each chunk's heading path, page description and text
+             against each chunk's heading path, page description and text, then
+             lowered for reference pages (``retrieval.reference_weight``)
     dense    the question's embedding against each chunk's, by cosine similarity
     hybrid   both ranked lists, fused: a section earns weight / (rrf_k + rank) from
              each list it appears in
@@ -43,7 +44,9 @@ RETRIEVERS = ("bm25", "dense", "hybrid")
 
 # Settings that change where or how fast an index is made, never a ranking.
 _OPERATIONAL = frozenset({"index_dir", "embedding_batch_size", "embedding_timeout_s"})
-_BM25_ONLY = frozenset({"k1", "b", "title_weight", "description_weight", "use_vocabulary"})
+_BM25_ONLY = frozenset(
+    {"k1", "b", "title_weight", "description_weight", "use_vocabulary", "reference_pages", "reference_weight"}
+)
 _DENSE_ONLY = frozenset({"embedder", "embedding_model", "embedding_base_url", "embedding_dim"})
 _FUSION_ONLY = frozenset({"rrf_k", "bm25_weight", "dense_weight", "fusion_depth"})
 _SCOPE_MASKS = 256
@@ -63,6 +66,16 @@ def in_scope(page_id: str, scope: list[str] | None) -> bool:
     if scope is None:
         return True
     return any(page_id == p.rstrip("/") or page_id.startswith(p.rstrip("/") + "/") for p in scope)
+
+
+def is_reference_page(page_id: str, names: Sequence[str]) -> bool:
+    """Whether one of ``names`` is whole path parts of the page id.
+
+    ``api-ref`` matches ``v3/api-ref/cli/flow`` and ``api-ref`` itself, never
+    ``api-refs`` or ``my-api-ref``; ``v3/api-ref`` matches only that run of parts.
+    """
+    padded = f"/{page_id}/"
+    return any(f"/{name}/" in padded for name in names)
 
 
 def reciprocal_rank_fusion(
@@ -134,6 +147,13 @@ class Retriever:
         self._page_ids = page_ids
         self._chunk_page = np.array([number[c.page_id] for c in self.chunks], dtype=np.int32)
         self._chunk_section = [c.section_id for c in self.chunks]
+        weights = np.array(
+            [self.settings.reference_weight if is_reference_page(p, self.settings.reference_pages) else 1.0
+             for p in page_ids],
+            dtype=np.float32,
+        )
+        # Most docs folders have no reference pages; then BM25 scores stay untouched.
+        self._chunk_weight = weights[self._chunk_page] if (weights != 1.0).any() else None
         self._masks: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
         self.fingerprint = hashlib.sha256(
             json.dumps(
@@ -231,6 +251,8 @@ class Retriever:
         scores = self._lexical.scores(self.query_terms(question))
         if scores is None:
             return []
+        if self._chunk_weight is not None:
+            scores *= self._chunk_weight
         if mask is not None:
             scores[~mask] = 0.0
         # A chunk sharing no word with the question scores 0 and is no answer.
