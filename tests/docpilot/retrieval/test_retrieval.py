@@ -231,3 +231,66 @@ def test_the_fingerprint_follows_chunking(tmp_path):
     small = Retriever(load_corpus(DOCS, chunk_words=20))
     large = Retriever(load_corpus(DOCS, chunk_words=220))
     assert small.fingerprint != large.fingerprint
+
+
+# --- reference pages -----------------------------------------------------------------
+
+from pydantic import ValidationError  # noqa: E402
+
+from docpilot.retrieval.rankers import is_reference_page  # noqa: E402
+
+
+@pytest.fixture
+def with_reference(tmp_path):
+    """A guide that answers a question and a generated CLI reference that repeats its words."""
+    docs = tmp_path / "docs"
+    (docs / "guides").mkdir(parents=True)
+    (docs / "v3" / "api-ref" / "cli").mkdir(parents=True)
+    (docs / "guides" / "logging.md").write_text(
+        "# Logging\n\n## Print statements\n\nSet log_prints=True on the flow so print output is captured.\n"
+    )
+    (docs / "v3" / "api-ref" / "cli" / "flow-run.md").write_text(
+        "# flow-run\n\n## prefect flow-run logs\n\nShow the logs of a flow run, with the output of print.\n"
+    )
+    return load_corpus(docs)
+
+
+def test_a_reference_page_ranks_below_the_guide_that_explains(with_reference):
+    question = "how do I get print output into the run logs"
+    plain = Retriever(with_reference, RetrievalConfig(reference_weight=1.0)).search(question)
+    assert plain[0].section_id == "v3/api-ref/cli/flow-run#prefect-flow-run-logs"
+    weighted = Retriever(with_reference).search(question)
+    assert weighted[0].section_id == "guides/logging#print-statements"
+    reference = next(h for h in weighted if h.section_id == "v3/api-ref/cli/flow-run#prefect-flow-run-logs")
+    unweighted = next(h for h in plain if h.section_id == reference.section_id)
+    assert reference.score == pytest.approx(unweighted.score * 0.5, rel=1e-5)
+    # Weight 0 leaves reference pages out of the list; no names leaves every page as it was.
+    gone = Retriever(with_reference, RetrievalConfig(reference_weight=0.0)).search(question)
+    assert [h.section_id.partition("#")[0] for h in gone] == ["guides/logging"] * len(gone)
+    unnamed = Retriever(with_reference, RetrievalConfig(reference_pages=[])).search(question)
+    assert [(h.section_id, h.score) for h in unnamed] == [(h.section_id, h.score) for h in plain]
+
+
+def test_reference_names_match_whole_path_parts():
+    names = ["api-ref", "release-notes", "v2/reference"]
+    assert is_reference_page("v3/api-ref/cli/flow-run", names)
+    assert is_reference_page("release-notes", names)
+    assert is_reference_page("docs/v2/reference/x", names)
+    assert not is_reference_page("api-refs/x", names)
+    assert not is_reference_page("guide/my-api-ref", names)
+    assert not is_reference_page("reference/x", names)  # only the run "v2/reference" is named
+    assert not is_reference_page("v3/api-ref", [])
+
+
+def test_reference_settings_are_ranking_settings(with_reference):
+    base = Retriever(with_reference)
+    assert Retriever(with_reference, RetrievalConfig(reference_weight=0.3)).fingerprint != base.fingerprint
+    assert Retriever(with_reference, RetrievalConfig(reference_pages=["api"])).fingerprint != base.fingerprint
+    dense = _retriever(with_reference, "dense")
+    assert _retriever(with_reference, "dense", reference_weight=0.3).fingerprint == dense.fingerprint
+
+
+@pytest.mark.parametrize("bad", [{"reference_weight": -0.1}, {"reference_pages": [""]}, {"reference_pages": ["/api"]}])
+def test_bad_reference_settings_are_rejected(bad):
+    with pytest.raises(ValidationError):
+        RetrievalConfig(**bad)
