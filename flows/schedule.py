@@ -52,7 +52,7 @@ def build_job(
     from docpilot.config.golden import validate_against_corpus
     from docpilot.config.loading import load_config
     from docpilot.run.job import read_records
-    from docpilot.run.pipeline import open_workspace
+    from docpilot.run.workspace import open_workspace
 
     settings = load_config(config)
     path = settings.golden if record_set == "golden" else settings.adversarial

@@ -7,7 +7,7 @@ from prefect.cache_policies import NONE
 
 from docpilot.reports.report import assemble_report, write_report
 from docpilot.run.job import EvalJob
-from docpilot.run.pipeline import open_workspace
+from docpilot.run.workspace import open_workspace
 from docpilot.schema import Report, Row
 
 

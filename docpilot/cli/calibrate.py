@@ -39,12 +39,8 @@ def calibrate_command(config_path, docs, golden, target, write, as_json):
         write_guard,
     )
     from docpilot.run.job import read_records
-    from docpilot.run.pipeline import (
-        build_rows,
-        open_workspace,
-        retrieve_shard,
-        start_traces,
-    )
+    from docpilot.run.pipeline import build_rows, retrieve_shard, start_traces
+    from docpilot.run.workspace import open_workspace
 
     overrides: dict = {}
     if docs:

@@ -111,6 +111,28 @@ def load_config(
     return Config.model_validate(merged)
 
 
+def flag_overrides(
+    *,
+    docs: str | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    concurrency: int | None = None,
+) -> dict[str, Any]:
+    """The ``overrides`` that the command line's shared flags stand for; unset flags set nothing.
+
+    A provider named on the command line without a model gets that provider's usual
+    model, so ``--provider openai`` alone is a complete choice.
+    """
+    overrides: dict[str, Any] = {
+        "corpus": {"docs": docs},
+        "model": {"provider": provider, "name": model, "base_url": base_url, "concurrency": concurrency},
+    }
+    if provider and provider != "extractive" and not model:
+        overrides["model"]["name"] = "gpt-4o-mini"
+    return _drop_none(overrides)
+
+
 def public_config(config: Config) -> dict[str, Any]:
     """The configuration as plain JSON-ready data, for reports (it never holds secrets)."""
     return config.model_dump(mode="json")

@@ -144,9 +144,18 @@ class Corpus:
                 path=self.root,
                 hint=f"use an existing section id, such as {self.closest(section_id) or list(self.sections)[:3]}",
             )
-        path = "" if section.page_id == "index" else section.page_id
-        base = base_url if base_url.endswith("/") else base_url + "/"
-        return base + path + (f"#{section.anchor}" if section.anchor else "")
+        return section_url(section_id, base_url)
+
+
+def section_url(section_id: str, base_url: str) -> str:
+    """The public link of a section id: base URL + page path + ``#anchor``.
+
+    The top page ``index`` is the base URL itself, and text before a page's first
+    heading (``page#``) links to the page.
+    """
+    page, _, anchor = section_id.partition("#")
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    return base + ("" if page == "index" else page) + (f"#{anchor}" if anchor else "")
 
 
 def load_corpus(root: str | Path, *, chunk_words: int = 220) -> Corpus:

@@ -16,11 +16,11 @@ import re
 from pathlib import Path
 
 from docpilot.assistant.render import render_panel
+from docpilot.corpus.pages import section_url
 from docpilot.models.base import Source
 from docpilot.readout.outcomes import (
     Readout,
     RecordOutcome,
-    section_url,
     write_atomically,
 )
 from docpilot.readout.svg import histogram, recall_curve

@@ -104,11 +104,9 @@ def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bo
 
 def leaks_of(rows) -> list[LeakFound]:
     """Every forbidden text the attack probes' turns produced, with the probe and where."""
-    from dataclasses import asdict
-
     from metrics.attacks import list_leaks
 
-    return [LeakFound(**asdict(leak)) for leak in list_leaks(rows)]
+    return list_leaks(rows)
 
 
 def rescore(report: Report) -> Report:

@@ -31,7 +31,7 @@ from docpilot.models.registry import build_model
 from docpilot.run import progress
 
 if TYPE_CHECKING:
-    from docpilot.run.pipeline import Trace, Workspace
+    from docpilot.run.workspace import Trace, Workspace
 
 # Turns in flight per model client: one client's 64 kept-alive connections serve up to
 # 64 turns; more turns get another client rather than wait for a connection.

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from docpilot.assistant.render import Panel
 from docpilot.errors import ConfigError
 from docpilot.models.base import Prompt, Source, Turn
-from docpilot.run.pipeline import Trace, Workspace
+from docpilot.run.workspace import Trace, Workspace
 from docpilot.server.process import local_server
 from docpilot.server.schema import (
     EVENT_MODELS,

@@ -50,7 +50,7 @@ def local_server(
         )
     if in_process:
         from docpilot.models.registry import build_model
-        from docpilot.run.pipeline import open_workspace
+        from docpilot.run.workspace import open_workspace
         from docpilot.server.app import create_app, serve_in_thread
 
         workspace = open_workspace(config)

@@ -30,7 +30,7 @@ from docpilot.assistant.render import render_panel
 from docpilot.errors import ModelError
 from docpilot.models.base import Model, Prompt, parse_refusal
 from docpilot.retrieval.rankers import Hit
-from docpilot.run.pipeline import Workspace
+from docpilot.run.workspace import Workspace
 from docpilot.schema import Cause
 from docpilot.server.schema import (
     AskRequest,

@@ -19,9 +19,10 @@ import sys
 
 import pytest
 
+from docpilot.corpus.pages import section_url
 from docpilot.errors import ReportError
 from docpilot.readout.html import content_security_policy, render_html, write_html
-from docpilot.readout.outcomes import prepare_readout, section_url, write_outputs
+from docpilot.readout.outcomes import prepare_readout, write_outputs
 from docpilot.readout.svg import histogram, recall_curve
 from docpilot.reports.report import load_report, rescore, write_report
 from tests.conftest import DATA, ROOT

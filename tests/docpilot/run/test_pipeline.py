@@ -6,12 +6,12 @@ from docpilot.config.model import Config
 from docpilot.run.pipeline import (
     build_rows,
     model_shard,
-    open_workspace,
     prime_shard,
     render_shard,
     retrieve_shard,
     start_traces,
 )
+from docpilot.run.workspace import open_workspace
 from docpilot.schema import GoldenRecord
 from tests.conftest import DATA
 
@@ -86,9 +86,9 @@ def test_a_worker_holding_other_docs_reloads_them_for_the_runs_fingerprint(tmp_p
     started = open_workspace(config).corpus.fingerprint
     import dataclasses
 
-    from docpilot.run import pipeline
+    from docpilot.run import workspace
 
-    stale = pipeline._WORKSPACES[(config.model_dump_json(), True)]
+    stale = workspace._WORKSPACES[(config.model_dump_json(), True)]
     stale.corpus = dataclasses.replace(stale.corpus, fingerprint="0" * 64)  # as if loaded from older docs
     fresh = open_workspace(config, fingerprint=started)
     assert fresh is not stale and fresh.corpus.fingerprint == started
@@ -104,8 +104,8 @@ def test_docs_changed_under_a_running_eval_are_an_error_not_a_poisoned_cache(tmp
     started = open_workspace(config).corpus.fingerprint
     (docs / "guide" / "billing.md").write_text("# Billing\n\nInvoices are sent on the first of the month.\n")
     assert open_workspace(config, fingerprint=started).corpus.fingerprint == started  # kept: ranks what the run began with
-    from docpilot.run import pipeline
+    from docpilot.run import workspace
 
-    pipeline._WORKSPACES.clear()  # a worker process that starts after the edit holds nothing yet
+    workspace._WORKSPACES.clear()  # a worker process that starts after the edit holds nothing yet
     with pytest.raises(CorpusError, match="the docs changed during the run"):
         open_workspace(config, fingerprint=started)
