@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks import retrieval_suite as suite
 from docpilot.config.golden import load_golden, validate_against_corpus
+from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import load_corpus
 from tests.conftest import ROOT, SHARED_DATA
 
@@ -75,3 +76,14 @@ def test_the_real_docs_golden_sets_resolve_and_are_big_enough(real):
     # Most positives name one exact section; the rest name two, or a whole page.
     single = [r for r in records if len(r.gold) == 1 and not r.gold[0].endswith("#")]
     assert len(single) > 0.7 * sum(1 for r in records if r.gold)
+
+
+@pytest.mark.parametrize("real", REAL, ids=[s.name for s in REAL])
+def test_the_defaults_beat_the_plain_baseline_on_real_docs(real):
+    if not real.docs.is_dir():
+        pytest.skip(f"{real.docs} is absent (the shared data lives beside the repository)")
+    measured = suite.measure_suite(real, RetrievalConfig())
+    for split, figures in measured["splits"].items():
+        ours, baseline = figures["default"], figures["baseline"]
+        assert ours["recall@8"] >= baseline["recall@8"], split
+        assert ours["mrr"] >= baseline["mrr"], split
