@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from docpilot.cli import main
 from docpilot.reports.report import load_report
 from metrics import registry
-from tests.conftest import DATA
+from tests.conftest import DATA, ROOT, SHARED_DATA
 
 PIPELINE = DATA / "pipeline"
 TAGS = {"install": ["setup"], "token-env": ["auth", "setup"], "rollback": ["deploy"], "rotate": ["auth"],
@@ -125,3 +125,50 @@ def test_negatives_with_a_gold_answer_run_with_a_warning(golden, tmp_path):
     negative = next(row for row in report.rows if row.id == "neg-pricing")
     assert negative.gold_answer == "The docs do not cover this."
     assert report.counts["answer_f1"] == 4  # the positives only
+
+
+# On real docs: the FastAPI set, its negatives given reference answers as other tools write them.
+
+FASTAPI_DOCS = SHARED_DATA / "fastapi-docs" / "docs" / "en" / "docs"
+FASTAPI_GOLDEN = ROOT / "benchmarks" / "data" / "fastapi-golden.yaml"
+
+
+@pytest.fixture
+def fastapi_golden(tmp_path):
+    if not FASTAPI_DOCS.is_dir():
+        pytest.skip(f"{FASTAPI_DOCS} is absent (the shared data lives beside the repository)")
+    records = yaml.safe_load(FASTAPI_GOLDEN.read_text(encoding="utf-8"))
+    for record in records:
+        if not record.get("gold"):
+            record["gold_answer"] = "The FastAPI documentation does not cover this."
+    path = tmp_path / "fastapi.yaml"
+    path.write_text(yaml.safe_dump(records, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path, records
+
+
+def _gate_only(golden, out, *extra):
+    result = run("eval", "--docs", str(FASTAPI_DOCS), "--golden", str(golden), "--gate-only",
+                 "--orchestrator", "inline", "--out", str(out), "--json", *extra)
+    assert result.exit_code in (0, 1), result.output
+    return load_report(out), result
+
+
+def test_on_real_docs_negatives_with_answers_run_and_csv_matches_yaml(fastapi_golden, tmp_path):
+    path, records = fastapi_golden
+    negatives = [r["id"] for r in records if not r.get("gold")]
+    report, result = _gate_only(path, tmp_path / "yaml.json")
+    assert f"{len(negatives)} negatives carry a gold_answer: kept and shown with the record, never scored" \
+        in result.stderr
+    assert len(report.rows) == len(records)
+    fields = ["id", "question", "gold", "gold_answer", "identifiers", "split", "expected_cause", "scope", "tags"]
+    csv_path = tmp_path / "fastapi.csv"
+    with csv_path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(fields)
+        for record in records:
+            writer.writerow([";".join(v) if isinstance(v := record.get(f) or "", list) else v for f in fields])
+    from_csv, _ = _gate_only(csv_path, tmp_path / "csv.json")
+    assert untimed(from_csv.summary) == untimed(report.summary) and from_csv.counts == report.counts
+    tag = max(report.slices, key=lambda t: report.slices[t].records)  # the largest slice
+    alone, _ = _gate_only(path, tmp_path / "tag.json", "--tag", tag)
+    assert untimed(report.slices[tag].summary) == untimed(alone.summary)
