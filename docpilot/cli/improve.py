@@ -158,7 +158,7 @@ def _render_diagnosis(diagnosis) -> None:
 
 
 def _languages(languages: dict[str, str | None]) -> str:
-    """`expected en; detected: question en, answer de`, with `?` where nothing reliable was detected (or there was no answer)."""
+    """`expected en; detected: question en, answer de`; `?` where nothing reliable was detected, or no answer."""
     return (f"expected {languages.get('expected') or '?'}; detected: question {languages.get('question') or '?'}, "
             f"answer {languages.get('answer') or '?'}")
 
