@@ -1,4 +1,4 @@
-"""`docpilot init`: a commented config and a starter golden set for a docs folder, so a new project starts from something that runs."""
+"""`docpilot init`: a commented config and a starter golden set, so a new project starts from something that runs."""
 
 from __future__ import annotations
 

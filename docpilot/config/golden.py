@@ -286,7 +286,8 @@ def _explain(error: Any, fmt: _Format) -> _Issue:
     loc = error["loc"]
     field = str(loc[0]) if loc else "record"
     if error["type"] == "missing" and fmt == "csv":
-        return f"missing field {field!r}", f"fill the {field} cell (add a `{field}` column to the header if it has none)"
+        return (f"missing field {field!r}",
+                f"fill the {field} cell (add a `{field}` column to the header if it has none)")
     if error["type"] == "missing":
         value = _EXAMPLES.get(field, "...")
         example = f"{field}: {value}" if fmt == "yaml" else f'"{field}": "{value}"'

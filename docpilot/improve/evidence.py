@@ -157,8 +157,9 @@ def missing_words(row: Row, corpus: Corpus, section: Section, evidence: Evidence
 def target_words(row: Row, section: Section, evidence: Evidence) -> list[str]:
     """Words that point at the section: heading words first, then its most distinctive words.
 
-    Words common across the docs (``Evidence.is_common``) are never targets. A word's weight in the section is its count there times its rarity across the docs
-    (tf·idf); words the gold answer uses are preferred, and none the question has.
+    Words common across the docs (``Evidence.is_common``) are never targets. A word's
+    weight in the section is its count there times its rarity across the docs (tf·idf);
+    words the gold answer uses are preferred, and none the question has.
     """
     asked = set(terms(row.question))
     answer = set(terms(row.gold_answer or ""))

@@ -87,8 +87,8 @@ def render_html(readout: Readout) -> str:
 
 
 # The records table: column heading, and whether it holds a number (right-aligned).
-_COLUMNS = (("id", False), ("question", False), ("kind", False), ("split", False), ("hit@8 (rank)", False), ("answer F1", True),
-            ("refused", False), ("citations", True), ("latency", True), ("cause", False))
+_COLUMNS = (("id", False), ("question", False), ("kind", False), ("split", False), ("hit@8 (rank)", False),
+            ("answer F1", True), ("refused", False), ("citations", True), ("latency", True), ("cause", False))
 
 
 class _OneLine(Extension):

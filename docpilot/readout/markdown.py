@@ -1,8 +1,9 @@
 """A short Markdown summary of a run, for a CI job summary or a pull-request comment.
 
-A verdict line that says what failed (the gates decide the verdict), a compact metric table with each value's n (and its move when there
-is a previous comparable run), the failed gates with the records that broke them,
-and the first failing records with their causes. Record ids, causes and details are
+A verdict line that says what failed (the gates decide the verdict), a compact metric
+table with each value's n (and its move when there is a previous comparable run), the
+failed gates with the records that broke them, and the first records with a failing
+outcome and their causes. Record ids, causes and details are
 escaped, so a golden set or an answer cannot inject Markdown or HTML into the page
 that shows the summary.
 """

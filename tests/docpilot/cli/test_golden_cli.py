@@ -189,7 +189,8 @@ def test_warnings_are_listed_apart_and_do_not_fail_the_check(workdir):
     path = DATA / "negative_with_answer.yaml"
     result = _check("--golden", str(path), "--docs", str(DOCS), "--json")
     assert result.exit_code == 0, result.output
-    assert result.stderr.startswith(f"warning: {path}:1, record 'pricing': a negative (empty gold) carries a gold_answer")
+    assert result.stderr.startswith(f"warning: {path}:1, record 'pricing': a negative (empty gold) carries a "
+                                    "gold_answer")
     shape = GoldenShape.model_validate_json(result.stdout)
     assert len(shape.record_warnings) == 1 and "never scored" in shape.record_warnings[0]
 
