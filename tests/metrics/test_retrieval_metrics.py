@@ -11,7 +11,9 @@ import pytrec_eval
 
 from metrics.gold import matches, unique
 from metrics.retrieval import (
+    RANK_DEPTH,
     context_precision_at_k,
+    first_relevant_rank,
     ndcg_at_k,
     recall_at_k,
     reciprocal_rank,
@@ -150,3 +152,16 @@ def test_overlapping_pins_get_the_best_assignment_found_by_brute_force() -> None
         score = ndcg_at_k(ranked, gold, 8)
         assert score == pytest.approx(_brute_force_dcg(ranked, gold, 8) / idcg)
         assert 0.0 <= score <= 1.0 + 1e-12
+
+
+def test_every_retrieval_metric_reads_the_top_8_only() -> None:
+    # Regression: with retrieval.top_k 20, MRR read all twenty ranks (MRR@20).
+    ranked = [f"x#{i}" for i in range(11)] + ["guide/auth#request"]
+    gold = ["guide/auth#request"]
+    assert reciprocal_rank(ranked, gold) == 0.0
+    assert first_relevant_rank(ranked, gold) is None
+    assert recall_at_k(ranked, gold, 20) == 0.0
+    assert ndcg_at_k(ranked, gold, 20) == 0.0
+    assert context_precision_at_k(ranked, gold, 20) == 0.0
+    assert first_relevant_rank(ranked[4:], gold) == RANK_DEPTH
+    assert reciprocal_rank(ranked[4:], gold) == 1 / RANK_DEPTH
