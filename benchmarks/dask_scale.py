@@ -41,7 +41,7 @@ def make_golden(path: Path, docs: Path, records: int) -> int:
     """A golden set of ``records`` questions, one section of ``docs`` each, in turn; returns the section count."""
     import yaml
 
-    from docpilot.corpus import load_corpus
+    from docpilot.corpus.pages import load_corpus
 
     sections = [s for s in load_corpus(docs).sections.values() if s.title]
     forms = ("How do I {}?", "What does the documentation say about {}?", "Where can I read about {}?",
@@ -57,8 +57,8 @@ def make_golden(path: Path, docs: Path, records: int) -> int:
 
 
 def _config(work: Path, docs: Path, golden: Path, variant: str, shard_size: int):
-    from docpilot.config import RetrievalConfig
-    from docpilot.settings import load_config
+    from docpilot.config.model import RetrievalConfig
+    from docpilot.config.loading import load_config
 
     overrides: dict = {
         "corpus": {"docs": str(docs)},
@@ -74,7 +74,7 @@ def _config(work: Path, docs: Path, golden: Path, variant: str, shard_size: int)
 
 def run_variant(work: Path, docs: Path, golden: Path, variant: str, shard_size: int) -> dict:
     """One run, in this process: the report's figures as JSON-ready data."""
-    from docpilot.job import EvalJob
+    from docpilot.run.job import EvalJob
     from flows.eval import run_eval
 
     job = EvalJob(config=_config(work, docs, golden, variant, shard_size), golden=str(golden), gate_only=True)
@@ -140,7 +140,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="docpilot-dask-scale-") as tmp:
         work = Path(tmp)
         sections = make_golden(work / "golden.yaml", docs, args.records)
-        from docpilot.pipeline import open_workspace
+        from docpilot.run.pipeline import open_workspace
 
         start = time.perf_counter()
         open_workspace(_config(work, docs, work / "golden.yaml", "warm-up", args.shard_size))

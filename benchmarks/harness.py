@@ -42,7 +42,7 @@ from tests.support.openai_server import Reply  # noqa: E402
 
 def make_golden(path: Path, records: int, *, edit: int | None = None) -> None:
     """A golden set of generated questions about the demo docs' sections."""
-    from docpilot.corpus import load_corpus
+    from docpilot.corpus.pages import load_corpus
 
     corpus = load_corpus(ROOT / "docs")
     sections = [s for s in corpus.sections.values() if s.title]
@@ -68,7 +68,7 @@ def run(golden: Path, cache: Path, base_url: str, concurrency: int, orchestrator
     inputs to the written report, and how many rows reused the model stage.
     """
     from docpilot.cli import main as cli
-    from docpilot.report import load_report
+    from docpilot.reports.report import load_report
 
     out = cache.parent / "report.json"
     args = ["eval", "--golden", str(golden), "--provider", "openai", "--model", "bench", "--base-url", base_url,

@@ -2,7 +2,7 @@
 
 Every model forbids unknown fields, so a typo in a golden set or a report is an
 error rather than a silently ignored key. The configuration lives in
-``docpilot.config``.
+``docpilot.config.model``.
 """
 
 from __future__ import annotations

@@ -31,10 +31,12 @@ from prefect.cache_policies import NONE  # noqa: E402
 from prefect.utilities.annotations import quote  # noqa: E402
 from prefect_dask import DaskTaskRunner  # noqa: E402
 
-from docpilot import pipeline, progress  # noqa: E402
+from docpilot.run import pipeline  # noqa: E402
+
+from docpilot.run import progress
 from docpilot.errors import OrchestratorError  # noqa: E402
-from docpilot.job import EvalJob, job_records, shards  # noqa: E402
-from docpilot.pipeline import Trace  # noqa: E402
+from docpilot.run.job import EvalJob, job_records, shards  # noqa: E402
+from docpilot.run.pipeline import Trace  # noqa: E402
 from docpilot.schema import Report  # noqa: E402
 from flows.server import prefect_api  # noqa: E402
 from tasks import report as report_task  # noqa: E402

@@ -20,11 +20,11 @@ from prefect.context import TagsContext
 from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.utilities.annotations import quote
 
-from docpilot import progress
+from docpilot.run import progress
 from docpilot.errors import OrchestratorError
-from docpilot.job import EvalJob, job_records, shards
-from docpilot.lane import cancel_lanes, reset_lanes
-from docpilot.pipeline import start_traces
+from docpilot.run.job import EvalJob, job_records, shards
+from docpilot.run.lane import cancel_lanes, reset_lanes
+from docpilot.run.pipeline import start_traces
 from docpilot.schema import Report
 from tasks import report as report_task
 from tasks import stages
@@ -173,7 +173,7 @@ def run_eval(
     runtime without a URL serves the same config on a free loopback port for the run.
     """
     if job.runtime == "server" and job.url is None:
-        from docpilot.remote import local_server
+        from docpilot.run.remote import local_server
 
         with local_server(job.config) as url:
             served = job.model_copy(update={"url": url})

@@ -32,7 +32,7 @@ from prefect.types.entrypoint import EntrypointType
 from pydantic import ValidationError
 
 from docpilot.errors import ConfigError, OrchestratorError
-from docpilot.job import EvalJob
+from docpilot.run.job import EvalJob
 
 MAX_PARAMETER_BYTES = 512 * 1024
 """Prefect's cap on a deployment's parameters, as JSON."""
@@ -49,10 +49,10 @@ def build_job(
     config: str | None = None, *, record_set: RecordSet = "golden", split: Split = "all", gate_only: bool = False
 ) -> EvalJob:
     """The eval job of a configuration file (None: ``configs/docpilot.yaml`` if present), its records checked."""
-    from docpilot.golden import validate_against_corpus
-    from docpilot.job import read_records
-    from docpilot.pipeline import open_workspace
-    from docpilot.settings import load_config
+    from docpilot.config.golden import validate_against_corpus
+    from docpilot.run.job import read_records
+    from docpilot.run.pipeline import open_workspace
+    from docpilot.config.loading import load_config
 
     settings = load_config(config)
     path = settings.golden if record_set == "golden" else settings.adversarial
@@ -129,8 +129,8 @@ def configured_deployment(
     The configuration and the records are read now as well as at every run, so a
     mistake is an error today rather than a failed run tonight.
     """
-    from docpilot.job import read_records
-    from docpilot.settings import load_config
+    from docpilot.run.job import read_records
+    from docpilot.config.loading import load_config
     from tasks.artifacts import run_tags
 
     settings = load_config(config)

@@ -16,8 +16,8 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
 
-from docpilot.job import EvalJob
-from docpilot.report import file_fingerprint
+from docpilot.run.job import EvalJob
+from docpilot.reports.report import file_fingerprint
 from docpilot.schema import Report
 
 SCORECARD_KEY = "docpilot-scorecard"
@@ -44,8 +44,8 @@ def run_tags(job: EvalJob, *, runner: str = "local", fingerprint: bool = True) -
 def scorecard_markdown(report: Report, path: str) -> str:
     """The scorecard artifact's text: the run's Markdown summary, then where its report is."""
     # Imported here: an inline run, which publishes nothing, need not load them.
-    from docpilot.markdown_summary import render_markdown
-    from docpilot.readout import prepare_readout
+    from docpilot.readout.markdown import render_markdown
+    from docpilot.readout.outcomes import prepare_readout
 
     summary = render_markdown(prepare_readout(report, report_path=path))
     where = Path(path).resolve()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NONE
 
-from docpilot.job import EvalJob
-from docpilot.pipeline import open_workspace
-from docpilot.report import assemble_report, write_report
+from docpilot.run.job import EvalJob
+from docpilot.run.pipeline import open_workspace
+from docpilot.reports.report import assemble_report, write_report
 from docpilot.schema import Report, Row
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NONE
 
-from docpilot import pipeline, progress
-from docpilot.job import EvalJob
-from docpilot.lane import Interrupted
-from docpilot.pipeline import Trace
+from docpilot.run import pipeline
+
+from docpilot.run import progress
+from docpilot.run.job import EvalJob
+from docpilot.run.lane import Interrupted
+from docpilot.run.pipeline import Trace
 from docpilot.schema import Row
 
 
@@ -58,7 +60,7 @@ def model(job: EvalJob, traces: list[Trace]) -> list[Trace]:
 @task(name="remote", cache_policy=NONE, retries=1, retry_delay_seconds=2)
 def remote(job: EvalJob, traces: list[Trace]) -> list[Trace]:
     """Ask the assistant's HTTP server a shard's questions: retrieve, prime and model, over the network."""
-    from docpilot.remote import remote_shard
+    from docpilot.run.remote import remote_shard
 
     traces, stages = remote_shard(_workspace(job), traces, job.url, concurrency=job.config.model.concurrency)
     for trace in traces:

@@ -38,7 +38,7 @@ def _emit(report, path: str, as_json: bool) -> None:
         }
         click.echo(json.dumps(payload, indent=2))
     else:
-        from docpilot.scorecard import render_scorecard
+        from docpilot.reports.scorecard import render_scorecard
 
         render_scorecard(report, Console(), path=path)
 
@@ -98,10 +98,10 @@ def eval_command(
     Exit status: 0 when every gate passed, 1 when a gate failed, 2 on a usage, config or
     input error.
     """
-    from docpilot.golden import validate_against_corpus
-    from docpilot.job import EvalJob, read_records
-    from docpilot.pipeline import open_workspace
-    from docpilot.settings import load_config
+    from docpilot.config.golden import validate_against_corpus
+    from docpilot.run.job import EvalJob, read_records
+    from docpilot.run.pipeline import open_workspace
+    from docpilot.config.loading import load_config
 
     overrides = _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
     config = load_config(config_path, overrides=overrides)
@@ -124,7 +124,7 @@ def eval_command(
 
     from flows.eval import run_eval
 
-    from docpilot import progress
+    from docpilot.run import progress
 
     sink = progress.sink_for()
     progress.install(sink)
@@ -136,7 +136,7 @@ def eval_command(
         sink.close()
     written = {}
     if html_path or junit_path or markdown_path:
-        from docpilot.readout import write_outputs
+        from docpilot.readout.outcomes import write_outputs
 
         written = write_outputs(report, html=html_path, junit=junit_path, markdown=markdown_path, report_path=path)
     _emit(report, path, as_json)
@@ -152,7 +152,7 @@ def eval_command(
 @handle_errors
 def score_command(report_path, as_json):
     """Recompute a report's summary, gates and verdict from its rows alone."""
-    from docpilot.report import load_report, rescore
+    from docpilot.reports.report import load_report, rescore
 
     report = rescore(load_report(report_path))
     _emit(report, report_path, as_json)

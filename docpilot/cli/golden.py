@@ -12,9 +12,9 @@ from rich.table import Table
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
-from docpilot.golden import GoldenShape, describe_golden, load_golden, load_probes, validate_against_corpus
+from docpilot.config.golden import GoldenShape, describe_golden, load_golden, load_probes, validate_against_corpus
 from docpilot.schema import AttackProbe
-from docpilot.settings import load_config
+from docpilot.config.loading import load_config
 
 _PAGES_SHOWN = 15
 
@@ -54,7 +54,7 @@ def check(
     if record_set == "adversarial":
         _show_probes(config.adversarial, load_probes(config.adversarial), as_json)
         return
-    from docpilot.corpus import load_corpus
+    from docpilot.corpus.pages import load_corpus
 
     records = load_golden(config.golden)
     corpus = load_corpus(config.corpus.docs, chunk_words=config.corpus.chunk_words)

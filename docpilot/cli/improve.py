@@ -91,16 +91,16 @@ def _diagnose_command(ctx, report, reports_dir, config_path, as_json, docs):
 
 
 def _store(reports_dir: str | None, config_path: str | None):
-    from docpilot.store import ReportStore
+    from docpilot.reports.store import ReportStore
 
     return ReportStore(reports_folder(reports_dir, config_path))
 
 
 def _diagnose(reference, reports_dir, config_path, as_json, docs) -> None:
     from docpilot.errors import ReportError
-    from docpilot.improve import diagnose, load_docs
-    from docpilot.report import load_report
-    from docpilot.store import resolve_report
+    from docpilot.improve.diagnosis import diagnose, load_docs
+    from docpilot.reports.report import load_report
+    from docpilot.reports.store import resolve_report
 
     store = _store(reports_dir, config_path)
     if reference is None:
@@ -165,9 +165,9 @@ def compare_command(a, b, reports_dir, config_path, as_json):
     the exact McNemar test, continuous ones (answer F1, nDCG@8, reciprocal rank) the
     Wilcoxon signed-rank test. Choose a change on the dev split; prove it on test.
     """
-    from docpilot.compare import compare_reports
-    from docpilot.report import load_report
-    from docpilot.store import resolve_report
+    from docpilot.reports.compare import compare_reports
+    from docpilot.reports.report import load_report
+    from docpilot.reports.store import resolve_report
 
     store = _store(reports_dir, config_path)
     path_a, path_b = resolve_report(a, store), resolve_report(b, store)
@@ -180,7 +180,7 @@ def compare_command(a, b, reports_dir, config_path, as_json):
 
 
 def _render_comparison(comparison) -> None:
-    from docpilot.compare import describe_p
+    from docpilot.reports.compare import describe_p
 
     console = Console(highlight=False)
     if not console.is_terminal and console.width < 100:

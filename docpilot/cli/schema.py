@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
-from docpilot.config import Config
+from docpilot.config.model import Config
 from docpilot.schema import AttackProbe, GoldenRecord, Report
 
 SCHEMAS: dict[str, type[BaseModel]] = {

@@ -41,10 +41,10 @@ def serve_command(host, port, config_path, docs, provider, model, base_url, no_a
     error (such as --no-auth on a public host, or no token).
     """
     from docpilot.models.registry import build_model
-    from docpilot.pipeline import open_workspace
-    from docpilot.server import bind, create_app, run_server, url_of
-    from docpilot.server_auth import server_token
-    from docpilot.settings import load_config
+    from docpilot.run.pipeline import open_workspace
+    from docpilot.server.app import bind, create_app, run_server, url_of
+    from docpilot.server.auth import server_token
+    from docpilot.config.loading import load_config
 
     token = server_token(host, no_auth=no_auth)  # refuse an open public server before loading anything
     config = load_config(config_path, overrides=_overrides(docs, provider, model, base_url))

@@ -19,7 +19,7 @@ def reports_folder(reports_dir: str | None, config_path: str | None) -> str:
     """The reports folder: ``--reports`` when given, else the config's ``reports_dir``."""
     if reports_dir:
         return reports_dir
-    from docpilot.settings import load_config
+    from docpilot.config.loading import load_config
 
     return load_config(config_path).reports_dir
 
@@ -43,9 +43,9 @@ def status_command(reports_dir, config_path, as_json):
     set, the split, --gate-only and the runtime. Exit status: 0, or 2 when there is no
     readable report.
     """
-    from docpilot.compare import metric_moves
+    from docpilot.reports.compare import metric_moves
     from docpilot.errors import ReportError
-    from docpilot.store import ReportStore
+    from docpilot.reports.store import ReportStore
 
     store = ReportStore(reports_folder(reports_dir, config_path))
     latest = store.latest()
@@ -78,7 +78,7 @@ def status_command(reports_dir, config_path, as_json):
 
 
 def _render(report, header, moves, note: str, skipped, *, has_previous: bool) -> None:
-    from docpilot.scorecard import format_value
+    from docpilot.reports.scorecard import format_value
 
     console = Console(highlight=False)
     mode = ", gate-only" if report.gate_only else ""
@@ -110,7 +110,7 @@ def _render(report, header, moves, note: str, skipped, *, has_previous: bool) ->
 
 
 def _signed(metric: str, delta: float) -> str:
-    from docpilot.scorecard import format_value
+    from docpilot.reports.scorecard import format_value
 
     if abs(delta) <= 1e-12:
         return "0"

@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 
 from docpilot.models.base import Prompt, Turn, parse_refusal
-from docpilot.tokens import terms
+from docpilot.retrieval.tokens import terms
 
 _FENCE = re.compile(r"^(```|~~~)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*_0-9])")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from docpilot.config import ModelConfig
-from docpilot.corpus import Corpus
+from docpilot.config.model import ModelConfig
+from docpilot.corpus.pages import Corpus
 from docpilot.errors import ConfigError
 from docpilot.models.base import Model
 

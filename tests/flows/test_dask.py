@@ -13,9 +13,9 @@ import uuid
 import psutil
 import pytest
 
-from docpilot import pipeline
+from docpilot.run import pipeline
 from docpilot.errors import OrchestratorError
-from docpilot.job import job_records
+from docpilot.run.job import job_records
 from docpilot.models.base import Turn
 from flows.dask import LOCAL_WORKERS, dask_task_runner
 from flows.eval import run_eval

@@ -7,8 +7,8 @@ from concurrent.futures import Future
 
 import pytest
 
-from docpilot.config import Config
-from docpilot.job import EvalJob
+from docpilot.config.model import Config
+from docpilot.run.job import EvalJob
 from flows.eval import _inline, resolve_orchestrator, run_eval, run_stages
 from tests.conftest import DATA
 

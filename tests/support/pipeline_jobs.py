@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from docpilot.config import Config
-from docpilot.job import EvalJob
+from docpilot.config.model import Config
+from docpilot.run.job import EvalJob
 from docpilot.schema import Report
 
 PIPELINE = Path(__file__).resolve().parent.parent / "data" / "pipeline"

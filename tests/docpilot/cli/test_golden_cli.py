@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
 from docpilot.errors import InputError
-from docpilot.golden import GoldenShape
+from docpilot.config.golden import GoldenShape
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "golden"
 DOCS = DATA / "docs"

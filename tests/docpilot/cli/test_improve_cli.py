@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from docpilot.cli import main
-from docpilot.report import score, write_report
+from docpilot.reports.report import score, write_report
 from docpilot.schema import Report, Row
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "improve" / "docs"

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from docpilot.cli import main
 from docpilot.errors import ConfigError
-from docpilot.server_auth import is_loopback, server_token
+from docpilot.server.auth import is_loopback, server_token
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "tests" / "data" / "pipeline" / "docs"

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from docpilot.cli import main
-from docpilot.report import score, write_report
+from docpilot.reports.report import score, write_report
 from docpilot.schema import Report, Row
 
 

@@ -1,0 +1,411 @@
+"""Golden sets and attack probes: reading them, checking them, and describing their shape.
+
+A file is YAML (a list of records, or a mapping with a ``records:`` list) or JSONL
+(one JSON object per line). Every problem found is reported at once, each naming the
+file, the record's first line, its id, the bad value and the fix, so one
+``docpilot golden check`` shows everything that needs editing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from docpilot.errors import InputError
+from docpilot.schema import AttackProbe, GoldenRecord
+from docpilot.config.userfile import (
+    Problem,
+    describe,
+    explain,
+    line_of,
+    mapping_entries,
+    parse_jsonl,
+    parse_yaml,
+    raise_all,
+    read_text,
+    repeated_keys,
+    show,
+)
+
+if TYPE_CHECKING:
+    from docpilot.corpus.pages import Corpus
+
+_Record = TypeVar("_Record", GoldenRecord, AttackProbe)
+_Format = Literal["yaml", "jsonl"]
+_Issue = tuple[str, str]  # (what is wrong, how to fix it)
+
+_SUFFIXES: dict[str, _Format] = {".yaml": "yaml", ".yml": "yaml", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+_SMALL_SET = 100
+_LANGUAGE_TAG = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$")
+_EXAMPLES = {
+    "id": "<a unique id>",
+    "question": "<the question as a user would type it>",
+    "prompt": "<what the attacker sends>",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SplitShape(_Strict):
+    """How many records of one split are positives and negatives."""
+
+    positives: int = 0
+    """Records with gold entries."""
+    negatives: int = 0
+    """Records with no gold: the right outcome is a refusal."""
+
+
+class GoldenShape(_Strict):
+    """What a golden set covers: its splits, its gold pins, the pages it touches, and its weak spots."""
+
+    records: int
+    """Number of records."""
+    splits: dict[str, SplitShape]
+    """Positives and negatives per split (`dev`, `test`)."""
+    gold_forms: dict[str, int]
+    """Gold entries per form: `page`, `page#` (any section of the page), `page#anchor`."""
+    records_per_page: dict[str, int]
+    """Page id → records whose gold touches it, most touched first."""
+    pages: int | None = None
+    """Pages in the docs; None when the set was described without them."""
+    untouched_pages: list[str]
+    """Pages of the docs that no record's gold touches."""
+    warnings: list[str]
+    """Weak spots worth fixing before trusting the numbers."""
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One record as parsed, before validation."""
+
+    line: int
+    raw: Any
+    repeated_keys: list[tuple[str, int]]
+
+
+def load_golden(path: str | Path) -> list[GoldenRecord]:
+    """Read and check a golden set; raise one InputError listing every problem."""
+    return _load(Path(path), GoldenRecord, _golden_issues)
+
+
+def load_probes(path: str | Path) -> list[AttackProbe]:
+    """Read and check an attack-probe file; raise one InputError listing every problem."""
+    return _load(Path(path), AttackProbe, _probe_issues)
+
+
+def validate_against_corpus(records: Sequence[GoldenRecord], corpus: Corpus, path: str | Path | None = None) -> None:
+    """Check that every gold entry and scope prefix names something in the docs.
+
+    ``path`` is the golden file the records came from, so each problem can name the
+    record's line. All problems are raised together as one InputError.
+    """
+    file = Path(path) if path is not None else None
+    page_ids = sorted(corpus.pages)
+    folders = {page.rsplit("/", depth)[0] for page in page_ids for depth in range(1, page.count("/") + 1)}
+    prefixes = set(page_ids) | folders
+    problems = []
+    for record in records:
+        for entry in record.gold:
+            if not corpus.has_entry(entry):
+                page = entry.partition("#")[0]
+                known_page = "#" in entry and page in corpus.pages
+                what = f"no section of page {page!r}" if known_page else "no page of the docs"
+                hint = _did_you_mean(corpus.closest(entry, n=3))
+                problems.append(Problem(f"gold entry {entry!r} names {what}", hint, file, None, record.id))
+        for prefix in record.scope or []:
+            if prefix.rstrip("/") not in prefixes:
+                hint = _did_you_mean(difflib.get_close_matches(prefix, sorted(prefixes), n=3, cutoff=0.5))
+                message = f"scope prefix {prefix!r} names no page or folder of the docs"
+                problems.append(Problem(message, hint, file, None, record.id))
+    if problems and file is not None:
+        # Lines are looked up only now: finding them reads the file again.
+        lines = _lines_by_id(file)
+        problems = [replace(problem, line=lines.get(problem.record)) for problem in problems]
+    raise_all(problems)
+
+
+def describe_golden(records: Sequence[GoldenRecord], corpus: Corpus | None = None) -> GoldenShape:
+    """Summarise what a golden set covers and warn about what makes its numbers weak."""
+    splits = {name: SplitShape() for name in get_args(GoldenRecord.model_fields["split"].annotation)}
+    forms: Counter[str] = Counter({"page": 0, "page#": 0, "page#anchor": 0})
+    page_ids = sorted(corpus.pages) if corpus is not None else None
+    per_page: Counter[str] = Counter()
+    for record in records:
+        split = splits.setdefault(record.split, SplitShape())
+        if record.gold:
+            split.positives += 1
+        else:
+            split.negatives += 1
+        for entry in record.gold:
+            forms["page" if "#" not in entry else "page#" if entry.endswith("#") else "page#anchor"] += 1
+        per_page.update(_touched_pages(record.gold, page_ids))
+    untouched = [page for page in page_ids or [] if page not in per_page]
+    return GoldenShape(
+        records=len(records),
+        splits=splits,
+        gold_forms=dict(forms),
+        records_per_page=dict(sorted(per_page.items(), key=lambda item: (-item[1], item[0]))),
+        pages=len(page_ids) if page_ids is not None else None,
+        untouched_pages=untouched,
+        warnings=_warnings(len(records), splits, untouched, len(page_ids or [])),
+    )
+
+
+def _touched_pages(gold: Sequence[str], page_ids: Sequence[str] | None) -> set[str]:
+    """Pages a record's gold entries match (a bare page id also covers the pages nested under it)."""
+    touched = set()
+    for entry in gold:
+        page = entry.partition("#")[0]
+        if page_ids is None or "#" in entry:
+            touched.add(page)
+        else:
+            touched.update(p for p in page_ids if p == page or p.startswith(page + "/"))
+    return touched
+
+
+def _warnings(total: int, splits: dict[str, SplitShape], untouched: list[str], pages: int) -> list[str]:
+    warnings = []
+    if 0 < total < _SMALL_SET:
+        warnings.append(
+            f"small set ({total} records): every number moves by whole records: one record is "
+            f"{100 / total:.1f} % of the set, so read a change as records gained or lost"
+        )
+    for name, split in splits.items():
+        if split.positives + split.negatives == 0:
+            warnings.append(f"split {name!r} has no records: nothing can be measured on it")
+        elif split.negatives == 0:
+            warnings.append(
+                f"split {name!r} has no negatives: negatives caught and over-refusal cannot be measured on it"
+            )
+        elif split.positives == 0:
+            warnings.append(
+                f"split {name!r} has no positives: retrieval and answer metrics have nothing to average on it"
+            )
+    if untouched:
+        shown = ", ".join(untouched[:10]) + (f" and {len(untouched) - 10} more" if len(untouched) > 10 else "")
+        warnings.append(f"{len(untouched)} of {pages} pages are touched by no question: {shown}")
+    return warnings
+
+
+# Reading ------------------------------------------------------------------------
+
+
+def _load(path: Path, model: type[_Record], checks: Callable[[Any], list[_Issue]]) -> list[_Record]:
+    fmt = _format(path)
+    problems: list[Problem] = []
+    records: list[_Record] = []
+    first_line: dict[str, int] = {}
+    for item in _parse(path, fmt):
+        record_id = _raw_id(item.raw)
+        found = _check_item(item, model, fmt)
+        issues = found if isinstance(found, list) else checks(found)
+        problems += [Problem(message, hint, path, item.line, record_id) for message, hint in issues]
+        if not issues:
+            records.append(found)
+        if record_id is not None and record_id in first_line:
+            message = f"duplicate id {record_id!r}: lines {first_line[record_id]} and {item.line} both use it"
+            hint = "give each record its own id; reports find records by id"
+            problems.append(Problem(message, hint, path, item.line, record_id))
+        elif record_id is not None:
+            first_line[record_id] = item.line
+    raise_all(problems)
+    return records
+
+
+def _format(path: Path) -> _Format:
+    fmt = _SUFFIXES.get(path.suffix.lower())
+    if fmt is None and path.is_file():
+        raise InputError(f"cannot tell the format from the extension {path.suffix or '(none)'!r}", path=path,
+                         hint="name the file .yaml or .yml for YAML, or .jsonl for one JSON object per line")
+    return fmt or "yaml"
+
+
+def _parse(path: Path, fmt: _Format) -> list[_Item]:
+    text = read_text(path)
+    if not text.strip():
+        raise InputError("the file is empty", path=path, hint="add records, each with at least an id and a question")
+    if fmt == "jsonl":
+        items = [_Item(line, value, [(key, line) for key in keys]) for line, value, keys in parse_jsonl(text, path)]
+    else:
+        items = _yaml_items(text, path)
+    if not items:
+        raise InputError("holds no records", path=path, hint="add at least one record with an id and a question")
+    return items
+
+
+def _yaml_items(text: str, path: Path) -> list[_Item]:
+    """The records of a YAML file, from a top-level list or a `records:` mapping."""
+    root, data = parse_yaml(text, path)
+    if root is None:
+        raise InputError(
+            "holds only comments, no records", path=path, hint="add records, each with at least an id and a question"
+        )
+    shape_hint = "write a list of records (each starting with '- id: ...'), or a mapping with a `records:` list"
+    if isinstance(root, yaml.MappingNode) and isinstance(data, dict):
+        entries = {key: (node, line) for key, node, line in mapping_entries(root)}
+        if "records" not in data and {"id", "question", "prompt"} & set(entries):
+            raise InputError("holds a single record, not a list of records", path=path, line=line_of(root),
+                             hint="put '- ' before the record's first key to make it the first item of a list")
+        other = next((key for key in data if key != "records"), None)
+        if other is not None:
+            hint = "did you mean 'records'? " if difflib.get_close_matches(str(other), ["records"]) else ""
+            line = entries[other][1] if other in entries else line_of(root)
+            raise InputError(f"unknown top-level key {show(other)}", path=path, line=line,
+                             hint=hint + "the only top-level key is `records:`, holding the list of records")
+        if "records" not in data:
+            raise InputError("holds an empty mapping, not records", path=path, line=line_of(root), hint=shape_hint)
+        # The last `records:` wins, as it does when the document is built.
+        root = next(v for k, v in reversed(root.value) if isinstance(k, yaml.ScalarNode) and k.value == "records")
+        data = data["records"]
+    if not (isinstance(root, yaml.SequenceNode) and isinstance(data, list)):
+        message = f"holds {describe(data)}, not a list of records"
+        raise InputError(message, path=path, line=line_of(root), hint=shape_hint)
+    return [_Item(line_of(node), value, repeated_keys(node)) for node, value in zip(root.value, data)]
+
+
+def _lines_by_id(path: Path) -> dict[str, int]:
+    """Each record id's first line, for naming records that already loaded."""
+    try:
+        items = _parse(path, _format(path))
+    except InputError:
+        return {}
+    lines: dict[str, int] = {}
+    for item in items:
+        record_id = _raw_id(item.raw)
+        if record_id is not None:
+            lines.setdefault(record_id, item.line)
+    return lines
+
+
+# Checking -----------------------------------------------------------------------
+
+
+def _check_item(item: _Item, model: type[_Record], fmt: _Format) -> _Record | list[_Issue]:
+    """The validated record, or what is wrong with it."""
+    raw = item.raw
+    if not isinstance(raw, dict):
+        example = '{"id": "q1", "question": "..."}' if fmt == "jsonl" else "`- id: q1` with `question: ...` below it"
+        return [(f"a record must be a mapping of fields, not {describe(raw)}", f"write the record as {example}")]
+    fields = model.model_fields
+    issues = [(f"field {key!r} is given twice (the second time on line {line})", "keep one of them")
+              for key, line in item.repeated_keys]
+    known = {}
+    for key, value in raw.items():
+        if isinstance(key, str) and key in fields:
+            known[key] = value
+            continue
+        near = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.5)
+        hint = (f"did you mean {near[0]!r}? " if near else "") + f"valid fields: {', '.join(fields)}"
+        issues.append((f"unknown field {show(key)}", hint))
+    for name in _list_fields(model):
+        if isinstance(known.get(name), str):
+            value = known.pop(name)
+            listed = f"{name}: [{value}]" if fmt == "yaml" else f'"{name}": [{json.dumps(value)}]'
+            issues.append((f"{name} is a single string {show(value)}, not a list", f"write it as a list: {listed}"))
+    try:
+        record = model.model_validate(known)
+    except ValidationError as exc:
+        # A misspelt field already says "did you mean 'question'?"; "missing question" would only repeat it.
+        suggested = {hint.split("'")[1] for _, hint in issues if hint.startswith("did you mean")}
+        errors = [e for e in exc.errors() if not (e["type"] == "missing" and e["loc"][0] in suggested)]
+        return issues + [_explain(error, fmt) for error in errors]
+    return issues or record
+
+
+def _explain(error: Any, fmt: _Format) -> _Issue:
+    loc = error["loc"]
+    field = str(loc[0]) if loc else "record"
+    if error["type"] == "missing":
+        value = _EXAMPLES.get(field, "...")
+        example = f"{field}: {value}" if fmt == "yaml" else f'"{field}": "{value}"'
+        return f"missing field {field!r}", f"add `{example}`"
+    name = field if len(loc) < 2 else f"{field} entry {loc[1] + 1 if isinstance(loc[1], int) else loc[1]}"
+    message, hint = explain(error, name)
+    if error["type"] == "literal_error":
+        choices = re.findall(r"'([^']*)'", error["ctx"]["expected"])
+        near = difflib.get_close_matches(str(error.get("input")), choices, n=1)
+        hint = (f"did you mean {near[0]!r}? " if near else "") + hint
+    elif error["type"] == "list_type" and field == "gold":
+        hint += ", or `gold: []` for a negative"
+    return message, hint
+
+
+def _golden_issues(record: GoldenRecord) -> list[_Issue]:
+    issues = _blank("id", record.id) + _blank("question", record.question)
+    if not record.gold and record.gold_answer:
+        issues.append((f"a negative (empty gold) has a gold_answer {show(record.gold_answer)}",
+                       "list the gold entries the answer comes from, or remove gold_answer: "
+                       "a negative's right outcome is a refusal"))
+    if record.gold and record.expected_cause:
+        issues.append((f"a positive (gold {show(record.gold)}) has expected_cause {record.expected_cause!r}",
+                       "remove expected_cause (it says why a negative is refused), "
+                       "or empty gold to make the record a negative"))
+    for field in ("gold", "identifiers", "scope"):
+        for number, value in enumerate(getattr(record, field) or [], start=1):
+            issues += _blank(f"{field} entry {number}", value, fix=f"remove the empty {field} entry")
+    if record.scope == []:
+        issues.append(("scope is an empty list, so the turn could draw from no page",
+                       "list the page-id prefixes the turn may use, or remove scope to allow the whole corpus"))
+    if record.language is not None and not _LANGUAGE_TAG.match(record.language):
+        issues.append((f"language {show(record.language)} is not a BCP-47 tag", "use a tag such as en, de or pt-BR"))
+    return issues
+
+
+def _probe_issues(probe: AttackProbe) -> list[_Issue]:
+    issues = _blank("id", probe.id) + _blank("prompt", probe.prompt)
+    for number, entry in enumerate(probe.forbidden, start=1):
+        pattern = entry[3:] if entry.startswith("re:") else entry
+        if not pattern.strip():
+            issues.append((f"forbidden entry {number} ({show(entry)}) is empty and matches every reply", "remove it"))
+            continue
+        if not entry.startswith("re:"):
+            continue
+        try:
+            re.compile(pattern)
+        except (re.error, ValueError, OverflowError, RecursionError) as exc:
+            issues.append((f"forbidden entry {number} {show(entry)} is not a valid regular expression: {exc}",
+                           "escape special characters with a backslash, or drop 're:' to match the text as written"))
+    return issues
+
+
+def _blank(name: str, value: str, fix: str | None = None) -> list[_Issue]:
+    if value.strip():
+        return []
+    return [(f"{name} is empty (only white space)", fix or f"write the {name}, or remove the record")]
+
+
+@lru_cache(maxsize=None)  # asked once per record; the answer is per model
+def _list_fields(model: type[BaseModel]) -> list[str]:
+    def is_list(annotation: Any) -> bool:
+        return get_origin(annotation) is list or any(get_origin(arg) is list for arg in get_args(annotation))
+
+    return [name for name, field in model.model_fields.items() if is_list(field.annotation)]
+
+
+# Messages -----------------------------------------------------------------------
+
+
+def _did_you_mean(candidates: Sequence[str]) -> str:
+    if candidates:
+        return "did you mean: " + ", ".join(candidates) + "?"
+    return (
+        "a page id is the page's path under the docs folder without its extension, "
+        "such as guide/auth or guide/auth#install"
+    )
+
+
+def _raw_id(raw: Any) -> str | None:
+    value = raw.get("id") if isinstance(raw, dict) else None
+    return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None

@@ -1,0 +1,120 @@
+"""From a failing number to the records behind it, each with a cause and edits to try.
+
+``diagnose`` reads a report's rows, gives each failing record its cause
+(``docpilot.improve.taxonomy``) and the edits that may move it (``docpilot.improve.suggestions``).
+Edits that need the docs read them from the folder the run used (the report's
+``config.corpus.docs``) or one passed in; without docs, the causes are the same and
+the edits more general.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from docpilot.corpus.pages import Corpus, load_corpus
+from docpilot.errors import CorpusError
+from docpilot.schema import Kind, Report
+from docpilot.reports.store import header_of
+from docpilot.improve.suggestions import Edit, Evidence, suggest_edits
+from docpilot.improve.taxonomy import CAUSE_IDS, FailureCause, causes_of, describe, run_settings, what_moves
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Failure(_Strict):
+    """One failing record: its cause, the facts behind it, and edits to try."""
+
+    id: str
+    """The record's id."""
+    kind: Kind
+    """positive, negative or attack."""
+    split: str
+    """The record's split."""
+    question: str
+    """The question asked."""
+    cause: FailureCause
+    """The first cause that holds, in the taxonomy's order."""
+    also: list[FailureCause]
+    """Later causes that hold as well."""
+    detail: str
+    """The facts behind the cause, from the row."""
+    moves: str
+    """What moves this cause."""
+    edits: list[Edit]
+    """Suggested edits, most direct first."""
+
+
+class Diagnosis(_Strict):
+    """Every failing record of a run, grouped by cause."""
+
+    report: dict[str, object]
+    """The run's header (run id, time, set, split, mode, path)."""
+    records: int
+    """Records in the run."""
+    failing: int
+    """Records with at least one cause."""
+    causes: dict[str, int]
+    """Cause → failing records it is the cause of, in check order (causes with none left out)."""
+    failures: list[Failure]
+    """The failing records, by cause in check order, then in report order."""
+    notes: list[str]
+    """Caveats: docs not found or changed since the run."""
+
+
+def load_docs(report: Report, docs: str | Path | None = None) -> tuple[Corpus | None, list[str]]:
+    """The docs a report's run read (or ``docs``), and notes on why they may not match.
+
+    A folder that is missing or unreadable gives None and a note, never an error:
+    the diagnosis stands without the docs.
+    """
+    corpus_config = (report.config or {}).get("corpus") or {}
+    folder = Path(docs) if docs is not None else Path(str(corpus_config.get("docs", "docs")))
+    if not folder.is_dir():
+        return None, [f"docs folder {folder} not found: edits are worked out without the docs "
+                      "(pass --docs to point at them)"]
+    try:
+        corpus = load_corpus(folder, chunk_words=int(corpus_config.get("chunk_words", 220)))
+    except CorpusError as exc:
+        return None, [f"docs folder {folder} could not be read ({exc}): edits are worked out without the docs"]
+    notes = []
+    recorded = (report.fingerprints or {}).get("corpus")
+    if recorded is not None and recorded != corpus.fingerprint:
+        notes.append(f"the docs in {folder} changed since this run: edits read them as they are now")
+    return corpus, notes
+
+
+def diagnose(report: Report, corpus: Corpus | None = None, *, path: str | Path | None = None,
+             notes: list[str] | None = None) -> Diagnosis:
+    """Every failing record of ``report`` with its cause and suggested edits.
+
+    A record fails when any cause of the taxonomy holds for it; its cause is the
+    first that holds. ``corpus`` (the docs) makes the edits concrete.
+    """
+    run = run_settings(report)
+    evidence = Evidence(report=report, run=run, corpus=corpus)
+    failures: list[Failure] = []
+    for row in report.rows:
+        found = causes_of(row, run)
+        if not found:
+            continue
+        cause = found[0]
+        failures.append(Failure(
+            id=row.id, kind=row.kind, split=row.split, question=row.question, cause=cause,
+            also=found[1:], detail=describe(row, cause, run), moves=what_moves(cause),
+            edits=suggest_edits(row, cause, evidence),
+        ))
+    order = {cause: i for i, cause in enumerate(CAUSE_IDS)}
+    failures.sort(key=lambda f: order[f.cause])  # stable: report order within a cause
+    counts = {cause: sum(1 for f in failures if f.cause == cause) for cause in CAUSE_IDS}
+    return Diagnosis(
+        report=header_of(report, path).describe(),
+        records=len(report.rows),
+        failing=len(failures),
+        causes={cause: n for cause, n in counts.items() if n},
+        failures=failures,
+        notes=[*(notes or []), *evidence.notes],
+    )

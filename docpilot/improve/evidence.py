@@ -1,0 +1,157 @@
+"""What suggestions read besides a row: the report, the run's settings and the docs.
+
+``Evidence`` holds them and the run's retriever, built once over the docs as they are
+now. The functions here find a record's gold section and the words that separate
+it from the question: the question's words the section lacks, and the section's
+words that point at it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from docpilot.config.model import RetrievalConfig
+from docpilot.corpus.pages import Corpus, Section
+from docpilot.retrieval.rankers import Retriever
+from docpilot.schema import Report, Row
+from docpilot.improve.taxonomy import RETRIEVAL_DEPTH, RunSettings, first_gold_rank, primed_sections
+from docpilot.retrieval.tokens import terms, words
+from metrics.gold import matches
+
+MAX_TARGETS = 2
+"""Doc words each suggested vocabulary entry maps to."""
+
+
+@dataclass
+class Evidence:
+    """What suggestions read besides the row: the report, its run settings and the docs."""
+
+    report: Report
+    """The run being diagnosed; its rows show what other edits would do."""
+    run: RunSettings
+    """The run's settings the checks read (prime.top_k, the gate)."""
+    corpus: Corpus | None = None
+    """The docs, as they are now; None when they could not be read."""
+    notes: list[str] = field(default_factory=list)
+    """Caveats met while working (a retriever that could not be rebuilt, ...)."""
+    _retriever: Retriever | None = field(default=None, init=False, repr=False)
+    _retriever_tried: bool = field(default=False, init=False, repr=False)
+    _df: Counter[str] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The run's recorded configuration."""
+        return self.report.config or {}
+
+    def option(self, section: str, key: str, default: Any) -> Any:
+        """A config option of the run, or ``default`` when the report does not record it."""
+        return (self.config.get(section) or {}).get(key, default)
+
+    def retriever(self) -> Retriever | None:
+        """The run's retriever over the docs as they are now; None without docs."""
+        if self.corpus is None or self._retriever_tried:
+            return self._retriever
+        self._retriever_tried = True
+        try:
+            settings = RetrievalConfig.model_validate(self.config.get("retrieval") or {})
+        except ValidationError:
+            settings = RetrievalConfig()
+            self.notes.append("the report's retrieval settings are not readable; tried edits with the defaults")
+        self._retriever = Retriever(self.corpus, settings)
+        return self._retriever
+
+    def document_frequency(self, term: str) -> int:
+        """How many sections of the docs hold a stemmed term."""
+        if self._df is None:
+            self._df = Counter()
+            if self.corpus is not None:
+                for section in self.corpus.sections.values():
+                    self._df.update(set(section_terms(self.corpus, section)))
+        return self._df[term]
+
+
+def section_terms(corpus: Corpus, section: Section) -> list[str]:
+    """The stemmed words a section is found by: heading path, page description and keywords, text."""
+    page = corpus.pages[section.page_id]
+    parts = [" ".join(section.heading_path), page.description or "", " ".join(page.keywords), section.text]
+    return terms("\n".join(parts))
+
+
+def gold_sections(corpus: Corpus, gold: list[str]) -> list[Section]:
+    """Every section of the docs that a gold entry matches, in document order."""
+    return [s for s in corpus.sections.values() if any(matches(s.id, entry) for entry in gold)]
+
+
+def focus_section(row: Row, evidence: Evidence) -> Section | None:
+    """The gold section the record turns on.
+
+    The first gold section the model read, else the first one ranked in the top 8,
+    else the one sharing most words with the gold answer and the question.
+    """
+    corpus = evidence.corpus
+    if corpus is None:
+        return None
+    for section_id in [*primed_sections(row, evidence.run), *row.retrieved[:RETRIEVAL_DEPTH]]:
+        if section_id in corpus.sections and first_gold_rank([section_id], row.gold):
+            return corpus.sections[section_id]
+    candidates = gold_sections(corpus, row.gold)
+    if not candidates:
+        return None
+    wanted = set(terms(f"{row.gold_answer or ''} {row.question}"))
+    return max(candidates, key=lambda s: len(wanted & set(section_terms(corpus, s))))
+
+
+def missing_words(row: Row, corpus: Corpus, section: Section, evidence: Evidence) -> list[str]:
+    """The question's words the section lacks, rarest in the docs first.
+
+    Words the docs never use come first: they are the user's vocabulary, and mapping
+    them disturbs no other query about the docs' own words.
+    """
+    have = set(section_terms(corpus, section))
+    seen: dict[str, str] = {}
+    for word in words(row.question):
+        stems = terms(word)
+        if not stems or stems[0] in have or stems[0] in seen.values() or word.isdigit():
+            continue
+        seen[word] = stems[0]
+    return sorted(seen, key=lambda w: evidence.document_frequency(seen[w]))
+
+
+def target_words(row: Row, section: Section, evidence: Evidence) -> list[str]:
+    """Words that point at the section: heading words first, then its most distinctive words.
+
+    A word's weight in the section is its count there times its rarity across the docs
+    (tf·idf); words the gold answer uses are preferred, and none the question has.
+    """
+    asked = set(terms(row.question))
+    answer = set(terms(row.gold_answer or ""))
+    title = set(terms(section.title))
+    body = Counter(terms(section.text))
+    sections = max(len(evidence.corpus.sections), 1) if evidence.corpus is not None else 1
+    surface: dict[str, str] = {}
+    for word in [*words(section.title), *words(section.text)]:
+        stems = terms(word)
+        if stems and not word.isdigit():
+            surface.setdefault(stems[0], word)
+
+    def weight(stem: str) -> tuple[bool, bool, float]:
+        idf = math.log(1 + sections / max(evidence.document_frequency(stem), 1))
+        return stem in title, stem in answer, (body[stem] + (stem in title)) * idf
+
+    ranked = sorted((stem for stem in surface if stem not in asked), key=weight, reverse=True)
+    return [surface[stem] for stem in ranked[:MAX_TARGETS]]
+
+
+def rank_with(row: Row, extra: list[str], evidence: Evidence) -> int | None | Literal[False]:
+    """The first gold rank when the question is searched with ``extra`` words; False when it cannot be tried."""
+    retriever = evidence.retriever()
+    if retriever is None:
+        return False
+    query = " ".join([row.question, *extra])
+    hits = retriever.search(query, scope=row.scope, k=RETRIEVAL_DEPTH)
+    return first_gold_rank([h.section_id for h in hits], row.gold)

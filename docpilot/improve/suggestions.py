@@ -1,0 +1,415 @@
+"""Suggested edits for a failing record, worked out from the report and the docs.
+
+Each edit names the file or option to change, the change, and, where the data can
+tell, what it would do: a ``vocabulary.json`` entry is tried against the run's own
+retriever settings (the question is searched with the entry's words added, which is
+what the entry does to a query), and a guard threshold is tried on every row of the
+report. An edit is a lead to check on the dev split, never a proof.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from docpilot.corpus.pages import Corpus
+from docpilot.improve.evidence import Evidence, focus_section, missing_words, rank_with, section_terms, target_words
+from docpilot.assistant.language import detect_language
+from docpilot.schema import Row
+from docpilot.improve.taxonomy import RETRIEVAL_DEPTH, first_gold_rank, primed_sections
+from docpilot.retrieval.tokens import terms, words
+from metrics.answer import normalize_answer, strip_markers
+from metrics.attacks import find_forbidden
+
+EditKind = Literal["vocabulary", "heading", "docs", "config", "prompt", "golden", "investigate"]
+
+MAX_VOCABULARY_KEYS = 2
+"""At most this many question words get a vocabulary entry per record (narrow entries are safer)."""
+
+MAX_SIDE_EFFECTS = 10
+"""At most this many other records are searched again to show a vocabulary entry's side effects."""
+
+
+class Edit(BaseModel):
+    """One concrete change that may move a failing record."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: EditKind
+    """What is edited: vocabulary.json, a heading, page text, a config option, the prompt,
+    the golden record, or nothing yet (look first)."""
+    target: str
+    """The file, section or option to change."""
+    change: str
+    """The change, in words."""
+    value: Any = None
+    """The change as data: a vocabulary entry, an option's new value."""
+    effect: str | None = None
+    """What the report's data says the change would do; None when it cannot tell."""
+
+
+def suggest_edits(row: Row, cause: str, evidence: Evidence) -> list[Edit]:
+    """Concrete edits for a record failing with ``cause``, most direct first."""
+    builder = _BUILDERS.get(cause)
+    return builder(row, evidence) if builder else []
+
+
+# Retrieval ---------------------------------------------------------------------
+
+
+def _other_effects(row: Row, keys: list[str], targets: list[str], evidence: Evidence) -> str | None:
+    """How the entry would move the other positives whose questions hold one of its keys."""
+    others = [r for r in evidence.report.rows
+              if r.id != row.id and r.kind == "positive" and r.gold and set(words(r.question)) & set(keys)]
+    if not others:
+        return "no other record of this run asks with these words"
+    moved = []
+    for other in others[:MAX_SIDE_EFFECTS]:
+        before, after = rank_with(other, [], evidence), rank_with(other, targets, evidence)
+        moved.append(f"{other.id} {_rank_text(before)}→{_rank_text(after)}")
+    more = f" (+{len(others) - MAX_SIDE_EFFECTS} not tried)" if len(others) > MAX_SIDE_EFFECTS else ""
+    return f"also fires on {len(others)} other record(s), first gold rank: " + ", ".join(moved) + more
+
+
+def _rank_text(rank: int | None | Literal[False]) -> str:
+    return "?" if rank is False else ("-" if rank is None else str(rank))
+
+
+def _retrieval_edits(row: Row, evidence: Evidence) -> list[Edit]:
+    corpus = evidence.corpus
+    section = focus_section(row, evidence)
+    before = first_gold_rank(row.retrieved[:RETRIEVAL_DEPTH], row.gold)
+    edits: list[Edit] = []
+    if corpus is None or section is None:
+        edits.append(Edit(
+            kind="investigate", target="vocabulary.json",
+            change="compare the question's words with the gold section's and map the user's word to the "
+                   "docs' word in vocabulary.json (the docs were not available to work it out)",
+        ))
+    else:
+        missing = missing_words(row, corpus, section, evidence)
+        keys = missing[:MAX_VOCABULARY_KEYS]
+        targets = target_words(row, section, evidence)
+        if keys and targets:
+            entry = {word: _merged_targets(corpus, word, targets) for word in keys}
+            now = rank_with(row, [], evidence)
+            after = rank_with(row, targets, evidence)
+            effect = _rank_effect(now, after, evidence.run.prime_k)
+            side = _other_effects(row, keys, targets, evidence)
+            edits.append(Edit(
+                kind="vocabulary", target=_vocabulary_path(corpus),
+                change="add " + ", ".join(f'"{k}": {json.dumps(v)}' for k, v in entry.items())
+                       + f" (question words absent from {section.id}, mapped to words it uses)",
+                value=entry, effect="; ".join(x for x in (effect, side) if x) or None,
+            ))
+        if missing:
+            page = corpus.pages[section.page_id]
+            anchor = f" {{ #{section.anchor} }}" if section.anchor else ""
+            edits.append(Edit(
+                kind="heading", target=f"{page.path} › {section.title or '(page start)'}",
+                change=f"name the user's words ({', '.join(keys)}) in the heading of {section.id} or in its "
+                       f"page's front-matter keywords; keep the link stable with an explicit id: "
+                       f"`## <new title>{anchor}`",
+                value={"section": section.id, "file": page.path, "words": keys},
+            ))
+        else:
+            edits.append(Edit(
+                kind="docs", target=section.id,
+                change=f"{section.id} already holds every word of the question; other sections hold them more "
+                       f"often: make {section.id} state the answer plainly, or check the record's gold",
+            ))
+    if before is not None and before > evidence.run.prime_k:
+        edits.append(Edit(
+            kind="config", target="prime.top_k", value=before,
+            change=f"prime.top_k: {before} (now {evidence.run.prime_k}) so the model reads rank {before}",
+            effect="every record's prompt grows by the extra sources; longer prompts cost tokens and time",
+        ))
+    return edits
+
+
+def _vocabulary_path(corpus: Corpus) -> str:
+    path = corpus.root / "vocabulary.json"
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _merged_targets(corpus: Corpus, word: str, targets: list[str]) -> list[str]:
+    """The targets for ``word``, after the ones vocabulary.json already lists for it."""
+    existing = list(corpus.vocabulary.get(word, []))
+    return existing + [t for t in targets if t not in existing]
+
+
+def _rank_effect(before: int | None | Literal[False], after: int | None | Literal[False],
+                 prime_k: int) -> str | None:
+    if after is False or before is False:
+        return None
+    was = f"rank {before}" if before is not None else f"not in the top {RETRIEVAL_DEPTH}"
+    if after is None:
+        return f"tried on this question: gold is still not in the top {RETRIEVAL_DEPTH} (was {was})"
+    read = "read by the model" if after <= prime_k else "still not read by the model"
+    return f"tried on this question: first gold section at rank {after} (was {was}), {read}"
+
+
+# Refusals -----------------------------------------------------------------------
+
+
+def _top(row: Row) -> float | None:
+    return row.scores[0] if row.scores else None
+
+
+def _threshold_effect(evidence: Evidence, threshold: float) -> str:
+    """What a gate at ``threshold`` would refuse among the report's rows."""
+    rows = [r for r in evidence.report.rows if r.kind in ("positive", "negative")]
+    positives = [r for r in rows if r.kind == "positive"]
+    negatives = [r for r in rows if r.kind == "negative"]
+    lost = [r.id for r in positives if (_top(r) or 0.0) < threshold]
+    caught = [r.id for r in negatives if (_top(r) or 0.0) < threshold]
+    shown = ", ".join(lost[:5]) + (" …" if len(lost) > 5 else "")
+    return (f"on this run the gate would refuse {len(caught)} of {len(negatives)} negatives and "
+            f"{len(lost)} of {len(positives)} positives" + (f" ({shown})" if lost else ""))
+
+
+def _round_down(score: float) -> float:
+    """The largest two-decimal value not above ``score``: a gate there lets the record through."""
+    value = math.floor(score * 100 + 1e-9) / 100
+    return round(value - 0.01 if value > score else value, 2)
+
+
+def _round_up(score: float) -> float:
+    """The smallest two-decimal value above ``score``: a gate there refuses the record."""
+    value = math.floor(score * 100 + 1e-9) / 100 + 0.01
+    return round(value + 0.01 if value <= score else value, 2)
+
+
+def _gate_refused_edits(row: Row, evidence: Evidence) -> list[Edit]:
+    top = _top(row) or 0.0
+    threshold = _round_down(top)
+    return [Edit(
+        kind="config", target="guard.threshold", value=threshold,
+        change=f"guard.threshold: {threshold:g} (now {evidence.run.guard_threshold:g}); "
+               f"this record's top score is {top:.4f}",
+        effect=_threshold_effect(evidence, threshold),
+    ), *_wording_edits(row, evidence)]
+
+
+def _wording_edits(row: Row, evidence: Evidence) -> list[Edit]:
+    """Put the question's missing words in the gold section, which raises its retrieval score."""
+    section = focus_section(row, evidence)
+    if section is None or evidence.corpus is None:
+        return []
+    missing = missing_words(row, evidence.corpus, section, evidence)
+    if not missing:
+        return []
+    return [Edit(kind="docs", target=section.id, value={"section": section.id, "words": missing},
+                 change=f"{section.id} lacks the question's words {', '.join(missing[:5])}: say the answer in them")]
+
+
+def _answered_negative_edits(row: Row, evidence: Evidence) -> list[Edit]:
+    edits: list[Edit] = []
+    top = _top(row)
+    if top is not None:
+        threshold = _round_up(top)
+        mode = "" if evidence.run.guard_mode == "on" else "guard.mode: on and "
+        edits.append(Edit(
+            kind="config", target="guard.threshold", value=round(threshold, 2),
+            change=f"{mode}guard.threshold: {threshold:.2f} (now mode {evidence.run.guard_mode}, threshold "
+                   f"{evidence.run.guard_threshold:g}); this record's top score is {top:.4f}",
+            effect=_threshold_effect(evidence, threshold),
+        ))
+    if evidence.option("model", "provider", "extractive") == "extractive":
+        current = float(evidence.option("model", "min_evidence", 0.18))
+        edits.append(Edit(
+            kind="config", target="model.min_evidence", value=round(min(1.0, current + 0.05), 2),
+            change=f"model.min_evidence: {min(1.0, current + 0.05):.2f} (now {current:g}): the extractive model "
+                   "refuses when the best sentence covers less of the question",
+            effect="cannot be tried without re-running the model: check over_refusal_answer on dev",
+        ))
+    else:
+        edits.append(Edit(kind="prompt", target="system prompt",
+                          change="tell the model to answer REFUSE: not-answerable when the sources do not "
+                                 "answer the question, rather than answer from related text"))
+    edits.append(Edit(kind="golden", target=f"record {row.id}",
+                      change="if the docs do answer it after all, the record is a positive: give it gold entries"))
+    return edits
+
+
+def _model_refused_edits(row: Row, evidence: Evidence) -> list[Edit]:
+    edits: list[Edit] = []
+    section = focus_section(row, evidence)
+    if section is not None and evidence.corpus is not None:
+        language = detect_language(section.text)
+        crosses = bool(row.language and language and row.language.split("-")[0].lower() != language)
+        if crosses:
+            edits.append(Edit(
+                kind="investigate", target=f"record {row.id}",
+                change=f"the question is in {row.language} and {section.id} in {language}: a model that only "
+                       "quotes cannot answer across languages; use one that translates, or docs in that language",
+            ))
+        if not crosses:
+            edits += _wording_edits(row, evidence)
+    if evidence.option("model", "provider", "extractive") == "extractive":
+        current = float(evidence.option("model", "min_evidence", 0.18))
+        lower = round(max(0.0, current - 0.05), 2)
+        edits.append(Edit(
+            kind="config", target="model.min_evidence", value=lower,
+            change=f"model.min_evidence: {lower:g} (now {current:g}): refuse only on weaker evidence",
+            effect="cannot be tried without re-running the model: it also answers more negatives; "
+                   "check negatives_caught on dev",
+        ))
+    else:
+        edits.append(Edit(kind="prompt", target="system prompt",
+                          change="the model refused with the gold section in front of it: make the refusal "
+                                 "instruction ask for a refusal only when no source bears on the question"))
+    return edits
+
+
+# Answers -----------------------------------------------------------------------
+
+
+def _hallucinated_edits(row: Row, evidence: Evidence) -> list[Edit]:
+    count = len(primed_sections(row, evidence.run))
+    marks = ", ".join(f"[{m}]" for m in row.hallucinated)
+    return [Edit(kind="prompt", target="system prompt",
+                 change=f"the answer cites {marks} but the sources run [1]–[{count}]: tell the model to cite "
+                        "only the numbered sources, with their numbers")]
+
+
+def _unlinked_edits(row: Row, evidence: Evidence) -> list[Edit]:
+    base = evidence.option("corpus", "base_url", None)
+    return [
+        Edit(kind="config", target="corpus.base_url", value=base,
+             change=f"check that corpus.base_url ({base}) plus a page id opens the page"),
+        Edit(kind="prompt", target="system prompt",
+             change="ask for [n] markers after the sentences they support; "
+                    f"this answer's markers: {', '.join(row.markers) or 'none'}"),
+    ]
+
+
+def _uncited_edits(row: Row, evidence: Evidence) -> list[Edit]:
+    section = focus_section(row, evidence)
+    if section is None or evidence.corpus is None:
+        return [Edit(kind="investigate", target=f"record {row.id}",
+                     change="read the gold section beside the cited ones: the model preferred them")]
+    have = set(section_terms(evidence.corpus, section))
+    pulled: list[str] = []
+    for cited in row.citations:
+        other = evidence.corpus.sections.get(cited)
+        if other is None:
+            continue
+        theirs = set(section_terms(evidence.corpus, other))
+        pulled += [w for w in words(row.question) if terms(w) and terms(w)[0] in theirs - have]
+    pulled = list(dict.fromkeys(pulled))
+    change = (f"the cited sections hold the question's words {', '.join(pulled)} and {section.id} does not: "
+              f"use them in {section.id}" if pulled else
+              f"{section.id} shares as many question words as the cited sections: state the answer in one "
+              "sentence that repeats the question's terms")
+    return [Edit(kind="docs", target=section.id, change=change, value={"section": section.id, "words": pulled})]
+
+
+def _low_f1_edits(row: Row, evidence: Evidence) -> list[Edit]:
+    answer = normalize_answer(strip_markers(row.answer or "", row.markers)).split()
+    gold = normalize_answer(row.gold_answer or "").split()
+    overlap = sum((Counter(answer) & Counter(gold)).values())
+    precision = overlap / len(answer) if answer else 0.0
+    recall = overlap / len(gold) if gold else 0.0
+    facts = (f"answer {len(answer)} words, gold answer {len(gold)}; "
+             f"token precision {precision:.2f}, recall {recall:.2f}")
+    extractive = evidence.option("model", "provider", "extractive") == "extractive"
+    sentences = int(evidence.option("model", "max_sentences", 3))
+    if gold and len(answer) > 2 * len(gold):
+        if extractive:
+            fewer = max(1, math.floor(sentences * len(gold) / len(answer) + 0.5))
+            if fewer < sentences:
+                return [Edit(kind="config", target="model.max_sentences", value=fewer,
+                             change=f"model.max_sentences: {fewer} (now {sentences}): the answer is too long",
+                             effect=facts + "; applies to every answer, check answer_f1 on dev")]
+        return [Edit(kind="prompt", target="system prompt",
+                     change=f"ask for answers of about {len(gold)} words", effect=facts)]
+    if gold and 2 * len(answer) < len(gold):
+        if extractive:
+            return [Edit(kind="config", target="model.max_sentences", value=sentences + 1,
+                         change=f"model.max_sentences: {sentences + 1} (now {sentences}): the answer is too short",
+                         effect=facts + "; applies to every answer, check answer_f1 on dev")]
+        return [Edit(kind="prompt", target="system prompt", change="ask for complete answers", effect=facts)]
+    section = focus_section(row, evidence)
+    if section is None:
+        return [Edit(kind="investigate", target=f"record {row.id}", change="the lengths fit; the words differ",
+                     effect=facts)]
+    in_docs = set(normalize_answer(section.text).split())
+    found = sum(1 for token in gold if token in in_docs) / len(gold) if gold else 0.0
+    if found < 0.5:
+        return [Edit(kind="golden", target=f"record {row.id}", effect=facts,
+                     change=f"only {found:.0%} of the gold answer's words are in {section.id}: an answer quoting the "
+                            "docs cannot match it; check the gold answer is right (change it only if it is wrong, "
+                            "never to raise the number)")]
+    return [Edit(kind="docs", target=section.id, effect=facts,
+                 change=f"{found:.0%} of the gold answer's words are in {section.id}, but the answer quoted other "
+                        "sentences: put the answer in one sentence that uses the question's words")]
+
+
+def _wrong_language_edits(row: Row, evidence: Evidence) -> list[Edit]:
+    if evidence.option("model", "provider", "extractive") == "extractive":
+        return [Edit(kind="investigate", target="model.provider",
+                     change=f"the extractive model quotes the docs, so it answers in their language "
+                            f"({row.answer_language}); a model that can translate (--provider openai) is needed "
+                            f"for {row.language} questions")]
+    return [Edit(kind="prompt", target="system prompt",
+                 change=f"tell the model to answer in the language of the question ({row.language})")]
+
+
+def _attack_edits(row: Row, evidence: Evidence) -> list[Edit]:
+    edits: list[Edit] = []
+    for text in dict.fromkeys(find_forbidden(row)):
+        holders = []
+        if evidence.corpus is not None:
+            pattern = re.compile(re.escape(text), re.IGNORECASE)
+            holders = [s.id for s in evidence.corpus.sections.values() if pattern.search(s.text)]
+        if holders:
+            edits.append(Edit(kind="docs", target=", ".join(holders[:5]), value={"text": text, "sections": holders},
+                              change=f"remove {text!r} from the docs: the assistant can only leak what it reads"))
+        else:
+            edits.append(Edit(kind="prompt", target="system prompt",
+                              change=f"{text!r} is not in the docs, so the model produced it: make the prompt "
+                                     "refuse requests to reveal instructions or secrets"))
+    return edits
+
+
+def _error_edits(row: Row, evidence: Evidence) -> list[Edit]:
+    message = (row.error or "").lower()
+    if "timeout" in message or "timed out" in message:
+        current = float(evidence.option("model", "timeout_s", 60.0))
+        return [Edit(kind="config", target="model.timeout_s", value=current * 2,
+                     change=f"model.timeout_s: {current * 2:g} (now {current:g})")]
+    if "429" in message or "rate" in message:
+        current = int(evidence.option("model", "concurrency", 8))
+        fewer = max(1, current // 2)
+        return [Edit(kind="config", target="model.concurrency", value=fewer,
+                     change=f"model.concurrency: {fewer} (now {current}): the service is rate limiting")]
+    if "connect" in message or "refused" in message:
+        return [Edit(kind="config", target="model.base_url", value=evidence.option("model", "base_url", None),
+                     change="check that model.base_url answers (is the server running?)")]
+    return [Edit(kind="investigate", target=f"record {row.id}", change=f"read the error: {row.error}")]
+
+
+_BUILDERS = {
+    "error": _error_edits,
+    "not-retrieved": _retrieval_edits,
+    "gold-below-primed": _retrieval_edits,
+    "gate-refused": _gate_refused_edits,
+    "model-refused": _model_refused_edits,
+    "hallucinated-citation": _hallucinated_edits,
+    "unlinked": _unlinked_edits,
+    "uncited-evidence": _uncited_edits,
+    "primed-low-f1": _low_f1_edits,
+    "answered-negative": _answered_negative_edits,
+    "wrong-language": _wrong_language_edits,
+    "attack-succeeded": _attack_edits,
+}

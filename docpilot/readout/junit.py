@@ -1,0 +1,134 @@
+"""The run as JUnit XML, so a CI system lists each record as a test and each failure beside it.
+
+One ``<testsuite>`` inside ``<testsuites>``: a ``<testcase>`` per record (classname
+``docpilot.<set>.<split>``, name the record id, time its latency), failing with the
+record's cause or the gates it broke, or in ``<error>`` when its turn errored; then
+a ``gate:<metric>`` testcase per gate, failing when the gate failed. A negative in a
+run without a model is ``<skipped>``: only its answer could fail it.
+
+ElementTree escapes text and attributes; characters XML 1.0 cannot hold at all
+(control characters a model may emit) are replaced first, so the file always parses.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from docpilot.readout.outcomes import Readout, RecordOutcome, write_atomically
+from docpilot.schema import GateResult
+from docpilot.reports.scorecard import format_value
+
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_MESSAGE_CHARS = 300  # CI viewers show the message on one line: keep it short
+
+# What a record's failure is called when the taxonomy gives no detail.
+_PLAIN = {
+    "error": "the turn ended in an error",
+    "not-retrieved": "positive: no gold section in the top 8",
+    "gold-below-primed": "positive: gold in the top 8 but not among the primed sources",
+    "gate-refused": "positive refused by the retrieval gate",
+    "model-refused": "positive refused by the model",
+    "hallucinated-citation": "the answer cites a source that was not primed",
+    "answered-negative": "negative answered although the docs do not answer it",
+    "attack-succeeded": "attack probe: forbidden content in the reply or reasoning",
+}
+
+
+def render_junit(readout: Readout) -> str:
+    """The JUnit XML document for a readout, as a string with an XML declaration."""
+    report = readout.report
+    suite_name = f"docpilot.{report.set}.{report.split}"
+    cases = [_record_case(record, readout) for record in readout.records]
+    cases += [_gate_case(gate, suite_name) for gate in report.gates]
+    failures = sum(1 for c in cases if c.find("failure") is not None)
+    errors = sum(1 for c in cases if c.find("error") is not None)
+    skipped = sum(1 for c in cases if c.find("skipped") is not None)
+    seconds = (report.wall_ms or 0.0) / 1000
+    counts = {"tests": str(len(cases)), "failures": str(failures), "errors": str(errors),
+              "skipped": str(skipped), "time": f"{seconds:.3f}"}
+    root = ET.Element("testsuites", {"name": "docpilot", **counts})
+    suite = ET.SubElement(root, "testsuite", {"name": suite_name, **counts, "timestamp": report.created_at})
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (("run_id", report.run_id), ("verdict", report.verdict), ("set", report.set),
+                        ("split", report.split), ("gate_only", str(report.gate_only).lower()),
+                        ("runtime", report.runtime), ("orchestrator", report.orchestrator)):
+        ET.SubElement(properties, "property", {"name": name, "value": _clean(value)})
+    suite.extend(cases)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write_junit(readout: Readout, path: str | Path) -> Path:
+    """Write the JUnit XML atomically to ``path`` and return the path."""
+    return write_atomically(path, render_junit(readout))
+
+
+def _record_case(record: RecordOutcome, readout: Readout) -> ET.Element:
+    row = record.row
+    seconds = (row.latency_ms or 0.0) / 1000
+    case = ET.Element("testcase", {"classname": _clean(f"docpilot.{readout.report.set}.{row.split}"),
+                                   "name": _clean(row.id), "time": f"{seconds:.3f}"})
+    if row.error is not None:
+        _child(case, "error", _short(f"the turn errored: {row.error}"), "error", _body(record))
+    elif record.failing:
+        reasons = _reasons(record)
+        kind = f"gate:{record.gates[0]}" if record.gates else str(record.cause)
+        _child(case, "failure", _short(reasons[0]), kind, _body(record, reasons))
+    elif readout.report.gate_only and row.kind == "negative":
+        ET.SubElement(case, "skipped", {"message": "no model ran (--gate-only): a negative is judged by its answer"})
+    return case
+
+
+def _gate_case(gate: GateResult, suite_name: str) -> ET.Element:
+    case = ET.Element("testcase", {"classname": _clean(suite_name), "name": _clean(f"gate:{gate.metric}"),
+                                   "time": "0.000"})
+    if not gate.passed:
+        value = format_value(gate.metric, gate.value)
+        message = f"{gate.metric} {gate.op} {gate.threshold:g} failed: value {value}"
+        body = message
+        if gate.records:
+            body += "\nrecords: " + ", ".join(gate.records)
+        _child(case, "failure", _short(message), "gate", body)
+    return case
+
+
+def _reasons(record: RecordOutcome) -> list[str]:
+    reasons = [f"breaks the gate {metric}" for metric in record.gates]
+    if record.cause is not None:
+        detail = record.detail or _PLAIN.get(record.cause, "")
+        reasons.append(f"{record.cause}: {detail}" if detail else record.cause)
+    return reasons
+
+
+def _body(record: RecordOutcome, reasons: list[str] | None = None) -> str:
+    row = record.row
+    lines = list(reasons or [])
+    if record.also:
+        lines.append("also: " + ", ".join(record.also))
+    lines.append(f"question: {row.question}")
+    if row.gold:
+        lines.append("gold: " + ", ".join(row.gold))
+    if row.retrieved:
+        lines.append("retrieved: " + ", ".join(row.retrieved))
+    if row.answer is not None:
+        lines.append(f"answer: {row.answer}")
+    if row.error is not None:
+        lines.append(f"error: {row.error}")
+    return "\n".join(lines)
+
+
+def _child(case: ET.Element, tag: str, message: str, kind: str, text: str) -> None:
+    element = ET.SubElement(case, tag, {"message": _clean(message), "type": _clean(kind)})
+    element.text = _clean(text)
+
+
+def _short(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _MESSAGE_CHARS else line[: _MESSAGE_CHARS - 1] + "…"
+
+
+def _clean(text: str) -> str:
+    """The text with characters XML 1.0 forbids replaced by U+FFFD."""
+    return _NOT_XML.sub("\ufffd", str(text))

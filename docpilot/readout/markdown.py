@@ -1,0 +1,142 @@
+"""A short Markdown summary of a run, for a CI job summary or a pull-request comment.
+
+A verdict line, a compact metric table with each value's n (and its move when there
+is a previous comparable run), the failed gates with the records that broke them,
+and the first failing records with their causes. Record ids, causes and details are
+escaped, so a golden set or an answer cannot inject Markdown or HTML into the page
+that shows the summary.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from docpilot.readout.outcomes import Readout, write_atomically
+from docpilot.reports.scorecard import format_value
+
+MAX_RECORDS = 15
+"""Failing records listed; the rest are counted."""
+
+MAX_GATE_RECORDS = 20
+"""Records listed per failed gate; the rest are counted."""
+
+_BOUNDS = {"over_refusal_gate": "over_refusal_gate_upper95", "over_refusal_answer": "over_refusal_answer_upper95"}
+# Characters that would start emphasis, a link, a code span, an HTML tag or an entity, or
+# end a table cell; the rest of Markdown's syntax only acts at the start of a line.
+_SPECIAL = re.compile(r"([\\`*_\[\]|<>~&])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_ARROWS = {"better": "↑", "worse": "↓", "same": "="}
+
+
+def render_markdown(readout: Readout, *, max_records: int = MAX_RECORDS) -> str:
+    """The summary of a readout, as Markdown text ending in a newline."""
+    report = readout.report
+    mark = "✅" if report.verdict == "pass" else "❌"
+    mode = ", gate-only" if report.gate_only else ""
+    lines = [
+        f"### {mark} DocPilot: {report.verdict.upper()} — {report.set} set, {report.split} split{mode}, "
+        f"{len(report.rows)} records, {len(readout.failing)} failing",
+        "",
+        f"Run `{_code(report.run_id)}` at {_escape(report.created_at)}, orchestrator {_escape(report.orchestrator)}, "
+        f"runtime {_escape(report.runtime)}."
+        + (f" {_escape(readout.comparison_note)}." if readout.comparison_note else ""),
+        "",
+        *_metric_table(readout),
+        *_failed_gates(readout),
+        *_failing_records(readout, max_records),
+    ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_markdown(readout: Readout, path: str | Path) -> Path:
+    """Write the summary atomically to ``path`` and return the path."""
+    return write_atomically(path, render_markdown(readout))
+
+
+def _metric_table(readout: Readout) -> list[str]:
+    report = readout.report
+    with_moves = bool(readout.moves)
+    header = "| metric | value | n |" + (" move |" if with_moves else "")
+    rule = "|---|---:|---:|" + ("---|" if with_moves else "")
+    lines, empty = [header, rule], []
+    for metric, value in report.summary.items():
+        if metric in _BOUNDS.values() or metric.startswith("stage_"):
+            continue  # bounds sit beside their rate; per-stage times live in the HTML report
+        if value is None:
+            empty.append(metric)
+            continue
+        shown = format_value(metric, value)
+        bound = report.summary.get(_BOUNDS.get(metric, ""))
+        if bound is not None:
+            shown += f" (≤ {format_value(metric, bound)})"
+        n = report.counts.get(metric)
+        line = f"| `{_code(metric)}` | {_escape(shown)} | {'' if n is None else n} |"
+        if with_moves:
+            line += f" {_move(metric, readout)} |"
+        lines.append(line)
+    lines.append("")
+    if empty:
+        lines += ["No value (nothing to average over): " + ", ".join(f"`{_code(m)}`" for m in empty) + ".", ""]
+    return lines
+
+
+def _move(metric: str, readout: Readout) -> str:
+    move = readout.moves.get(metric)
+    if move is None or move.delta is None:
+        return ""
+    if abs(move.delta) <= 1e-12:
+        return "="
+    sign = "+" if move.delta > 0 else "−"
+    return _escape(f"{sign}{format_value(metric, abs(move.delta))} {_ARROWS.get(move.change or '', '')}".rstrip())
+
+
+def _failed_gates(readout: Readout) -> list[str]:
+    failed = [g for g in readout.report.gates if not g.passed]
+    if not failed:
+        return []
+    lines = ["**Failed gates**", ""]
+    for gate in failed:
+        line = (f"- `{_code(gate.metric)} {_code(gate.op)} {gate.threshold:g}`: "
+                f"value {_escape(format_value(gate.metric, gate.value))}")
+        if gate.records:
+            shown = ", ".join(f"`{_code(r)}`" for r in gate.records[:MAX_GATE_RECORDS])
+            extra = len(gate.records) - MAX_GATE_RECORDS
+            line += f" — records: {shown}" + (f" and {extra} more" if extra > 0 else "")
+        lines.append(line)
+    return [*lines, ""]
+
+
+def _failing_records(readout: Readout, max_records: int) -> list[str]:
+    failing = readout.failing
+    if not failing:
+        return ["No record failed."]
+    lines = [f"**Failing records** ({len(failing)})", "", "| record | kind | split | cause |", "|---|---|---|---|"]
+    for record in failing[:max_records]:
+        reasons = ([record.cause] if record.cause else []) + [f"gate {g}" for g in record.gates]
+        cause = _escape(", ".join(reasons))
+        if record.detail:
+            cause += " — " + _escape(_clip(record.detail, 140))
+        lines.append(f"| `{_code(record.row.id)}` | {record.row.kind} | {record.row.split} | {cause} |")
+    more = len(failing) - max_records
+    if more > 0:
+        lines += ["", f"… and {more} more failing records (see the HTML report or `docpilot improve`)."]
+    return lines
+
+
+def _escape(text: str) -> str:
+    """Text safe to place in a Markdown table cell: one line, Markdown and HTML characters escaped."""
+    return _SPECIAL.sub(r"\\\1", _one_line(text))
+
+
+def _code(text: str) -> str:
+    """Text safe inside a single-backtick code span: one line, no backticks, no table-breaking pipes."""
+    return _one_line(text).replace("`", "'").replace("|", "¦")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(_CONTROL.sub("", str(text)).split())
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,309 @@
+"""What the readable reports (HTML, JUnit XML, Markdown) share: each record's outcome and the previous run.
+
+A *readout* is a report prepared for reading: for every record, whether it failed
+and why (the failure taxonomy of ``docpilot.improve.diagnosis``), the rank of its first gold
+section and its answer F1; and each metric's move since the previous comparable run
+(``docpilot.reports.store``). The three formats render the same readout, so they never
+disagree about which records failed.
+
+Both the failure taxonomy and the report store are optional here: without the
+taxonomy a record still fails on the plain facts of its row (an error, gold not
+retrieved, a refused positive, an answered negative, an invented citation, a leak)
+but carries no cause; without the store there is no move.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from docpilot.errors import ReportError
+from docpilot.schema import Report, Row
+from metrics.answer import answer_f1
+from metrics.attacks import attack_succeeded
+from metrics.gold import is_relevant
+
+RETRIEVAL_DEPTH = 8
+"""How deep the ranked list is read for hit@8 and the rank of the first gold section."""
+
+Change = Literal["better", "worse", "same"]
+
+
+@dataclass(frozen=True)
+class RecordOutcome:
+    """One record as the readable reports show it."""
+
+    row: Row
+    """The report's row."""
+    anchor: str
+    """HTML id of the record's details, unique within the report."""
+    first_gold_rank: int | None
+    """1-based rank of the first gold section in the top 8; None when none is there or not a positive."""
+    f1: float | None
+    """Answer F1, for positives with a gold answer in a run that called the model."""
+    cause: str | None
+    """Why the record fails (a taxonomy cause id, or a plain reason without the taxonomy); None when it passes."""
+    detail: str = ""
+    """The facts behind the cause, in one line."""
+    also: tuple[str, ...] = ()
+    """Further causes that hold as well."""
+    gates: tuple[str, ...] = ()
+    """Metric ids of failed gates that name this record."""
+
+    @property
+    def failing(self) -> bool:
+        """Whether the record fails its question or breaks a failed gate."""
+        return self.cause is not None or bool(self.gates)
+
+    @property
+    def hit(self) -> bool | None:
+        """Whether gold was in the top 8; None for a record that is not a positive."""
+        if self.row.kind != "positive" or not self.row.gold:
+            return None
+        return self.first_gold_rank is not None
+
+
+@dataclass(frozen=True)
+class MetricMove:
+    """One metric's value in the previous comparable run, and the move since."""
+
+    previous: float | int | None
+    """The previous run's value."""
+    delta: float | None
+    """This run's value minus the previous one; None when either is null."""
+    change: Change | None
+    """Which way the move goes for the metric's direction; None when it cannot be told."""
+
+
+@dataclass(frozen=True)
+class Readout:
+    """A report prepared for reading."""
+
+    report: Report
+    """The report itself."""
+    records: list[RecordOutcome]
+    """One outcome per row, in report order."""
+    causes_known: bool
+    """Whether causes come from the failure taxonomy (else records fail on plain facts only)."""
+    previous_run: str | None = None
+    """Run id of the previous comparable run; None when there is none or no store to ask."""
+    comparison_note: str | None = None
+    """One line on what the moves compare with; None when no store was available."""
+    moves: dict[str, MetricMove] = field(default_factory=dict)
+    """Metric id → its move; empty when there is no previous comparable run."""
+
+    @property
+    def failing(self) -> list[RecordOutcome]:
+        """The failing records, in report order."""
+        return [record for record in self.records if record.failing]
+
+
+def prepare_readout(
+    report: Report, *, report_path: str | Path | None = None, reports_dir: str | Path | None = None
+) -> Readout:
+    """The readout of ``report``: outcomes, causes, and moves since the previous comparable run.
+
+    The previous run is looked for in ``reports_dir`` when given, else in the folder
+    of ``report_path`` and the report's own ``reports_dir`` setting.
+    """
+    causes = _taxonomy_causes(report)
+    failed_gates = _failed_gate_records(report)
+    anchors = _anchors(row.id for row in report.rows)
+    records = []
+    for row, anchor in zip(report.rows, anchors, strict=True):
+        if causes is None:
+            cause, detail, also = _plain_failure(row, gate_only=report.gate_only), "", ()
+        else:
+            cause, detail, also = causes.get(row.id, (None, "", ()))
+        records.append(RecordOutcome(
+            row=row, anchor=anchor, first_gold_rank=_first_gold_rank(row), f1=_f1(row, report.gate_only),
+            cause=cause, detail=detail, also=also, gates=tuple(failed_gates.get(row.id, ())),
+        ))
+    previous, note, moves = _moves(report, _folders(report, report_path, reports_dir))
+    return Readout(report=report, records=records, causes_known=causes is not None,
+                   previous_run=previous, comparison_note=note, moves=moves)
+
+
+def write_outputs(
+    report: Report,
+    *,
+    html: str | Path | None = None,
+    junit: str | Path | None = None,
+    markdown: str | Path | None = None,
+    report_path: str | Path | None = None,
+    reports_dir: str | Path | None = None,
+) -> dict[str, Path]:
+    """Write the asked-for readable forms of ``report``; returns format (html, junit, markdown) → path.
+
+    Each file is written atomically. ``report_path`` and ``reports_dir`` say where
+    to look for the previous comparable run (see ``prepare_readout``).
+    """
+    if not (html or junit or markdown):
+        return {}
+    readout = prepare_readout(report, report_path=report_path, reports_dir=reports_dir)
+    return write_readout(readout, html=html, junit=junit, markdown=markdown)
+
+
+def write_readout(
+    readout: Readout,
+    *,
+    html: str | Path | None = None,
+    junit: str | Path | None = None,
+    markdown: str | Path | None = None,
+) -> dict[str, Path]:
+    """Write the asked-for forms of a prepared readout; returns format → path, in that order."""
+    from docpilot.readout.html import render_html
+    from docpilot.readout.junit import render_junit
+    from docpilot.readout.markdown import render_markdown
+
+    renderers = {"html": render_html, "junit": render_junit, "markdown": render_markdown}
+    targets = {name: Path(p) for name, p in (("html", html), ("junit", junit), ("markdown", markdown)) if p}
+    return {name: write_atomically(path, renderers[name](readout)) for name, path in targets.items()}
+
+
+def write_atomically(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and a rename, so no reader sees half of it."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; these are meant to be shared
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot write the file: {exc.strerror or exc}; "
+                          "check that the folder exists and is writable") from exc
+    return path
+
+
+def section_url(section_id: str, base_url: str) -> str:
+    """The public link of a section, built from its id alone (the corpus's rule).
+
+    Base URL + page path + ``#anchor``; the top page ``index`` is the base URL itself.
+    """
+    page, _, anchor = section_id.partition("#")
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    return base + ("" if page == "index" else page) + (f"#{anchor}" if anchor else "")
+
+
+def _first_gold_rank(row: Row) -> int | None:
+    if row.kind != "positive" or not row.gold:
+        return None
+    return next((rank for rank, section in enumerate(row.retrieved[:RETRIEVAL_DEPTH], start=1)
+                 if is_relevant(section, row.gold)), None)
+
+
+def _f1(row: Row, gate_only: bool) -> float | None:
+    if gate_only or row.kind != "positive" or not row.gold or row.gold_answer is None:
+        return None
+    return answer_f1(row)
+
+
+def _plain_failure(row: Row, *, gate_only: bool) -> str | None:
+    """Why a record fails, read from its row alone, for when the failure taxonomy is unavailable."""
+    if row.error is not None:
+        return "error"
+    positive = row.kind == "positive" and bool(row.gold)
+    if positive and _first_gold_rank(row) is None:
+        return "not-retrieved"
+    if gate_only:
+        return None
+    if positive and row.refused:
+        return "gate-refused" if row.refused_by == "gate" else "model-refused"
+    if row.kind != "attack" and row.hallucinated:
+        return "hallucinated-citation"
+    if row.kind == "negative" and row.answered:
+        return "answered-negative"
+    if row.kind == "attack" and attack_succeeded(row):
+        return "attack-succeeded"
+    return None
+
+
+def _taxonomy_causes(report: Report) -> dict[str, tuple[str, str, tuple[str, ...]]] | None:
+    """Record id → (cause, detail, further causes) from the failure taxonomy; None without it."""
+    try:
+        from docpilot.improve.diagnosis import diagnose
+    except ImportError:
+        return None
+    return {f.id: (f.cause, f.detail, tuple(f.also)) for f in diagnose(report).failures}
+
+
+def _failed_gate_records(report: Report) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for gate in report.gates:
+        if not gate.passed:
+            for record in gate.records:
+                found.setdefault(record, []).append(gate.metric)
+    return found
+
+
+def _anchors(ids: Iterable[str]) -> list[str]:
+    """HTML ids for record ids: safe characters only, and unique even when two ids clean up alike."""
+    seen: set[str] = set()
+    anchors = []
+    for record_id in ids:
+        base = "rec-" + (re.sub(r"[^A-Za-z0-9_.-]+", "-", record_id).strip("-") or "record")
+        anchor, n = base, 1
+        while anchor in seen:
+            n += 1
+            anchor = f"{base}-{n}"
+        seen.add(anchor)
+        anchors.append(anchor)
+    return anchors
+
+
+def _folders(report: Report, report_path: str | Path | None, reports_dir: str | Path | None) -> list[Path]:
+    if reports_dir is not None:
+        return [Path(reports_dir)]
+    candidates = []
+    if report_path is not None:
+        candidates.append(Path(report_path).parent)
+    configured = (report.config or {}).get("reports_dir")
+    if configured:
+        candidates.append(Path(str(configured)))
+    unique: dict[Path, Path] = {}
+    for folder in candidates:
+        unique.setdefault(folder.resolve(), folder)
+    return list(unique.values())
+
+
+def _moves(report: Report, folders: list[Path]) -> tuple[str | None, str | None, dict[str, MetricMove]]:
+    """Previous comparable run id, a note on the comparison, and the moves; no store → (None, None, {})."""
+    try:
+        from docpilot.reports.compare import metric_moves
+        from docpilot.reports.store import ReportStore, comparison_key
+    except ImportError:
+        return None, None, {}
+    key = comparison_key(report)
+    best = None
+    for folder in folders:
+        for header in ReportStore(folder):
+            if header.run_id == report.run_id or header.created_at > report.created_at:
+                continue  # the run itself, or one made after it
+            if comparison_key(header) == key:
+                if best is None or header.created_at > best.created_at:
+                    best = header
+                break  # the store lists newest first: the first match is this folder's newest
+    shown = ", ".join(str(f) for f in folders) or "no reports folder"
+    if best is None:
+        return None, (f"No previous comparable run in {shown} (same golden set, set, split, "
+                      "gate-only and runtime)"), {}
+    try:
+        previous = best.load()
+    except ReportError as exc:
+        return None, f"The previous comparable run {best.run_id} could not be read: {exc}", {}
+    moves = {m.metric: MetricMove(previous=m.previous, delta=m.delta, change=m.change)
+             for m in metric_moves(report, previous)}
+    return best.run_id, f"Moves since run {best.run_id} ({best.created_at})", moves

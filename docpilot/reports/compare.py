@@ -1,0 +1,362 @@
+"""Comparing two runs: how each number moved, and whether a change is more than noise.
+
+``metric_moves`` sets a run's summary beside an earlier one's (what ``docpilot
+status`` shows). ``compare_reports`` is the stronger check: it pairs the two runs
+record by record and tests each outcome on the pairs, because with a few dozen
+records a summary can move by a few points from noise alone, while a paired test sees
+which records changed and in which direction.
+
+Binary outcomes (a hit in the top 8, a correct refusal decision, a blocked attack)
+use the exact McNemar test: under no change, a record that flips is as likely to flip
+either way, so the count of records that got better among all that flipped is
+Binomial(b + c, ½). Continuous outcomes (answer F1, nDCG@8, reciprocal rank) use the
+Wilcoxon signed-rank test on the per-record differences B − A, with zero differences
+dropped first (the ``wilcox`` convention).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from scipy import stats
+
+from docpilot.errors import InputError
+from docpilot.schema import Report, Row
+from docpilot.reports.store import ReportStore, differences, header_of
+from metrics import registry
+from metrics.answer import answer_f1
+from metrics.attacks import attack_succeeded
+from metrics.gold import is_relevant
+from metrics.retrieval import ndcg_at_k, reciprocal_rank
+
+ALPHA = 0.05
+"""Significance level behind the ``direction`` of a paired test."""
+
+EXACT_WILCOXON_MAX = 50
+"""Largest number of non-zero differences, without ties, given the exact Wilcoxon distribution."""
+
+PERMUTATION_WILCOXON_MAX = 13
+"""Largest number of non-zero differences, with ties, given every sign permutation."""
+
+_ZERO = 1e-12  # differences this small are rounding, not change
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Move(_Strict):
+    """One metric of a run beside its value in an earlier run."""
+
+    metric: str
+    """Metric id."""
+    value: float | int | None
+    """This run's value."""
+    n: int | None
+    """How many records this run's value is computed over."""
+    previous: float | int | None
+    """The earlier run's value; None when it had none or there is no earlier run."""
+    delta: float | None
+    """value − previous; None when either is None."""
+    change: Literal["better", "worse", "same"] | None
+    """Which way the move goes for the metric's direction; None when it cannot be told."""
+
+
+def metric_moves(current: Report, previous: Report | None) -> list[Move]:
+    """Every metric of ``current``'s summary, in report order, with its move since ``previous``."""
+    moves = []
+    for metric, value in current.summary.items():
+        before = previous.summary.get(metric) if previous is not None else None
+        delta = None if value is None or before is None else value - before
+        moves.append(Move(
+            metric=metric, value=value, n=current.counts.get(metric), previous=before,
+            delta=delta, change=_change(metric, delta),
+        ))
+    return moves
+
+
+def _change(metric: str, delta: float | None) -> Literal["better", "worse", "same"] | None:
+    if delta is None:
+        return None
+    if abs(delta) <= _ZERO:
+        return "same"
+    if not registry.is_metric_id(metric):
+        return None  # a metric this version does not know: its direction is unknown
+    higher = registry.get(metric).higher_is_better
+    return "better" if (delta > 0) == higher else "worse"
+
+
+# Paired tests ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A per-record result two runs can be paired on."""
+
+    name: str
+    """Its name in the comparison."""
+    test: Literal["mcnemar", "wilcoxon"]
+    """McNemar for 0/1 outcomes, Wilcoxon for continuous ones."""
+    includes: Callable[[Row], bool]
+    """Whether a record has this outcome (it must, in both runs, to be paired)."""
+    score: Callable[[Row], float]
+    """The record's value; higher is better."""
+    needs_model: bool
+    """Whether a run without a model (``--gate-only``) has it."""
+
+
+def _positive(row: Row) -> bool:
+    return row.kind == "positive" and bool(row.gold)
+
+
+def _hit_at_8(row: Row) -> float:
+    return float(any(is_relevant(section, row.gold) for section in row.retrieved[:8]))
+
+
+def _refusal_correct(row: Row) -> float:
+    if row.error is not None:
+        return 0.0  # an errored turn decided nothing
+    should_refuse = row.kind == "negative" or row.expect == "refuse"
+    return float(row.refused == should_refuse)
+
+
+OUTCOMES: tuple[Outcome, ...] = (
+    Outcome("hit@8", "mcnemar", _positive, _hit_at_8, needs_model=False),
+    Outcome("refusal_correct", "mcnemar",
+            lambda r: r.kind in ("positive", "negative") or r.expect == "refuse",
+            _refusal_correct, needs_model=True),
+    Outcome("attack_blocked", "mcnemar", lambda r: r.kind == "attack",
+            lambda r: 1.0 - attack_succeeded(r), needs_model=True),
+    Outcome("answer_f1", "wilcoxon", lambda r: _positive(r) and r.gold_answer is not None,
+            answer_f1, needs_model=True),
+    Outcome("ndcg@8", "wilcoxon", _positive, lambda r: ndcg_at_k(r.retrieved, r.gold, 8),
+            needs_model=False),
+    Outcome("reciprocal_rank", "wilcoxon", _positive,
+            lambda r: reciprocal_rank(r.retrieved, r.gold), needs_model=False),
+)
+"""Every outcome ``compare_reports`` tests, in the order it lists them."""
+
+
+class Flip(_Strict):
+    """A record whose outcome changed between the runs."""
+
+    id: str
+    """The record's id."""
+    a: float
+    """Its value in run A."""
+    b: float
+    """Its value in run B."""
+
+
+class PairedTest(_Strict):
+    """One outcome tested on the records both runs share."""
+
+    outcome: str
+    """Outcome name (``hit@8``, ``answer_f1``, ...)."""
+    test: Literal["mcnemar", "wilcoxon"]
+    """Exact McNemar (binary) or Wilcoxon signed-rank (continuous)."""
+    n: int
+    """Records paired."""
+    mean_a: float | None
+    """Mean of the outcome in run A over the paired records."""
+    mean_b: float | None
+    """Mean of the outcome in run B over the paired records."""
+    effect: float | None
+    """Mean difference B − A."""
+    b: int | None = None
+    """McNemar: records right in A and wrong in B (got worse)."""
+    c: int | None = None
+    """McNemar: records wrong in A and right in B (got better)."""
+    statistic: float | None = None
+    """Wilcoxon: the smaller of the positive and negative rank sums."""
+    p_value: float | None
+    """Two-sided p-value; None when there was nothing to test."""
+    method: str | None
+    """How the p-value was computed."""
+    direction: Literal["better", "worse", "none"]
+    """B against A at ``ALPHA``: `none` when the test does not tell the runs apart."""
+    better: list[Flip] = Field(default_factory=list)
+    """Records that improved in B, largest change first."""
+    worse: list[Flip] = Field(default_factory=list)
+    """Records that got worse in B, largest change first."""
+    note: str | None = None
+    """Why the test was skipped or degenerate."""
+
+
+class Comparison(_Strict):
+    """Two runs paired record by record."""
+
+    a: dict[str, object]
+    """Run A's header (run id, time, set, split, mode)."""
+    b: dict[str, object]
+    """Run B's header."""
+    records: int
+    """Records present in both runs."""
+    only_a: list[str]
+    """Record ids only run A has."""
+    only_b: list[str]
+    """Record ids only run B has."""
+    changed: list[str]
+    """Fingerprints that differ (corpus, model, config, code): what the change was."""
+    warnings: list[str]
+    """Reasons to distrust the comparison."""
+    tests: list[PairedTest]
+    """One test per outcome some shared record has, in ``OUTCOMES`` order."""
+
+
+def mcnemar(a: Sequence[float], b: Sequence[float]) -> tuple[int, int, float, str | None]:
+    """Exact McNemar test on paired 0/1 outcomes: (b, c, two-sided p, note).
+
+        b = #{A = 1, B = 0},  c = #{A = 0, B = 1}
+        p = two-sided binomial test of b successes in b + c trials at ½
+
+    With no discordant pair there is no evidence either way: p = 1.
+    """
+    worse = sum(1 for x, y in zip(a, b, strict=True) if x == 1 and y == 0)
+    better = sum(1 for x, y in zip(a, b, strict=True) if x == 0 and y == 1)
+    if worse + better == 0:
+        return worse, better, 1.0, "no record flipped"
+    return worse, better, float(stats.binomtest(worse, worse + better, 0.5).pvalue), None
+
+
+def wilcoxon(a: Sequence[float], b: Sequence[float]) -> tuple[float | None, float, str, str | None]:
+    """Wilcoxon signed-rank test on paired differences B − A: (statistic, p, method, note).
+
+    Zero differences are dropped first (``zero_method='wilcox'``), so the exact null
+    distribution applies to the rest: exact when at most 50 remain and none tie,
+    every sign permutation when ties remain among at most 13, else the normal
+    approximation. When every difference is zero, p = 1.
+    """
+    # Rounded so that equal changes reached by different sums rank as the ties they are.
+    diffs = np.round(np.asarray(b, dtype=float) - np.asarray(a, dtype=float), 12)
+    nonzero = diffs[diffs != 0]
+    if nonzero.size == 0:
+        return None, 1.0, "none (every difference is zero)", "every difference is zero"
+    ties = np.unique(np.abs(nonzero)).size < nonzero.size
+    if not ties and nonzero.size <= EXACT_WILCOXON_MAX:
+        method, label = "exact", "exact"
+    elif ties and nonzero.size <= PERMUTATION_WILCOXON_MAX:
+        method, label = stats.PermutationMethod(), "exact (all sign permutations, ties)"
+    else:
+        method, label = "asymptotic", "normal approximation"
+    result = stats.wilcoxon(nonzero, zero_method="wilcox", method=method)
+    return float(result.statistic), float(result.pvalue), label, None
+
+
+def compare_reports(a: Report, b: Report, *, store: ReportStore | None = None,
+                    paths: tuple[str | Path | None, str | Path | None] = (None, None)) -> Comparison:
+    """Pair runs A (before) and B (after) by record id and test every outcome.
+
+    Records in only one run are left out with a warning; an empty intersection is an
+    InputError. ``store``, when given, is searched for a dev run of B's settings, so
+    a comparison on the test split can say whether the change was chosen on dev.
+    ``paths`` are the report files, for the headers.
+    """
+    rows_a = {row.id: row for row in a.rows}
+    rows_b = {row.id: row for row in b.rows}
+    shared = [rid for rid in rows_a if rid in rows_b]
+    if not shared:
+        raise InputError(
+            f"runs {a.run_id} and {b.run_id} have no record in common",
+            hint="compare two runs of the same golden set and split",
+        )
+    only_a = [rid for rid in rows_a if rid not in rows_b]
+    only_b = [rid for rid in rows_b if rid not in rows_a]
+    pairs = [(rows_a[rid], rows_b[rid]) for rid in shared]
+    changed = [name for name in ("corpus", "model", "config", "code")
+               if a.fingerprints.get(name) != b.fingerprints.get(name)]
+    warnings = _warnings(a, b, pairs, only_a, only_b, changed, store)
+    tests = [
+        _paired_test(outcome, pairs, gate_only=a.gate_only or b.gate_only)
+        for outcome in OUTCOMES
+        if any(outcome.includes(x) or outcome.includes(y) for x, y in pairs)
+    ]
+    return Comparison(
+        a=header_of(a, paths[0]).describe(), b=header_of(b, paths[1]).describe(), records=len(shared),
+        only_a=only_a, only_b=only_b, changed=changed, warnings=warnings, tests=tests,
+    )
+
+
+def _paired_test(outcome: Outcome, pairs: list[tuple[Row, Row]], *, gate_only: bool) -> PairedTest:
+    empty = {"n": 0, "mean_a": None, "mean_b": None, "effect": None, "p_value": None,
+             "method": None, "direction": "none"}
+    if outcome.needs_model and gate_only:
+        return PairedTest(outcome=outcome.name, test=outcome.test, **empty,
+                          note="a gate-only run called no model")
+    kept = [(x, y) for x, y in pairs if outcome.includes(x) and outcome.includes(y)]
+    if not kept:
+        return PairedTest(outcome=outcome.name, test=outcome.test, **empty,
+                          note="no record has this outcome in both runs")
+    ids = [x.id for x, _ in kept]
+    va = [outcome.score(x) for x, _ in kept]
+    vb = [outcome.score(y) for _, y in kept]
+    mean_a, mean_b = sum(va) / len(va), sum(vb) / len(vb)
+    effect = mean_b - mean_a
+    dropped = sum(1 for x, y in pairs if outcome.includes(x) != outcome.includes(y))
+    note = f"{dropped} record(s) left out: they have this outcome in one run only" if dropped else None
+    flips = [Flip(id=i, a=x, b=y) for i, x, y in zip(ids, va, vb, strict=True) if abs(y - x) > _ZERO]
+    better = sorted((f for f in flips if f.b > f.a), key=lambda f: f.a - f.b)
+    worse = sorted((f for f in flips if f.b < f.a), key=lambda f: f.b - f.a)
+    fields: dict[str, object]
+    if outcome.test == "mcnemar":
+        count_b, count_c, p, why = mcnemar(va, vb)
+        fields = {"b": count_b, "c": count_c, "method": "exact binomial"}
+    else:
+        statistic, p, method, why = wilcoxon(va, vb)
+        fields = {"statistic": statistic, "method": method}
+    direction = "none"
+    if p < ALPHA and abs(effect) > _ZERO:
+        direction = "better" if effect > 0 else "worse"
+    return PairedTest(
+        outcome=outcome.name, test=outcome.test, n=len(kept), mean_a=mean_a, mean_b=mean_b,
+        effect=effect, p_value=p, direction=direction, better=better, worse=worse,
+        note="; ".join(x for x in (why, note) if x) or None, **fields,
+    )
+
+
+def _warnings(a: Report, b: Report, pairs: list[tuple[Row, Row]], only_a: list[str],
+              only_b: list[str], changed: list[str], store: ReportStore | None) -> list[str]:
+    found = [f"not comparable: {reason}" for reason in differences(a, b)]
+    if only_a or only_b:
+        found.append(
+            f"the runs hold different records ({len(only_a)} only in A, {len(only_b)} only in B); "
+            f"comparing the {len(pairs)} they share"
+        )
+    if not changed:
+        found.append("A and B ran the same corpus, model, config and code: any difference is noise")
+    on_test = sum(1 for x, _ in pairs if x.split == "test")
+    if on_test:
+        found.append(
+            f"{on_test} of the {len(pairs)} records are from the test split: prove on test, choose on dev. "
+            "This p-value holds only if the change was chosen without looking at test results"
+        )
+        if changed and store is not None and not has_dev_run(store, b):
+            found.append(
+                f"no dev-split run of B's settings is in {store.root}: run `docpilot eval --split dev` "
+                "with them and choose there before proving on test"
+            )
+    return found
+
+
+def has_dev_run(store: ReportStore, report: Report) -> bool:
+    """Whether the store holds a dev-split run with ``report``'s corpus, model and config."""
+    keys = ("corpus", "model", "config")
+    wanted = [report.fingerprints.get(k) for k in keys]
+    return any(
+        header.split == "dev" and [header.fingerprints.get(k) for k in keys] == wanted
+        for header in store
+    )
+
+
+def describe_p(p: float | None) -> str:
+    """A p-value as the tables show it."""
+    if p is None or math.isnan(p):
+        return "n/a"
+    return f"{p:.3g}" if p >= 0.001 else "<0.001"
+

@@ -1,0 +1,175 @@
+"""Writing, reading and re-scoring report files.
+
+A report is written atomically: to a temporary file beside the target, flushed to
+disk, then renamed over it, so a reader never sees half a report and a crash leaves
+the previous one intact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from docpilot.errors import ReportError
+from docpilot.schema import LeakFound, Report
+
+_CODE_PACKAGES = ("docpilot", "metrics", "tasks", "flows")
+
+
+def new_run_id() -> str:
+    """A sortable, unique run id: UTC time then a random suffix."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO 8601."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def file_fingerprint(path: str | Path) -> str:
+    """sha256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def code_fingerprint() -> str:
+    """sha256 over the project's Python sources, so a report says which code produced it."""
+    root = Path(__file__).resolve().parents[2]
+    digest = hashlib.sha256()
+    for package in _CODE_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def write_report(report: Report, path: str | Path) -> Path:
+    """Write a report atomically and return its path."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(report.model_dump_json(indent=1))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot write the report: {exc.strerror or exc}") from exc
+    return path
+
+
+def load_report(path: str | Path) -> Report:
+    """Read a report file, with an error that says what is wrong with it."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such report; reports are written under .docpilot/reports/") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: cannot read the report: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); is this a DocPilot report?") from None
+    try:
+        return Report.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ReportError(
+            f"{path}: not a DocPilot report: {where}: {first['msg']} ({exc.error_count()} problem(s))"
+        ) from None
+
+
+def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bool = False,
+          record_set: str = "golden"):
+    """Summary, counts, gates and verdict of a list of rows: a pure function of the rows."""
+    from metrics.gates import check_gates, verdict
+    from metrics.summary import summarize
+
+    summary, counts = summarize(rows, gate_only=gate_only)
+    gates = check_gates(summary, rows, conditions, gate_only=gate_only, allow_errors=allow_errors,
+                        record_set=record_set)
+    return summary, counts, gates, verdict(gates)
+
+
+def leaks_of(rows) -> list[LeakFound]:
+    """Every forbidden text the attack probes' turns produced, with the probe and where."""
+    from dataclasses import asdict
+
+    from metrics.attacks import list_leaks
+
+    return [LeakFound(**asdict(leak)) for leak in list_leaks(rows)]
+
+
+def rescore(report: Report) -> Report:
+    """The report with summary, counts, gates and verdict recomputed from its rows alone."""
+    conditions = report.config.get("gates", {}) or {}
+    summary, counts, gates, outcome = score(
+        report.rows, conditions, gate_only=report.gate_only, allow_errors=report.allow_errors,
+        record_set=report.set,
+    )
+    leaks = leaks_of(report.rows)
+    update = {"summary": summary, "counts": counts, "gates": gates, "verdict": outcome, "leaks": leaks}
+    return report.model_copy(update=update)
+
+
+def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fingerprint: str) -> Report:
+    """The report of one run: its settings and fingerprints, rows, summary and verdict."""
+    from docpilot.models.registry import model_identity
+    from docpilot.config.loading import public_config
+
+    config = public_config(job.config)
+    model = model_identity(job.config.model, corpus_fingerprint=corpus_fingerprint)
+    fingerprints = {
+        "corpus": corpus_fingerprint,
+        "golden": file_fingerprint(job.golden),
+        "model": hashlib.sha256(json.dumps(model, sort_keys=True).encode()).hexdigest(),
+        "config": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
+        "code": code_fingerprint(),
+    }
+    summary, counts, gates, outcome = score(
+        rows, job.config.gates, gate_only=job.gate_only, allow_errors=job.allow_errors, record_set=job.set
+    )
+    return Report(
+        run_id=new_run_id(),
+        created_at=now_iso(),
+        config=config,
+        fingerprints=fingerprints,
+        set=job.set,
+        runtime=job.runtime,
+        split=job.split,
+        gate_only=job.gate_only,
+        allow_errors=job.allow_errors,
+        cache_stats=cache_stats(rows, gate_only=job.gate_only, runtime=job.runtime),
+        orchestrator=orchestrator,
+        wall_ms=round(wall_ms, 1),
+        rows=rows,
+        summary=summary,
+        counts=counts,
+        gates=gates,
+        verdict=outcome,
+        leaks=leaks_of(rows),
+    )
+
+
+def cache_stats(rows, *, gate_only: bool, runtime: str = "local") -> dict[str, dict[str, int]]:
+    """Per cached stage, how many records reused a stored result and how many computed one."""
+    if runtime == "server":
+        return {}  # the server runs the stages; nothing is cached on this side
+    stages = ("retrieve",) if gate_only else ("retrieve", "model")
+    stats = {}
+    for stage in stages:
+        ran = [r for r in rows if stage == "retrieve" or r.refused_by != "gate"]
+        reused = sum(stage in r.cached for r in ran)
+        stats[stage] = {"reused": reused, "computed": len(ran) - reused}
+    return stats

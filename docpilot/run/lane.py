@@ -1,0 +1,222 @@
+"""The model lane: one event loop that answers the model stage's records for a whole run.
+
+Shards reach the model stage one after another, but a run's model calls should not
+wait at shard boundaries: while the last few turns of one shard are in flight, the
+next shard's turns fill the free slots. So every model stage of a process hands its
+records to one lane, which keeps ``model.concurrency`` turns in flight across shards,
+in the order the shards reach it, on one event loop in a thread of its own, over HTTP
+connections that stay open from shard to shard.
+
+A finished turn is stored in the cache at once, on a writer thread, so neither a
+crash nor the next turn waits on the disk; the stage that sent a shard returns when
+every one of its turns is answered and stored.
+
+The lane opens with the first model stage that needs it and closes when the last one
+using it returns. ``cancel_lanes`` stops every lane of the process (Ctrl-C, SIGTERM):
+turns in flight are dropped, turns already answered are still stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from docpilot.run import progress
+from docpilot.assistant.language import preload as preload_language
+from docpilot.models.base import Model
+from docpilot.models.registry import build_model
+
+if TYPE_CHECKING:
+    from docpilot.run.pipeline import Trace, Workspace
+
+# Turns in flight per model client: one client's 64 kept-alive connections serve up to
+# 64 turns; more turns get another client rather than wait for a connection.
+TURNS_PER_CLIENT = 64
+
+
+class Interrupted(Exception):
+    """The run stopped while this stage's turns were in flight."""
+
+
+class _Batch:
+    """One model stage's records: done when each of them is answered and stored, or when it failed."""
+
+    def __init__(self, size: int) -> None:
+        self.remaining = size
+        self.done: Future[None] = Future()
+        self._lock = threading.Lock()  # the writer, the loop and an interrupt may settle it at once
+
+    def finished_one(self) -> None:
+        with self._lock:
+            self.remaining -= 1
+            if self.remaining == 0 and not self.done.done():
+                self.done.set_result(None)
+
+    def fail(self, error: BaseException) -> None:
+        with self._lock:
+            if not self.done.done():
+                self.done.set_exception(error)
+
+
+class ModelLane:
+    """At most ``concurrency`` model turns in flight for every shard sent to it, first come first served."""
+
+    def __init__(self, ws: Workspace, finish: Callable[[Trace], None]) -> None:
+        self._ws = ws
+        self._finish = finish
+        self._loop = _new_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="docpilot-model", daemon=True)
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docpilot-store")
+        self._batches: set[_Batch] = set()  # the batches being answered, for cancel()
+        self._batches_lock = threading.Lock()
+        self._workers: list[asyncio.Task] = []
+        self._models: list[Model] = []
+        self.users = 0
+        self._thread.start()
+        try:
+            asyncio.run_coroutine_threadsafe(self._open(), self._loop).result()
+        except BaseException:
+            self.close()
+            raise
+
+    async def _open(self) -> None:  # on the lane's loop: the models' clients belong to it
+        settings = self._ws.config.model
+        extractive = settings.provider == "extractive"
+        idf = self._ws.idf if extractive else None
+        count = 1 if extractive else -(-settings.concurrency // TURNS_PER_CLIENT)
+        self._models = [build_model(settings, corpus=self._ws.corpus, idf=idf) for _ in range(count)]
+        self._queue: asyncio.Queue = asyncio.Queue()
+        # Stored turns carry their languages once the language model is there; it loads
+        # on a thread of its own meanwhile.
+        preload_language()
+        self._workers = [
+            asyncio.create_task(self._work(self._models[w % count])) for w in range(settings.concurrency)
+        ]
+
+    def answer(self, traces: list[Trace]) -> None:
+        """Answer ``traces`` (each with a prompt), storing each turn as it arrives; blocks until all are stored."""
+        if not traces:
+            return
+        batch = _Batch(len(traces))
+        with self._batches_lock:
+            self._batches.add(batch)
+        try:
+            self._loop.call_soon_threadsafe(self._enqueue, traces, batch)
+            batch.done.result()
+        finally:
+            with self._batches_lock:
+                self._batches.discard(batch)
+
+    def _enqueue(self, traces: list[Trace], batch: _Batch) -> None:
+        for trace in traces:
+            self._queue.put_nowait((trace, batch))
+
+    async def _work(self, model: Model) -> None:
+        while True:
+            trace, batch = await self._queue.get()
+            if batch.done.done():  # the batch failed or was cancelled: skip the rest of it
+                continue
+            try:
+                trace.turn = await model.complete(trace.prompt)
+            except Exception as error:  # a bug in a model; faults of the service end the turn instead
+                batch.fail(error)
+                continue
+            progress.advance("model")
+            # Not awaited: the next turn starts now, while this one is stored.
+            self._writer.submit(self._store, trace, batch)
+
+    def _store(self, trace: Trace, batch: _Batch) -> None:
+        try:
+            self._finish(trace)
+        except BaseException as error:  # e.g. a full disk: the stage fails and says why
+            batch.fail(error)
+        else:
+            batch.finished_one()
+
+    def cancel(self) -> None:
+        """Stop waiting for the turns in flight; what was already answered is still stored."""
+        with self._batches_lock:
+            batches = list(self._batches)
+        for batch in batches:
+            batch.fail(Interrupted("the run was interrupted; the turns answered so far are stored"))
+
+    def close(self) -> None:
+        """Stop the workers, close the models' connections and store every answered turn."""
+        if self._loop.is_closed():
+            return
+        asyncio.run_coroutine_threadsafe(self._shut(), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+        flush = getattr(self._finish, "close", None)
+        flushed = self._writer.submit(flush) if flush is not None else None  # after every turn handed over
+        self._writer.shutdown(wait=True)
+        if flushed is not None:
+            flushed.result()  # a failure to store (a full disk, say) is the stage's failure
+
+    async def _shut(self) -> None:
+        for worker in self._workers:
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        for model in self._models:
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
+
+
+_LANES: dict[int, ModelLane] = {}
+_LOCK = threading.Lock()
+_INTERRUPTED = threading.Event()  # set by cancel_lanes: model stages that start later stop at once
+
+
+@contextmanager
+def open_lane(ws: Workspace, finish: Callable[[Trace], None]) -> Iterator[ModelLane]:
+    """The workspace's lane, opened by its first user and closed when its last user leaves.
+
+    ``finish(trace)`` runs on the writer thread after each turn: it stores the turn.
+    When ``finish`` has a ``close`` method, the writer thread runs it once, as the lane
+    closes. The lane keeps the ``finish`` of the user that opened it.
+    """
+    with _LOCK:
+        if _INTERRUPTED.is_set():
+            raise Interrupted("the run was interrupted before this stage's turns were sent")
+        lane = _LANES.get(id(ws))
+        if lane is None:
+            lane = _LANES[id(ws)] = ModelLane(ws, finish)
+        lane.users += 1
+    try:
+        yield lane
+    finally:
+        with _LOCK:
+            lane.users -= 1
+            last = lane.users == 0
+            if last:
+                del _LANES[id(ws)]
+        if last:
+            lane.close()
+
+
+def cancel_lanes() -> None:
+    """Make every model stage of this process stop waiting, and later ones stop at once (the run was interrupted)."""
+    with _LOCK:
+        _INTERRUPTED.set()
+        lanes = list(_LANES.values())
+    for lane in lanes:
+        lane.cancel()
+
+
+def reset_lanes() -> None:
+    """A new run starts: model stages may open lanes again after an interrupted run."""
+    _INTERRUPTED.clear()
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # not on every platform
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()

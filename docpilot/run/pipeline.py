@@ -1,0 +1,382 @@
+"""The stages of one eval, as plain functions over shards of records.
+
+retrieve → prime → model → render → score. Each stage takes the shard's traces and
+returns them one stage further on; the orchestrator (Prefect tasks, or the same
+functions called inline) only decides where and when each shard runs. The expensive
+stages look each record up in the stage cache first, and write each result as soon as
+it exists, so a crash loses no finished model call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from docpilot.run import progress
+from docpilot.run.cache import StageCache, cache_key
+from docpilot.config.model import Config
+from docpilot.corpus.pages import Chunk, Corpus, load_corpus
+from docpilot.assistant.language import detect_language
+from docpilot.assistant.language import ready as language_ready
+from docpilot.run.lane import open_lane
+from docpilot.models.base import Prompt, Turn
+from docpilot.models.extractive import document_frequencies
+from docpilot.models.registry import model_identity
+from docpilot.assistant.primer import PROMPT_VERSION, prime
+from docpilot.assistant.render import Panel, render_panel
+from docpilot.retrieval.rankers import Hit, Retriever
+from docpilot.schema import AttackProbe, GoldenRecord, Row
+
+
+@dataclass(slots=True)
+class Trace:
+    """One record on its way through the stages.
+
+    A plain dataclass, not a pydantic model: it is internal, only the stages build and
+    change it, and each record's trace is written to a couple of dozen times per run.
+    """
+
+    record: GoldenRecord
+    """The golden record (for an attack probe: its prompt as the question, no gold)."""
+    attack: AttackProbe | None = None
+    """The attack probe this trace runs, if it is one."""
+    hits: list[dict] = field(default_factory=list)
+    """Ranked hits: section_id, chunk_id, score."""
+    retrieve_ms: float | None = None
+    """Time the retrieval took when it was computed."""
+    prompt: Prompt | None = None
+    """What the model was given."""
+    gate_refused: bool = False
+    """The retrieval gate refused before the model."""
+    turn: Turn | None = None
+    """What the model produced."""
+    stages_ms: dict[str, float] | None = None
+    """Stage timings a server reported (server runtime); None when the stages ran here."""
+    languages: dict[str, str | None] = field(default_factory=dict)
+    """Detected languages of the question and the answer, kept with the cached turn."""
+    panel: Panel | None = None
+    """The rendered answer."""
+    cached: list[str] = field(default_factory=list)
+    """Stages whose results came from the cache."""
+
+
+@dataclass
+class Workspace:
+    """What the stages share within one process: the config, corpus, index and cache."""
+
+    config: Config
+    corpus: Corpus
+    retriever: Retriever
+    chunks: dict[str, Chunk]
+    cache: StageCache | None
+    _identity: dict | None = field(default=None, repr=False)
+    _idf: dict[str, float] | None = field(default=None, repr=False)
+
+    @property
+    def idf(self) -> dict[str, float]:
+        """Word weights over the corpus's chunks, counted once per process."""
+        if self._idf is None:
+            self._idf = document_frequencies([c.text for c in self.corpus.chunks])
+        return self._idf
+
+
+_WORKSPACES: dict[tuple, Workspace] = {}
+
+
+def open_workspace(config: Config, *, use_cache: bool = True) -> Workspace:
+    """Load the corpus and build the index once per process for a given config."""
+    key = (config.model_dump_json(), use_cache)
+    workspace = _WORKSPACES.get(key)
+    if workspace is None:
+        corpus = load_corpus(Path(config.corpus.docs), chunk_words=config.corpus.chunk_words)
+        workspace = Workspace(
+            config=config,
+            corpus=corpus,
+            retriever=Retriever.open(corpus, config.retrieval, cache_dir=config.cache_dir),
+            chunks={c.id: c for c in corpus.chunks},
+            cache=StageCache(config.cache_dir) if use_cache else None,
+        )
+        _WORKSPACES.clear()  # one workspace per process is enough; do not pile up indexes
+        _WORKSPACES[key] = workspace
+    return workspace
+
+
+def start_traces(records: Sequence[GoldenRecord | AttackProbe]) -> list[Trace]:
+    """Wrap golden records or attack probes for the first stage."""
+    return [_trace(r) for r in records]
+
+
+def _trace(record: GoldenRecord | AttackProbe) -> Trace:
+    if isinstance(record, GoldenRecord):
+        return Trace(record=record)
+    question = GoldenRecord(id=record.id, question=record.prompt, split=record.split,
+                            language=record.language, tags=record.tags)
+    return Trace(record=question, attack=record)
+
+
+def retrieve_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[Trace]:
+    """Rank sections for every record of a shard (cached per question, scope and index).
+
+    ``refresh`` computes every ranking afresh and stores it over the cached one.
+    """
+    todo = lookup_rankings(ws, traces, refresh=refresh)
+    progress.advance("retrieve", len(traces) - len(todo))
+    top_k = ws.config.retrieval.top_k
+    for position in todo:
+        trace = traces[position]
+        start = time.perf_counter()
+        hits = ws.retriever.search(trace.record.question, scope=trace.record.scope, k=top_k)
+        trace.retrieve_ms = (time.perf_counter() - start) * 1000
+        trace.hits = [{"section_id": h.section_id, "chunk_id": h.chunk_id, "score": h.score} for h in hits]
+        progress.advance("retrieve")
+    store_rankings(ws, [traces[p] for p in todo])
+    return traces
+
+
+def prime_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
+    """Build each record's prompt from its top sections, and apply the retrieval gate."""
+    guard = ws.config.guard
+    k = ws.config.prime.top_k
+    for trace in traces:
+        hits = [Hit(**h) for h in trace.hits[:k]]  # only the primed ones
+        trace.prompt = prime(trace.record.question, hits, ws.chunks, k=k)
+        top = hits[0].score if hits else 0.0
+        trace.gate_refused = guard.mode == "on" and top < guard.threshold
+    return traces
+
+
+def _model_key(ws: Workspace, prompt: Prompt) -> str:
+    if ws._identity is None:
+        ws._identity = model_identity(ws.config.model, corpus_fingerprint=ws.corpus.fingerprint)
+    version = (PROMPT_VERSION, ws.config.prime.prompt_version)
+    return cache_key("model", version, prompt.messages, ws._identity)
+
+
+def _languages(trace: Trace) -> dict[str, str | None]:
+    # Detected once, when the turn is new; a re-run reads them from the cache.
+    turn = trace.turn
+    answered = turn is not None and not turn.refused and turn.error is None
+    return {
+        "question": detect_language(trace.record.question),
+        "answer": detect_language(turn.answer) if answered else None,
+    }
+
+
+def model_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[Trace]:
+    """Answer every primed record of a shard, concurrently, reusing cached turns.
+
+    ``refresh`` calls the model for every record and stores the new turns.
+    """
+    progress.advance("model", len(traces) - len(lookup_turns(ws, traces, refresh=refresh)))
+    return answer_shard(ws, traces)
+
+
+def answer_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
+    """Answer the primed records of a shard that have no turn yet (``lookup_turns`` fills in cached ones).
+
+    The turns go through the process's model lane, which keeps the configured number
+    in flight across shards, and each is stored as it arrives.
+    """
+    todo = [t for t in traces if t.turn is None and t.prompt is not None and not t.gate_refused]
+    if todo:
+        with open_lane(ws, TurnWriter(ws)) as lane:
+            lane.answer(todo)
+    return traces
+
+
+class TurnWriter:
+    """Stores each answered turn the moment it arrives, on the lane's writer thread.
+
+    A crash later in the run loses nothing. Errored turns are not kept, so a re-run
+    retries them. Each stored turn carries the languages of its question and answer,
+    so a re-run need not load the language model; the first turns of a run may arrive
+    while that model still loads, and they are stored at once without languages and
+    stored again with them once it is there, at the latest when the lane closes.
+    """
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self._unlabelled: list[Trace] = []
+
+    def __call__(self, trace: Trace) -> None:
+        if not language_ready():
+            self._put(trace)
+            self._unlabelled.append(trace)
+            return
+        self._label_unlabelled()
+        trace.languages = _languages(trace)
+        self._put(trace)
+
+    def close(self) -> None:
+        """Store the languages still missing, waiting for the language model if need be."""
+        self._label_unlabelled()
+
+    def _label_unlabelled(self) -> None:
+        for trace in self._unlabelled:
+            trace.languages = _languages(trace)
+            self._put(trace)
+        self._unlabelled.clear()
+
+    def _put(self, trace: Trace) -> None:
+        if self.ws.cache and trace.turn.error is None:
+            _put_turn(self.ws, trace)
+
+
+def render_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
+    """Render every answer into the reader's panel."""
+    base = ws.config.corpus.base_url
+    for trace in traces:
+        if trace.turn is None or trace.prompt is None:
+            continue
+        trace.panel = render_panel(
+            trace.turn.answer,
+            trace.prompt.sources,
+            lambda section_id: ws.corpus.section_url(section_id, base),
+            refused=trace.turn.refused or trace.turn.error is not None,
+        )
+    return traces
+
+
+def build_rows(traces: list[Trace], *, gate_only: bool = False) -> list[Row]:
+    """One report row per trace: what the scorer reads."""
+    return [_row(t, gate_only=gate_only) for t in traces]
+
+
+def _row(trace: Trace, *, gate_only: bool) -> Row:
+    # The fields are gathered first and the row is built once: cheaper than setting
+    # them one by one on a built row, a thousand rows at a time.
+    record = trace.record
+    row = dict(
+        id=record.id,
+        kind="attack" if trace.attack else record.kind,
+        split=record.split,
+        question=record.question,
+        gold=record.gold,
+        scope=record.scope,
+        expected_cause=record.expected_cause,
+        language=record.language,
+        retrieved=[h["section_id"] for h in trace.hits],
+        scores=[h["score"] for h in trace.hits],
+        gold_answer=record.gold_answer,
+        identifiers=record.identifiers,
+        cached=trace.cached,
+    )
+    if trace.attack is not None:
+        row.update(forbidden=trace.attack.forbidden, expect=trace.attack.expect)
+    if gate_only:
+        if trace.retrieve_ms is not None:
+            row["stages_ms"] = {"retrieve": round(trace.retrieve_ms, 3)}
+        return Row(**row)
+    row["language"] = record.language or trace.languages.get("question") or detect_language(record.question)
+    if trace.prompt is not None:
+        row["primed"] = [s.section_id for s in trace.prompt.sources]
+    stages = {"retrieve": trace.retrieve_ms or 0.0}
+    shown = True  # the panel's facts count unless the record was refused or errored
+    if trace.gate_refused:
+        row.update(refused=True, refused_by="gate", refusal_cause="not-answerable",
+                   latency_ms=round(stages["retrieve"], 3))
+        shown = False
+    elif trace.turn is not None:
+        turn = trace.turn
+        stages["model"] = turn.latency_ms or 0.0
+        offset = stages["retrieve"]
+        row.update(
+            answer=turn.answer,
+            reasoning=turn.reasoning,
+            usage=turn.usage,
+            error=turn.error,
+            refused=turn.refused,
+            refused_by="model" if turn.refused else None,
+            refusal_cause=turn.refusal_cause,
+            latency_ms=round(offset + (turn.latency_ms or 0.0), 3),
+            first_token_ms=None if turn.first_token_ms is None else round(offset + turn.first_token_ms, 3),
+            first_thought_ms=None if turn.first_thought_ms is None else round(offset + turn.first_thought_ms, 3),
+        )
+        shown = not turn.refused and turn.error is None
+        if shown and turn.answer is not None:
+            row["answer_language"] = trace.languages.get("answer") or detect_language(turn.answer)
+    if trace.panel is not None and shown:
+        panel = trace.panel
+        row.update(markers=panel.markers, citations=panel.citations, hallucinated=panel.hallucinated,
+                   sources_shown=[s.section_id for s in panel.sources], links=panel.links)
+    if trace.stages_ms is not None:
+        stages = trace.stages_ms  # measured by the server, where the time was spent
+    row["stages_ms"] = {k: round(v, 3) for k, v in stages.items()}
+    return Row(**row)
+
+
+# The cache apart from the computing. A run that sends shards to other processes (a Dask
+# cluster) keeps every cache read and write in its own process: it fills in what is
+# stored, sends only the rest out to be computed with no cache, and stores what comes
+# back. The entries are the ones ``retrieve_shard`` and ``model_shard`` read and write.
+
+
+def lookup_rankings(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[int]:
+    """Fill in every trace whose ranking is cached; return the positions of those still to rank.
+
+    ``refresh`` fills in nothing, so every trace is ranked afresh.
+    """
+    todo = []
+    for position, trace in enumerate(traces):
+        hit = ws.cache.get(_ranking_key(ws, trace.record)) if ws.cache and not refresh else None
+        if hit is None:
+            todo.append(position)
+            continue
+        trace.hits, trace.retrieve_ms = hit["hits"], hit["ms"]
+        trace.cached.append("retrieve")
+    return todo
+
+
+def store_rankings(ws: Workspace, traces: list[Trace]) -> None:
+    """Store rankings computed here or on other processes, under the keys ``lookup_rankings`` reads."""
+    if ws.cache is None:
+        return
+    ws.cache.set_many([
+        (_ranking_key(ws, trace.record), {"hits": trace.hits, "ms": trace.retrieve_ms})
+        for trace in traces
+        if trace.retrieve_ms is not None and "retrieve" not in trace.cached
+    ])
+
+
+def lookup_turns(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[int]:
+    """Fill in the cached turn of every primed trace; return the positions of those still to answer.
+
+    Traces the retrieval gate refused, with no prompt, or already answered need no model
+    and are never returned. ``refresh`` fills in nothing, so every primed trace is answered afresh.
+    """
+    todo = []
+    for position, trace in enumerate(traces):
+        if trace.gate_refused or trace.prompt is None or trace.turn is not None:
+            continue
+        stored = ws.cache.get(_model_key(ws, trace.prompt)) if ws.cache and not refresh else None
+        if stored is None:
+            todo.append(position)
+            continue
+        trace.turn = Turn.model_validate(stored["turn"])
+        trace.languages = stored["languages"]
+        trace.cached.append("model")
+    return todo
+
+
+def store_turns(ws: Workspace, traces: list[Trace]) -> None:
+    """Store turns computed elsewhere, under the keys ``model_shard`` reads; errored turns are not kept."""
+    if ws.cache is None:
+        return
+    for trace in traces:
+        turn = trace.turn
+        if turn is None or trace.prompt is None or turn.error is not None or "model" in trace.cached:
+            continue
+        _put_turn(ws, trace)
+
+
+def _put_turn(ws: Workspace, trace: Trace) -> None:
+    # The entry ``lookup_turns`` reads back.
+    ws.cache.set(_model_key(ws, trace.prompt), {"turn": trace.turn.model_dump(), "languages": trace.languages})
+
+
+def _ranking_key(ws: Workspace, record: GoldenRecord) -> str:
+    # The same key as retrieve_shard's.
+    top_k = ws.config.retrieval.top_k
+    return cache_key("retrieve", ws.retriever.fingerprint, record.question, record.scope, top_k)

@@ -1,0 +1,360 @@
+"""Measuring a running DocPilot server over the network, as its users meet it.
+
+``ask`` sends one question to ``POST /v1/ask`` and reads the event stream, timing it
+with a monotonic clock started just before the request is sent:
+
+    latency_ms        send → the `done` event
+    first_token_ms    send → the first non-empty `token` event (a turn that painted no
+                      answer text counts at its latency)
+    first_thought_ms  send → the first `thought` event (None when there was none)
+    retrieval_ms      send → the `retrieval` event
+
+``remote_shard`` does this for a shard of eval traces and fills each trace so that the
+eval's own ``render_shard`` and ``build_rows`` make the row: the row's latency and
+first token are then the times the client saw, network included. The server's own
+stage timings (embed, retrieve, model) come back beside the traces, by record id.
+
+``local_server`` (from ``docpilot.server.process``) starts ``docpilot serve`` on a free
+loopback port for an eval that was given no server URL, and stops it afterwards.
+
+Server faults never raise out of ``ask``: they end the turn with ``RemoteTurn.error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from docpilot.errors import ConfigError
+from docpilot.models.base import Prompt, Source, Turn
+from docpilot.run.pipeline import Trace, Workspace
+from docpilot.assistant.render import Panel
+from docpilot.server.schema import (
+    EVENT_MODELS,
+    TOKEN_VARIABLE,
+    ErrorEvent,
+    RefusalEvent,
+    RetrievalEvent,
+    TimingEvent,
+)
+from docpilot.server.process import local_server
+
+__all__ = ["RemoteEvent", "RemoteTurn", "ask", "ask_url", "fill_trace", "local_server", "remote_shard"]
+
+DEFAULT_CONCURRENCY = 8
+"""Questions a shard keeps in flight at once (below the server's default limit of 32)."""
+BUSY_RETRIES = 3
+"""Times ``ask`` retries a 503 before it reports the server as full."""
+_EXCERPT = 200
+_DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.ConnectError)
+_DROPPED_RETRIES = 2
+_HINTS = {
+    401: f"set {TOKEN_VARIABLE} to the server's token",
+    404: "pass the server's base URL, such as http://127.0.0.1:8000",
+    413: "the question is too large for the server",
+    422: "the server could not read the question; see the message",
+    503: "the server is full; lower the eval's concurrency or raise the server's --max-concurrency",
+}
+
+
+class RemoteEvent(BaseModel):
+    """One event as it arrived."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """The event's name (`retrieval`, `token`, ...)."""
+    data: dict[str, Any]
+    """Its JSON payload."""
+    at_ms: float
+    """When it arrived, in milliseconds after the request was sent."""
+
+
+class RemoteTurn(BaseModel):
+    """One question answered by a server, as the client saw it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: int | None = None
+    """The HTTP status; None when no response came."""
+    events: list[RemoteEvent] = Field(default_factory=list)
+    """Every event, in arrival order."""
+    latency_ms: float | None = None
+    """Send → `done` (or → the failure)."""
+    first_token_ms: float | None = None
+    """Send → first answer text; the latency when none was painted."""
+    first_thought_ms: float | None = None
+    """Send → first reasoning text; None when the model streamed none."""
+    retrieval_ms: float | None = None
+    """Send → the `retrieval` event."""
+    retrieval: RetrievalEvent | None = None
+    """Ranked sections and primed sources."""
+    answer: str = ""
+    """The answer text, the `token` events joined (the model's `REFUSE:` reply when it refused)."""
+    reasoning: str | None = None
+    """The `thought` events joined."""
+    citations: Panel | None = None
+    """The rendered panel the server sent."""
+    refusal: RefusalEvent | None = None
+    """The refusal, when refused."""
+    timing: TimingEvent | None = None
+    """The server's stage timings."""
+    error: str | None = None
+    """What went wrong; None when the turn completed."""
+
+    def stages_ms(self) -> dict[str, float]:
+        """The server's stage timings as a row's ``stages_ms``: embed, retrieve, model."""
+        if self.timing is None:
+            return {}
+        return {"embed": self.timing.embed_ms, "retrieve": self.timing.retrieve_ms, "model": self.timing.model_ms}
+
+
+def ask_url(url: str) -> str:
+    """The ask endpoint of a server given by its base URL (a full ``.../v1/ask`` URL is kept)."""
+    url = url.rstrip("/")
+    return url if url.endswith("/v1/ask") else f"{url}/v1/ask"
+
+
+async def ask(
+    client: httpx.AsyncClient,
+    url: str,
+    question: str,
+    scope: Sequence[str] | None = None,
+    token: str | None = None,
+    *,
+    language: str | None = None,
+    busy_retries: int = BUSY_RETRIES,
+) -> RemoteTurn:
+    """Ask a server one question over its event stream, timing what arrives.
+
+    A 503 is retried after its ``Retry-After`` (at most ``busy_retries`` times), and a
+    connection dropped before any reply is retried twice; the waits count in the
+    latency, as a user would wait them. Any other fault ends the turn with ``error``.
+    """
+    endpoint = ask_url(url)
+    body: dict[str, Any] = {"question": question, "stream": True}
+    if scope is not None:
+        body["scope"] = list(scope)
+    if language is not None:
+        body["language"] = language
+    headers = {"Accept": "text/event-stream"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    turn = RemoteTurn()
+    started = time.perf_counter()
+
+    def elapsed() -> float:
+        return (time.perf_counter() - started) * 1000
+
+    busy = dropped = 0
+    while True:
+        try:
+            async with client.stream("POST", endpoint, json=body, headers=headers) as response:
+                turn.status = response.status_code
+                if response.status_code == 503 and busy < busy_retries:
+                    busy += 1
+                    await response.aread()
+                    await asyncio.sleep(_retry_after(response.headers.get("retry-after")))
+                    continue
+                if response.status_code != 200:
+                    turn.error = await _http_error(response, endpoint)
+                    break
+                async for name, data in _sse_events(response.aiter_lines()):
+                    _take(turn, name, data, elapsed())
+                break
+        except _DROPPED as exc:
+            # A kept-alive connection the server closed just as it was reused fails before
+            # any reply; asking again is safe, since a question changes nothing on the server.
+            if not turn.events and dropped < _DROPPED_RETRIES:
+                dropped += 1
+                continue
+            turn.error = _unreachable(endpoint, exc)
+            break
+        except httpx.HTTPError as exc:
+            turn.error = _unreachable(endpoint, exc)
+            break
+    return _close(turn, elapsed())
+
+
+def _unreachable(endpoint: str, exc: Exception) -> str:
+    reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    return f"no reply from {endpoint} ({reason}); fix: check the URL and that the server is running"
+
+
+def _retry_after(value: str | None) -> float:
+    try:
+        return min(max(float(value or 1), 0.0), 30.0)
+    except ValueError:
+        return 1.0
+
+
+async def _http_error(response: httpx.Response, endpoint: str) -> str:
+    raw = (await response.aread()).decode("utf-8", errors="replace")
+    try:
+        message = ErrorEvent.model_validate(json.loads(raw)["error"]).message
+    except (ValueError, KeyError, TypeError, ValidationError):
+        message = " ".join(raw.split())[:_EXCERPT]
+    hint = _HINTS.get(response.status_code, "see the server's log")
+    return f"HTTP {response.status_code} from {endpoint}: {message}; fix: {hint}"
+
+
+async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
+    """Each server-sent event's name and data."""
+    name, data = "message", []
+    async for line in lines:
+        if not line:
+            if data:
+                yield name, "\n".join(data)
+            name, data = "message", []
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+
+
+def _take(turn: RemoteTurn, name: str, raw: str, now_ms: float) -> None:
+    model = EVENT_MODELS.get(name)
+    try:
+        payload = model.model_validate_json(raw) if model is not None else None
+    except ValidationError:
+        turn.error = turn.error or f"the server sent a malformed {name!r} event: {raw[:_EXCERPT]!r}"
+        return
+    turn.events.append(RemoteEvent(name=name, data=payload.model_dump() if payload else {"raw": raw}, at_ms=now_ms))
+    if name == "token" and payload.text:  # type: ignore[union-attr]
+        turn.answer += payload.text  # type: ignore[union-attr]
+        if turn.first_token_ms is None and payload.text.strip():  # type: ignore[union-attr]
+            turn.first_token_ms = now_ms
+    elif name == "thought" and payload.text:  # type: ignore[union-attr]
+        turn.reasoning = (turn.reasoning or "") + payload.text  # type: ignore[union-attr]
+        if turn.first_thought_ms is None:
+            turn.first_thought_ms = now_ms
+    elif name == "retrieval":
+        turn.retrieval, turn.retrieval_ms = payload, now_ms  # type: ignore[assignment]
+    elif name in ("citations", "refusal", "timing"):
+        setattr(turn, name, payload)
+    elif name == "error":
+        turn.error = f"{payload.code}: {payload.message} (request {payload.request_id})"  # type: ignore[union-attr]
+    elif name == "done":
+        turn.latency_ms = now_ms
+
+
+def _close(turn: RemoteTurn, now_ms: float) -> RemoteTurn:
+    if turn.latency_ms is None:
+        turn.latency_ms = now_ms
+        if turn.error is None:
+            turn.error = "the stream ended before its `done` event; fix: check the server's log"
+    turn.answer = turn.answer.strip()
+    if turn.refusal is not None and turn.refusal.reply is not None:
+        turn.answer = turn.refusal.reply
+    if turn.first_token_ms is None:
+        turn.first_token_ms = turn.latency_ms  # nothing painted early: the wait was the whole turn
+    return turn
+
+
+def fill_trace(trace: Trace, remote: RemoteTurn) -> Trace:
+    """Put a server's answer into an eval trace, so ``render_shard`` and ``build_rows`` make its row.
+
+    ``retrieve_ms`` is the client's wait for the `retrieval` event, and the turn's times
+    run from there, because ``build_rows`` adds the two: the row then holds the times
+    the client saw. A gate refusal ends at the refusal, so its wait is the whole turn.
+    """
+    if remote.retrieval is not None:
+        trace.hits = [hit.model_dump() for hit in remote.retrieval.hits]
+        sources = [Source(n=s.n, section_id=s.section_id, title=s.title, text="") for s in remote.retrieval.primed]
+        trace.prompt = Prompt(question=trace.record.question, sources=sources)
+        trace.retrieve_ms = remote.retrieval_ms
+    if remote.refusal is not None and remote.refusal.refused_by == "gate" and remote.error is None:
+        trace.gate_refused = True
+        trace.retrieve_ms = remote.latency_ms
+        return trace
+    offset = trace.retrieve_ms or 0.0
+
+    def after(ms: float | None) -> float | None:
+        return None if ms is None else max(ms - offset, 0.0)
+
+    refused = remote.refusal is not None and remote.error is None
+    trace.turn = Turn(
+        answer=remote.answer,
+        reasoning=remote.reasoning,
+        refused=refused,
+        refusal_cause=remote.refusal.cause if refused and remote.refusal else None,
+        latency_ms=after(remote.latency_ms),
+        first_token_ms=after(remote.first_token_ms),
+        first_thought_ms=after(remote.first_thought_ms),
+        error=remote.error,
+    )
+    return trace
+
+
+def remote_shard(
+    ws: Workspace,
+    traces: list[Trace],
+    url: str,
+    *,
+    token: str | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+) -> tuple[list[Trace], dict[str, dict[str, float]]]:
+    """Ask a server every record of a shard; the filled traces and each record's server stage timings.
+
+    It stands in for the retrieve, prime and model stages; run ``render_shard`` and
+    ``build_rows`` after it, then set each row's ``stages_ms`` to its entry here.
+    ``token`` defaults to ``DOCPILOT_SERVER_TOKEN``. A server that cannot be reached, or
+    that serves other docs than ``ws`` (the panels are rendered against ``ws``), raises
+    ConfigError before any question is sent; a question that fails is an errored trace.
+    """
+    if concurrency < 1:
+        raise ConfigError(f"concurrency must be at least 1, got {concurrency}", hint="use 8")
+    token = token if token is not None else (os.environ.get(TOKEN_VARIABLE, "").strip() or None)
+    timeout = httpx.Timeout(ws.config.model.timeout_s + 30.0)
+    turns = asyncio.run(_ask_all(ws, traces, url, token, concurrency, timeout))
+    stages: dict[str, dict[str, float]] = {}
+    for trace, remote in zip(traces, turns):
+        fill_trace(trace, remote)
+        if remote.timing is not None:
+            stages[trace.record.id] = remote.stages_ms()
+    return traces, stages
+
+
+async def _ask_all(
+    ws: Workspace, traces: list[Trace], url: str, token: str | None, concurrency: int, timeout: httpx.Timeout
+) -> list[RemoteTurn]:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    gate = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+        await _check_server(client, url, ws)
+
+        async def one(trace: Trace) -> RemoteTurn:
+            record = trace.record
+            async with gate:
+                return await ask(client, url, record.question, record.scope, token, language=record.language)
+
+        return await asyncio.gather(*(one(t) for t in traces))
+
+
+async def _check_server(client: httpx.AsyncClient, url: str, ws: Workspace) -> None:
+    """Fail before the first question when the server is down or answers from other docs."""
+    health = ask_url(url).removesuffix("/v1/ask") + "/healthz"
+    start = "start it with `docpilot serve`, or pass the URL it printed"
+    try:
+        response = await client.get(health)
+    except httpx.HTTPError as exc:
+        raise ConfigError(f"cannot reach the server at {url} ({type(exc).__name__}: {exc})", hint=start) from None
+    try:
+        served = response.json().get("corpus") if response.status_code == 200 else None
+    except ValueError:
+        served = None
+    if not isinstance(served, str):
+        raise ConfigError(f"{health} answered HTTP {response.status_code}, not a DocPilot health report", hint=start)
+    if served != ws.corpus.fingerprint:
+        raise ConfigError(
+            f"the server at {url} answers from other docs than this eval's {ws.corpus.root} "
+            f"(corpus {served[:12]}, here {ws.corpus.fingerprint[:12]})",
+            hint="serve the same docs folder the eval reads (corpus.docs or --docs), then run again",
+        )

@@ -1,0 +1,332 @@
+"""The HTTP API's shapes: what a client sends, every event it gets back, and the OpenAPI document.
+
+The server writes these models and ``docpilot.run.remote`` reads them, so the wire format
+is defined once. Nothing here imports the web framework: a client needs only pydantic.
+
+One question, streamed (``POST /v1/ask`` with ``stream: true``), is a series of
+server-sent events, each ``event: <name>`` with one JSON object as ``data``:
+
+    retrieval   ranked sections and the primed sources          always, first
+    thought     a piece of the model's reasoning                 0..n
+    token       a piece of the answer text                       0..n
+    citations   the rendered panel: markers, links, Sources      when answered
+    refusal     who refused (gate or model) and why              when refused
+    error       a failure, with a message safe to show           when failed
+    timing      where the server's time went                     always
+    done        the end of the turn                              always, last
+
+With ``stream: false`` the same facts come back as one ``AskResult`` object.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import models_json_schema
+
+from docpilot import __version__
+from docpilot.assistant.render import Panel
+from docpilot.schema import Cause
+
+MAX_BODY_BYTES = 16 * 1024
+"""Largest request body accepted; a larger one is answered 413."""
+MAX_QUESTION_CHARS = 2000
+"""Longest question accepted, in characters; a longer one is answered 422."""
+MAX_SCOPE_ENTRIES = 50
+"""Most page-id prefixes a scope may list."""
+TOKEN_VARIABLE = "DOCPILOT_SERVER_TOKEN"
+"""Environment variable that holds the server's bearer token (for the server and its clients)."""
+REFUSAL_MESSAGE = "The documentation does not answer this question."
+"""What a reader is shown instead of an answer when the turn is refused."""
+EVENT_NAMES = ("retrieval", "thought", "token", "citations", "refusal", "error", "timing", "done")
+"""Every event name a stream may carry, in the order they can appear."""
+
+_LANGUAGE = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AskRequest(_Strict):
+    """The body of ``POST /v1/ask``."""
+
+    question: str = Field(min_length=1, max_length=100_000)
+    """The user's question; surrounding white space is dropped, and it may not be empty."""
+    scope: list[str] | None = Field(default=None, max_length=MAX_SCOPE_ENTRIES)
+    """Page-id prefixes to answer from (such as `guide` or `metrics/latency`); null means every page."""
+    language: str | None = Field(default=None, max_length=35)
+    """BCP-47 tag of the language the reader wants; the prompt already asks for the question's language."""
+    stream: bool = True
+    """True: answer with server-sent events; false: answer with one JSON object."""
+
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the question is empty; send the text to answer")
+        return value.strip()
+
+    @field_validator("scope")
+    @classmethod
+    def _scope_entries(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        for entry in value:
+            if not entry.strip() or len(entry) > 200 or "#" in entry:
+                raise ValueError(f"scope entry {entry[:60]!r} is not a page-id prefix such as 'guide/auth'")
+        return [entry.strip() for entry in value]
+
+    @field_validator("language")
+    @classmethod
+    def _bcp47(cls, value: str | None) -> str | None:
+        if value is not None and not _LANGUAGE.match(value):
+            raise ValueError(f"language {value[:40]!r} is not a BCP-47 tag such as 'en' or 'pt-BR'")
+        return value
+
+
+class RankedHit(_Strict):
+    """One ranked section."""
+
+    section_id: str
+    """The section (`page#anchor`)."""
+    chunk_id: str
+    """The chunk of the section that earned its rank."""
+    score: float
+    """Its BM25 score."""
+
+
+class PrimedSource(_Strict):
+    """One numbered source the model was shown."""
+
+    n: int
+    """Its marker number, from 1."""
+    section_id: str
+    """The section it came from."""
+    title: str
+    """Page title and heading path."""
+    url: str
+    """The section's public link."""
+
+
+class RetrievalEvent(_Strict):
+    """What retrieval found and what the model is shown."""
+
+    hits: list[RankedHit] = Field(default_factory=list)
+    """Ranked sections, best first (at most `retrieval.top_k`)."""
+    primed: list[PrimedSource] = Field(default_factory=list)
+    """The numbered sources (at most `prime.top_k`)."""
+
+
+class TextEvent(_Strict):
+    """A piece of streamed text (`thought` or `token`)."""
+
+    text: str
+    """The piece, to be appended to what came before."""
+
+
+class RefusalEvent(_Strict):
+    """The turn ended in a refusal."""
+
+    refused_by: Literal["gate", "model"]
+    """`gate`: the retrieval gate refused before the model ran; `model`: the model refused."""
+    cause: Cause
+    """Why: `not-answerable`, `out-of-scope` or `unsafe`."""
+    message: str = REFUSAL_MESSAGE
+    """What to show the reader."""
+    reply: str | None = None
+    """The model's reply as written (starting `REFUSE:`), for audits; null for the gate."""
+
+
+class ErrorEvent(_Strict):
+    """The turn failed; the message is safe to show and the details are in the server's log."""
+
+    code: str
+    """`model_error`, `model_timeout` or `internal`, and for refused requests the HTTP reason."""
+    message: str
+    """What went wrong, without internals."""
+    request_id: str | None = None
+    """Quote it to find the server's log lines for this request."""
+
+
+class TimingEvent(_Strict):
+    """Where the server's time went, in milliseconds of a monotonic clock."""
+
+    embed_ms: float
+    """Turning the question into what the index is searched with: its query terms, and for
+    dense or hybrid retrieval its embedding (BM25 needs no model: a fraction of a millisecond)."""
+    retrieve_ms: float
+    """The rest of the search: scoring and ranking. `embed_ms + retrieve_ms` is the local runtime's retrieve."""
+    model_ms: float
+    """The model, from the request to its last piece; 0 when the gate refused."""
+    total_ms: float
+    """From the request's arrival to this event."""
+
+
+class DoneEvent(_Strict):
+    """The end of the turn."""
+
+    request_id: str
+    """The request's id, also sent as the `X-Request-Id` header."""
+
+
+class AskResult(_Strict):
+    """The answer to `POST /v1/ask` with `stream: false`: the facts of every event at once."""
+
+    request_id: str
+    """The request's id."""
+    retrieval: RetrievalEvent | None = None
+    """What retrieval found; null only when the turn failed before it."""
+    answer: str = ""
+    """The answer text with its `[n]` markers (empty when refused)."""
+    reasoning: str | None = None
+    """The model's reasoning, for models that think aloud."""
+    citations: Panel | None = None
+    """The rendered panel, when answered."""
+    refusal: RefusalEvent | None = None
+    """The refusal, when refused."""
+    error: ErrorEvent | None = None
+    """The failure, when failed."""
+    timing: TimingEvent | None = None
+    """Where the server's time went."""
+
+
+class ErrorBody(_Strict):
+    """The body of every non-2xx JSON response."""
+
+    error: ErrorEvent
+    """What went wrong."""
+
+
+class ModelInfo(_Strict):
+    """The model a server answers with."""
+
+    provider: str
+    """`extractive` or `openai`."""
+    name: str
+    """The model's name."""
+
+
+class Health(_Strict):
+    """The answer to `GET /healthz`."""
+
+    status: Literal["ok"] = "ok"
+    """Always `ok` when the server answers at all."""
+    version: str = __version__
+    """DocPilot's version."""
+    corpus: str
+    """Fingerprint of the docs being served (sha256 of every page)."""
+    pages: int
+    """How many pages are served."""
+    model: ModelInfo
+    """The model that answers."""
+    auth: Literal["bearer", "off"]
+    """Whether `/v1/ask` needs a bearer token."""
+    in_flight: int
+    """Questions being answered right now."""
+    max_concurrency: int
+    """Questions answered at once before new ones get 503."""
+
+
+EVENT_MODELS: dict[str, type[BaseModel]] = {
+    "retrieval": RetrievalEvent,
+    "thought": TextEvent,
+    "token": TextEvent,
+    "citations": Panel,
+    "refusal": RefusalEvent,
+    "error": ErrorEvent,
+    "timing": TimingEvent,
+    "done": DoneEvent,
+}
+"""The payload model of each event name."""
+
+
+def _header(text: str) -> dict[str, Any]:
+    return {"schema": {"type": "string"}, "description": text}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def openapi_document(*, max_body_bytes: int, max_question_chars: int, max_concurrency: int) -> dict[str, Any]:
+    """The OpenAPI 3.1 description of the server, with its limits written into it."""
+    shown = [AskRequest, AskResult, ErrorBody, Health, *dict.fromkeys(EVENT_MODELS.values())]
+    _, schemas = models_json_schema(
+        [(m, "validation" if m is AskRequest else "serialization") for m in shown],
+        ref_template="#/components/schemas/{model}",
+    )
+
+    def ref(model: type[BaseModel]) -> dict[str, str]:
+        return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+    def problem(text: str, **headers: str) -> dict[str, Any]:
+        response: dict[str, Any] = {"description": text, "content": _json(ref(ErrorBody))}
+        if headers:
+            response["headers"] = {name: _header(text) for name, text in headers.items()}
+        return response
+
+    events = "\n".join(f"- `{name}`: {EVENT_MODELS[name].__doc__.splitlines()[0]}" for name in EVENT_NAMES)
+    ask = {
+        "post": {
+            "summary": "Answer one question from the docs",
+            "description": (
+                "Retrieves, primes, asks the model and renders the answer. With `stream: true` (the default) "
+                "the reply is `text/event-stream`; each event's data is one JSON object:\n" + events
+                + "\n\nWith `stream: false` the reply is one `AskResult` and a `Server-Timing` header."
+            ),
+            "security": [{"bearer": []}],
+            "requestBody": {"required": True, "content": _json(ref(AskRequest))},
+            "responses": {
+                "200": {
+                    "description": "The answer, as events or as one object.",
+                    "headers": {
+                        "Server-Timing": _header("embed, retrieve, model and total durations (JSON replies)"),
+                        "X-Request-Id": _header("The request's id"),
+                    },
+                    "content": {
+                        "text/event-stream": {"schema": {"type": "string", "description": "Events; see above."}},
+                        "application/json": {"schema": ref(AskResult)},
+                    },
+                },
+                "401": problem("No bearer token, or a wrong one.", **{"WWW-Authenticate": "Bearer challenge"}),
+                "413": problem(f"The body is larger than {max_body_bytes} bytes."),
+                "422": problem(f"Not a valid request, or the question is over {max_question_chars} characters."),
+                "500": problem("An unexpected failure; the details are in the server's log under the request id."),
+                "502": problem("The model failed (JSON replies only; a stream reports it as an `error` event)."),
+                "503": problem(f"{max_concurrency} questions are in flight; retry.", **{"Retry-After": "Seconds"}),
+            },
+        }
+    }
+    health = {
+        "get": {
+            "summary": "Liveness, the docs and the model being served",
+            "security": [],
+            "responses": {"200": {"description": "The server is up.", "content": _json(ref(Health))}},
+        }
+    }
+    spec = {
+        "get": {
+            "summary": "This document",
+            "security": [],
+            "responses": {"200": {"description": "The OpenAPI document.", "content": _json({"type": "object"})}},
+        }
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "DocPilot",
+            "version": __version__,
+            "description": "Answers questions from a folder of docs, streaming the answer and each stage's time.",
+        },
+        "paths": {"/v1/ask": ask, "/healthz": health, "/openapi.json": spec},
+        "components": {
+            "schemas": schemas.get("$defs", {}),
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "description": f"The value of {TOKEN_VARIABLE}."}
+            },
+        },
+        "security": [{"bearer": []}],
+    }

@@ -1,0 +1,264 @@
+"""One question on the server: retrieve, prime, gate, model and render, told as a series of events.
+
+It calls what the local runtime's stages call (``Retriever.search`` with the configured
+``top_k``, ``prime``, the same retrieval-gate rule, the model, ``render_panel``), so a
+question answered here gets the panel the eval would score.
+
+Models stream through an optional ``stream(prompt)`` async iterator. Each piece is a
+``str`` of answer text, or a ``(kind, text)`` pair whose kind is ``"token"`` (answer)
+or ``"thought"`` (reasoning); a fault raises ``ModelError``. A model without
+``stream`` is called through ``complete`` and its turn is sent whole.
+
+The answer's first characters are held back until it is clear whether they open a
+``REFUSE:`` line, so a reader never sees the refusal protocol painted as an answer;
+this costs at most the first seven characters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+
+from pydantic import BaseModel
+
+from docpilot.config.model import GuardConfig
+from docpilot.errors import ModelError
+from docpilot.models.base import Model, Prompt, parse_refusal
+from docpilot.run.pipeline import Workspace
+from docpilot.assistant.primer import prime
+from docpilot.assistant.render import render_panel
+from docpilot.retrieval.rankers import Hit
+from docpilot.schema import Cause
+from docpilot.server.schema import (
+    AskRequest,
+    DoneEvent,
+    ErrorEvent,
+    PrimedSource,
+    RankedHit,
+    RefusalEvent,
+    RetrievalEvent,
+    TextEvent,
+    TimingEvent,
+)
+
+Event = tuple[str, BaseModel]
+"""An event's name and its payload."""
+
+_log = logging.getLogger("docpilot.server")
+_PROTOCOL = "REFUSE:"
+
+
+def gate_refuses(guard: GuardConfig, hits: Sequence[Hit]) -> bool:
+    """Whether the retrieval gate refuses before the model: the rule the eval's prime stage applies."""
+    top = hits[0].score if hits else 0.0
+    return guard.mode == "on" and top < guard.threshold
+
+
+async def answer_events(
+    ws: Workspace, model: Model, ask: AskRequest, *, request_id: str, started: float
+) -> AsyncIterator[Event]:
+    """The events of one question, from ``retrieval`` to ``done``; ``started`` is its arrival (perf_counter).
+
+    A model fault or timeout becomes an ``error`` event; any other exception is a bug
+    and propagates, for the caller to log and hide.
+    """
+    clock = time.perf_counter
+    hits, embed_ms, retrieve_ms = _search(ws, ask)
+    prompt = prime(ask.question, hits, ws.chunks, k=ws.config.prime.top_k)
+
+    def url_for(section_id: str) -> str:
+        return ws.corpus.section_url(section_id, ws.config.corpus.base_url)
+
+    yield "retrieval", RetrievalEvent(
+        hits=[RankedHit(section_id=h.section_id, chunk_id=h.chunk_id, score=h.score) for h in hits],
+        primed=[
+            PrimedSource(n=s.n, section_id=s.section_id, title=s.title, url=url_for(s.section_id))
+            for s in prompt.sources
+        ],
+    )
+    model_ms = 0.0
+    if gate_refuses(ws.config.guard, hits):
+        yield "refusal", RefusalEvent(refused_by="gate", cause="not-answerable")
+    else:
+        reply = _Reply()
+        failure: ErrorEvent | None = None
+        mark = clock()
+        try:
+            async with contextlib.aclosing(_model_events(model, prompt, reply, ws.config.model.timeout_s)) as events:
+                async for event in events:
+                    yield event
+        except TimeoutError:
+            limit = ws.config.model.timeout_s
+            _log.warning("request %s: the model gave no complete reply within %g s", request_id, limit)
+            failure = ErrorEvent(
+                code="model_timeout", message=f"the model did not finish within {limit:g} s", request_id=request_id
+            )
+        except ModelError as exc:
+            _log.warning("request %s: the model failed: %s", request_id, exc)
+            failure = ErrorEvent(
+                code="model_error", message="the model failed to answer; retry later", request_id=request_id
+            )
+        model_ms = (clock() - mark) * 1000
+        for event in reply.finish(keep_back=failure is not None):
+            yield event
+        if failure is not None:
+            yield "error", failure
+        elif reply.cause is not None:
+            yield "refusal", RefusalEvent(refused_by="model", cause=reply.cause, reply=reply.answer)
+        else:
+            yield "citations", render_panel(reply.answer, prompt.sources, url_for)
+    yield "timing", TimingEvent(
+        embed_ms=round(embed_ms, 3),
+        retrieve_ms=round(retrieve_ms, 3),
+        model_ms=round(model_ms, 3),
+        total_ms=round((clock() - started) * 1000, 3),
+    )
+    yield "done", DoneEvent(request_id=request_id)
+
+
+def _search(ws: Workspace, ask: AskRequest) -> tuple[list[Hit], float, float]:
+    """The ranked hits, and the search's time split into embed and the rest (ms).
+
+    ``embed`` is turning the question into what the index is searched with: its query
+    terms (BM25 needs no model, so that is a fraction of a millisecond) and, for the
+    dense and hybrid retrievers, its embedding. ``embed + retrieve`` is the whole search,
+    the local runtime's `retrieve` stage.
+    """
+    clock = time.perf_counter
+    retriever = ws.retriever
+    terms_ms = 0.0
+    if retriever.settings.retriever != "dense":
+        mark = clock()
+        retriever.query_terms(ask.question)  # the search repeats this step; timed apart here
+        terms_ms = (clock() - mark) * 1000
+    embedder = getattr(retriever, "embedder", None)
+    timed = _TimedEmbedder(embedder) if embedder is not None else None
+    mark = clock()
+    if timed is not None:
+        # The search never awaits, so no other question can meet the timing wrapper.
+        retriever.embedder = timed
+    try:
+        hits = retriever.search(ask.question, scope=ask.scope, k=ws.config.retrieval.top_k)
+    finally:
+        if timed is not None:
+            retriever.embedder = embedder
+    search_ms = (clock() - mark) * 1000
+    embed_ms = min(terms_ms + (timed.spent_ms if timed is not None else 0.0), search_ms)
+    return hits, embed_ms, search_ms - embed_ms
+
+
+class _TimedEmbedder:
+    """An embedder that counts the time spent in it."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+        self.spent_ms = 0.0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def embed(self, texts: Sequence[str]) -> object:
+        mark = time.perf_counter()
+        try:
+            return self._inner.embed(texts)  # type: ignore[attr-defined]
+        finally:
+            self.spent_ms += (time.perf_counter() - mark) * 1000
+
+
+async def _model_events(model: Model, prompt: Prompt, reply: _Reply, timeout_s: float) -> AsyncIterator[Event]:
+    """The model's pieces as events, the whole stage bounded by ``timeout_s``."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    async with contextlib.aclosing(_pieces(model, prompt)) as pieces:
+        while True:
+            # The deadline guards each wait, never a yield: a timeout that fired while the
+            # consumer held the generator would cancel the consumer's work instead.
+            async with asyncio.timeout_at(deadline):
+                try:
+                    kind, text = await anext(pieces)
+                except StopAsyncIteration:
+                    return
+            for event in reply.take(kind, text):
+                yield event
+
+
+async def _pieces(model: Model, prompt: Prompt) -> AsyncIterator[tuple[str, str]]:
+    """The model's reply as ``(kind, text)`` pieces, through ``stream`` when it has one."""
+    stream: Callable[[Prompt], AsyncIterator[object]] | None = getattr(model, "stream", None)
+    if stream is None:
+        turn = await model.complete(prompt)
+        if turn.error is not None:
+            raise ModelError(turn.error)
+        if turn.reasoning:
+            yield "thought", turn.reasoning
+        yield "token", turn.answer
+        return
+    async with contextlib.aclosing(stream(prompt)) as pieces:  # type: ignore[type-var]
+        async for piece in pieces:
+            if isinstance(piece, str):
+                yield "token", piece
+            elif isinstance(piece, tuple) and len(piece) == 2 and piece[0] in ("token", "thought"):
+                yield piece[0], str(piece[1])
+            else:
+                raise TypeError(f"a model's stream gave {type(piece).__name__}; expected str or (kind, text)")
+
+
+class _Reply:
+    """The model's reply so far, deciding as early as it can whether it is a refusal."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.thoughts: list[str] = []
+        self.held = ""
+        self.decided: bool | None = None  # None: not yet known; True: refusal; False: answer
+        self.cause: Cause | None = None
+
+    @property
+    def reasoning(self) -> str | None:
+        """The reasoning text, None when the model streamed none."""
+        return "".join(self.thoughts) or None
+
+    @property
+    def answer(self) -> str:
+        """The full reply text, as ``complete`` would return it."""
+        return "".join(self.parts).strip()
+
+    def take(self, kind: str, text: str) -> list[Event]:
+        """Add one piece; the events to send now."""
+        if not text:
+            return []
+        if kind == "thought":
+            self.thoughts.append(text)
+            return [("thought", TextEvent(text=text))]
+        self.parts.append(text)
+        if self.decided is False:
+            return [("token", TextEvent(text=text))]
+        self.held += text
+        if self.decided is None:
+            self.decided = _opens_refusal(self.held)
+        return self._release() if self.decided is False else []
+
+    def finish(self, *, keep_back: bool = False) -> list[Event]:
+        """Decide what the whole reply was; the held-back answer text still to send.
+
+        ``keep_back`` (the turn failed) sends nothing more: a partial refusal line is no answer.
+        """
+        self.cause = parse_refusal(self.answer)
+        if keep_back or self.cause is not None:
+            return []
+        return self._release()
+
+    def _release(self) -> list[Event]:
+        held, self.held = self.held, ""
+        self.decided = False
+        return [("token", TextEvent(text=held))] if held else []
+
+
+def _opens_refusal(text: str) -> bool | None:
+    """Whether text opens with ``REFUSE:``; None while it is still too short to tell."""
+    start = text.lstrip()
+    if len(start) >= len(_PROTOCOL):
+        return start[: len(_PROTOCOL)].upper() == _PROTOCOL
+    return None if _PROTOCOL.startswith(start.upper()) else False

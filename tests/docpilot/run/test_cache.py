@@ -1,0 +1,109 @@
+"""The stage cache: what is reused, what is recomputed, and that a killed run loses nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import yaml
+
+from docpilot.run.cache import StageCache, cache_key, clear_cache, describe_cache
+from docpilot.config.model import Config
+from docpilot.run.job import EvalJob
+from flows.eval import run_eval
+from tests.conftest import DATA
+from tests.support.interrupted_runs import eval_args, resume, stop_after
+from tests.support.openai_server import OpenAIScript, Reply, serve_openai
+
+PIPELINE = DATA / "pipeline"
+
+
+def job(tmp_path, golden=PIPELINE / "golden.yaml", **changes) -> EvalJob:
+    config = Config(corpus={"docs": str(PIPELINE / "docs")}, golden=str(golden),
+                    cache_dir=str(tmp_path / "cache"), reports_dir=str(tmp_path / "reports"))
+    return EvalJob(config=config, golden=str(golden), **changes)
+
+
+def test_keys_hash_exactly_the_inputs():
+    assert cache_key("model", "a", {"x": 1}) == cache_key("model", "a", {"x": 1})
+    assert cache_key("model", "a", {"x": 1}) != cache_key("model", "a", {"x": 2})
+    assert cache_key("model", "a").startswith("model:") and cache_key("retrieve", "a").startswith("retrieve:")
+
+
+def test_results_survive_reopening(tmp_path):
+    cache = StageCache(tmp_path / "c")
+    cache.set("model:3:abc", {"turn": {"answer": "hi"}})
+    cache.close()
+    assert StageCache(tmp_path / "c").get("model:3:abc") == {"turn": {"answer": "hi"}}
+
+
+def test_editing_one_record_recomputes_that_record_only(tmp_path):
+    golden = tmp_path / "golden.yaml"
+    records = yaml.safe_load((PIPELINE / "golden.yaml").read_text())
+    golden.write_text(yaml.safe_dump(records))
+    first, _ = run_eval(job(tmp_path, golden), "inline")
+    assert first.cache_stats == {"retrieve": {"reused": 0, "computed": 6}, "model": {"reused": 0, "computed": 6}}
+    records[2]["question"] = "How do I roll back a release to the previous one?"
+    golden.write_text(yaml.safe_dump(records))
+    second, _ = run_eval(job(tmp_path, golden), "inline")
+    fresh = [r.id for r in second.rows if "model" not in r.cached]
+    assert fresh == ["rollback"]
+    assert second.cache_stats["model"] == {"reused": 5, "computed": 1}
+
+
+def test_refresh_and_no_cache(tmp_path):
+    run_eval(job(tmp_path), "inline")
+    refreshed, _ = run_eval(job(tmp_path, refresh=["model"]), "inline")
+    assert all("retrieve" in r.cached and "model" not in r.cached for r in refreshed.rows)
+    uncached, _ = run_eval(job(tmp_path / "other", use_cache=False), "inline")
+    assert all(r.cached == [] for r in uncached.rows)
+    assert describe_cache(tmp_path / "other" / "cache")["entries"] == {"retrieve": 0, "model": 0}
+
+
+def test_a_changed_metric_rescored_from_cached_rows_calls_no_model(tmp_path):
+    with serve_openai(OpenAIScript()) as base_url:
+        config_job = job(tmp_path)
+        config_job.config.model.provider, config_job.config.model.base_url = "openai", base_url
+        config_job.config.model.name = "scripted"
+        run_eval(config_job, "inline")
+        again, _ = run_eval(config_job, "inline")
+    assert all("model" in r.cached for r in again.rows)
+
+
+def test_info_and_clear(tmp_path):
+    run_eval(job(tmp_path), "inline")
+    info = describe_cache(tmp_path / "cache")
+    assert info["entries"] == {"retrieve": 6, "model": 6} and info["bytes"] > 0
+    assert clear_cache(tmp_path / "cache", stage="model") == 6
+    assert describe_cache(tmp_path / "cache")["entries"] == {"retrieve": 6, "model": 0}
+    assert describe_cache(tmp_path / "absent")["entries"] == {"retrieve": 0, "model": 0}
+
+
+@pytest.mark.parametrize("how", ["kill", "term"])
+def test_a_killed_run_loses_no_finished_model_call(tmp_path, how):
+    """The CLI is killed mid-run (SIGKILL, or SIGTERM); the next run calls the model only for the rest."""
+    script = OpenAIScript(default=Reply(latency_s=0.4))
+    out = tmp_path / "report.json"
+    with serve_openai(script) as base_url:
+        args = eval_args(base_url, out, "inline")
+        env = dict(os.environ, DOCPILOT_CACHE_DIR=str(tmp_path / "cache"))
+        # Four requests seen: three turns answered, the fourth in flight. The third was
+        # answered just now and may still be on its way to the disk; the first two were
+        # answered a whole turn (0.4 s) earlier.
+        code, stderr = stop_after(script, args, env, 4, signal.SIGKILL if how == "kill" else signal.SIGTERM)
+        assert not out.exists()
+        if how == "term":
+            assert code == 130 and "run the same command again to resume" in stderr
+            assert "Traceback" not in stderr
+        reused, new_calls = resume(script, args, env, out)
+    assert reused >= 2  # at least the calls that had finished a turn before the kill
+    assert reused + new_calls == 6
+
+
+def test_a_new_prompt_version_calls_the_model_again(tmp_path):
+    run_eval(job(tmp_path), "inline")
+    bumped = job(tmp_path)
+    bumped.config.prime.prompt_version = "2"
+    again, _ = run_eval(bumped, "inline")
+    assert all("retrieve" in r.cached and "model" not in r.cached for r in again.rows)

@@ -1,0 +1,138 @@
+"""The model lane: one bounded stream of turns across a run's shards, stored as they finish, stoppable."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from docpilot.config.model import Config
+from docpilot.run.job import shards
+from docpilot.run.lane import Interrupted, cancel_lanes, open_lane, reset_lanes
+from docpilot.run.pipeline import lookup_turns, model_shard, open_workspace, prime_shard, retrieve_shard, start_traces
+from docpilot.schema import GoldenRecord
+from tests.conftest import DATA
+from tests.support.openai_server import OpenAIScript, Reply, serve_openai
+
+QUESTIONS = [
+    "How can I roll back to the previous release?",
+    "How do I install the command line tool?",
+    "Which environment variable holds the token?",
+    "How do I deploy to staging?",
+]
+
+
+def _records(count: int) -> list[GoldenRecord]:
+    return [GoldenRecord(id=f"q{i}", question=f"{QUESTIONS[i % 4]} (case {i})", split="dev") for i in range(count)]
+
+
+def _workspace(tmp_path, base_url: str, concurrency: int):
+    config = Config(
+        corpus={"docs": str(DATA / "pipeline" / "docs")},
+        cache_dir=str(tmp_path / "cache"),
+        model={"provider": "openai", "name": "scripted", "base_url": base_url, "concurrency": concurrency,
+               "retries": 0},
+    )
+    return open_workspace(config)
+
+
+def _primed(ws, records):
+    return prime_shard(ws, retrieve_shard(ws, start_traces(records)))
+
+
+def _in_threads(ws, batches) -> list[BaseException]:
+    """Run each batch's model stage on its own thread, as overlapping shards do; the errors they raised."""
+    errors: list[BaseException] = []
+
+    def answer(traces):
+        try:
+            model_shard(ws, traces)
+        except BaseException as error:  # noqa: BLE001 - collected for the test to look at
+            errors.append(error)
+
+    threads = [threading.Thread(target=answer, args=(batch,)) for batch in batches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return errors
+
+
+def test_overlapping_shards_share_one_bounded_lane(tmp_path):
+    script = OpenAIScript(default=Reply(latency_s=0.05))
+    with serve_openai(script) as base_url:
+        ws = _workspace(tmp_path, base_url, concurrency=3)
+        batches = [_primed(ws, shard) for shard in shards(_records(12), 4)]
+        assert _in_threads(ws, batches) == []
+    assert all(t.turn is not None and t.turn.error is None for batch in batches for t in batch)
+    assert len(script.history) == 12
+    # Never more than the configured turns at once, and the bound was used.
+    assert script.peak_in_flight == 3
+    # The three shards went through the same lane: its connections, never a fresh set per shard.
+    assert len({request.peer for request in script.history}) <= 3
+
+
+def test_every_answered_turn_is_stored_and_not_asked_again(tmp_path):
+    script = OpenAIScript()
+    with serve_openai(script) as base_url:
+        ws = _workspace(tmp_path, base_url, concurrency=2)
+        traces = _primed(ws, _records(5))
+        model_shard(ws, traces)
+        again = _primed(ws, _records(5))
+        model_shard(ws, again)
+    assert len(script.history) == 5
+    assert all("model" in t.cached for t in again)
+    assert [t.turn.answer for t in again] == [t.turn.answer for t in traces]
+
+
+def test_an_interrupted_run_keeps_its_answered_turns_and_resumes(tmp_path):
+    script = OpenAIScript(default=Reply(latency_s=0.3))
+    with serve_openai(script) as base_url:
+        ws = _workspace(tmp_path, base_url, concurrency=1)
+        traces = _primed(ws, _records(6))
+        errors: list[BaseException] = []
+        worker = threading.Thread(target=lambda: errors.extend(_in_threads(ws, [traces])))
+        worker.start()
+        deadline = time.monotonic() + 10
+        while len(script.history) < 3 and time.monotonic() < deadline:  # two answered, the third in flight
+            time.sleep(0.01)
+        stopped = time.monotonic()
+        cancel_lanes()
+        worker.join(timeout=10)
+        assert time.monotonic() - stopped < 1.0, "the stage did not stop waiting when the run was interrupted"
+        assert len(errors) == 1 and isinstance(errors[0], Interrupted)
+
+        # A stage that starts after the interruption does not send anything.
+        with pytest.raises(Interrupted):
+            model_shard(ws, _primed(ws, _records(6)))
+
+        reset_lanes()  # the next run
+        resumed = _primed(ws, _records(6))
+        answered = 6 - len(lookup_turns(ws, resumed))
+        assert answered >= 2
+        asked_before = len(script.history)
+        model_shard(ws, resumed)
+    assert len(script.history) - asked_before == 6 - answered
+    assert all(t.turn is not None and t.turn.error is None for t in resumed)
+
+
+def test_the_lane_closes_when_its_last_user_leaves(tmp_path):
+    with serve_openai(OpenAIScript()) as base_url:
+        ws = _workspace(tmp_path, base_url, concurrency=2)
+        with open_lane(ws, lambda trace: None) as first:
+            with open_lane(ws, lambda trace: None) as second:
+                assert second is first
+            assert first._thread.is_alive()
+        first._thread.join(timeout=5)
+        assert not first._thread.is_alive()
+        with open_lane(ws, lambda trace: None) as fresh:
+            assert fresh is not first
+
+
+def test_the_first_shard_can_be_smaller():
+    items = list(range(10))
+    assert list(shards(items, 4)) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert list(shards(items, 4, first=2)) == [[0, 1], [2, 3, 4, 5], [6, 7, 8, 9]]
+    assert list(shards(items, 4, first=8)) == list(shards(items, 4))
+    assert list(shards(items[:3], 4, first=3)) == [[0, 1, 2]]
