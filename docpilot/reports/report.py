@@ -119,12 +119,22 @@ def rescore(report: Report) -> Report:
         record_set=report.set,
     )
     leaks = leaks_of(report.rows)
-    update = {"summary": summary, "counts": counts, "gates": gates, "verdict": outcome, "leaks": leaks}
+    update = {"summary": summary, "counts": counts, "gates": gates, "verdict": outcome, "leaks": leaks,
+              "replayed": _replayed(report.rows, gate_only=report.gate_only)}
     return report.model_copy(update=update)
 
 
-def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fingerprint: str) -> Report:
+def _replayed(rows, *, gate_only: bool) -> dict[str, int]:
+    from metrics.summary import replayed_counts
+
+    return replayed_counts(rows, gate_only=gate_only)
+
+
+def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fingerprint: str,
+                    orchestrator_reason: str | None = None, orchestrator_other: str | None = None) -> Report:
     """The report of one run: its settings and fingerprints, rows, summary and verdict."""
+    from docpilot.run.clock import command_ms
+
     from docpilot.models.registry import model_identity
     from docpilot.config.loading import public_config
 
@@ -152,10 +162,14 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         allow_errors=job.allow_errors,
         cache_stats=cache_stats(rows, gate_only=job.gate_only, runtime=job.runtime),
         orchestrator=orchestrator,
+        orchestrator_reason=orchestrator_reason,
+        orchestrator_other=orchestrator_other,
         wall_ms=round(wall_ms, 1),
+        command_ms=round(command_ms(), 1),
         rows=rows,
         summary=summary,
         counts=counts,
+        replayed=_replayed(rows, gate_only=job.gate_only),
         gates=gates,
         verdict=outcome,
         leaks=leaks_of(rows),
