@@ -22,10 +22,11 @@ from docpilot.corpus.pages import Corpus
 from docpilot.improve.evidence import Evidence, focus_section, missing_words, rank_with, section_terms, target_words
 from docpilot.assistant.language import detect_language
 from docpilot.schema import Row
-from docpilot.improve.taxonomy import RETRIEVAL_DEPTH, first_gold_rank, primed_sections
+from docpilot.improve.taxonomy import primed_sections
 from docpilot.retrieval.tokens import terms, words
 from metrics.answer import normalize_answer, strip_markers
 from metrics.attacks import find_forbidden
+from metrics.retrieval import RANK_DEPTH, first_relevant_rank
 
 EditKind = Literal["vocabulary", "heading", "docs", "config", "prompt", "golden", "investigate"]
 
@@ -84,7 +85,7 @@ def _rank_text(rank: int | None | Literal[False]) -> str:
 def _retrieval_edits(row: Row, evidence: Evidence) -> list[Edit]:
     corpus = evidence.corpus
     section = focus_section(row, evidence)
-    before = first_gold_rank(row.retrieved[:RETRIEVAL_DEPTH], row.gold)
+    before = first_relevant_rank(row.retrieved, row.gold)
     edits: list[Edit] = []
     if corpus is None or section is None:
         edits.append(Edit(
@@ -151,9 +152,9 @@ def _rank_effect(before: int | None | Literal[False], after: int | None | Litera
                  prime_k: int) -> str | None:
     if after is False or before is False:
         return None
-    was = f"rank {before}" if before is not None else f"not in the top {RETRIEVAL_DEPTH}"
+    was = f"rank {before}" if before is not None else f"not in the top {RANK_DEPTH}"
     if after is None:
-        return f"tried on this question: gold is still not in the top {RETRIEVAL_DEPTH} (was {was})"
+        return f"tried on this question: gold is still not in the top {RANK_DEPTH} (was {was})"
     read = "read by the model" if after <= prime_k else "still not read by the model"
     return f"tried on this question: first gold section at rank {after} (was {was}), {read}"
 

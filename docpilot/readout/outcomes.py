@@ -26,10 +26,7 @@ from docpilot.errors import ReportError
 from docpilot.schema import Report, Row
 from metrics.answer import answer_f1
 from metrics.attacks import attack_succeeded
-from metrics.gold import is_relevant
-
-RETRIEVAL_DEPTH = 8
-"""How deep the ranked list is read for hit@8 and the rank of the first gold section."""
+from metrics.retrieval import first_relevant_rank
 
 Change = Literal["better", "worse", "same"]
 
@@ -201,8 +198,7 @@ def section_url(section_id: str, base_url: str) -> str:
 def _first_gold_rank(row: Row) -> int | None:
     if row.kind != "positive" or not row.gold:
         return None
-    return next((rank for rank, section in enumerate(row.retrieved[:RETRIEVAL_DEPTH], start=1)
-                 if is_relevant(section, row.gold)), None)
+    return first_relevant_rank(row.retrieved, row.gold)
 
 
 def _f1(row: Row, gate_only: bool) -> float | None:

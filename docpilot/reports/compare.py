@@ -32,8 +32,7 @@ from docpilot.reports.store import ReportStore, differences, header_of
 from metrics import registry
 from metrics.answer import answer_f1
 from metrics.attacks import attack_succeeded
-from metrics.gold import is_relevant
-from metrics.retrieval import ndcg_at_k, reciprocal_rank
+from metrics.retrieval import first_relevant_rank, ndcg_at_k, reciprocal_rank
 
 ALPHA = 0.05
 """Significance level behind the ``direction`` of a paired test."""
@@ -116,7 +115,7 @@ def _positive(row: Row) -> bool:
 
 
 def _hit_at_8(row: Row) -> float:
-    return float(any(is_relevant(section, row.gold) for section in row.retrieved[:8]))
+    return float(first_relevant_rank(row.retrieved, row.gold) is not None)
 
 
 def _refusal_correct(row: Row) -> float:

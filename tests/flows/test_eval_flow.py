@@ -9,7 +9,6 @@ import pytest
 
 from docpilot.config.model import Config
 from docpilot.run.job import EvalJob
-from docpilot.run import stages
 from docpilot.run.orchestrator import choose
 from docpilot.run.wiring import Executor, run_stages
 from flows.eval import run_eval

@@ -60,3 +60,13 @@ def test_html_escapes_everything_from_the_model():
 def test_a_refusal_shows_no_sources():
     panel = render_panel("REFUSE: not-answerable", SOURCES, url, refused=True)
     assert panel.sources == [] and panel.links == 0 and "does not answer" in panel.markdown
+
+
+def test_a_section_id_that_was_never_primed_is_a_hallucinated_citation():
+    # Regression: only numbers out of range were counted; an invented section id passed as a plain marker.
+    panel = render_panel("See [guide/billing#refunds] and [guide/auth#tokens] [1].", SOURCES, url)
+    assert panel.markers == ["guide/billing#refunds", "guide/auth#tokens", "1"]
+    assert panel.hallucinated == ["guide/billing#refunds"]
+    assert "guide/billing#refunds" not in panel.markdown and "guide/billing#refunds" not in panel.html
+    assert "[guide/auth#tokens]" in panel.markdown  # primed: kept as text, not a link
+    assert panel.citations == ["guide/auth#tokens"] and panel.links == 1
