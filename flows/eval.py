@@ -66,7 +66,7 @@ def eval_flow(job: EvalJob, runner: Runner = "local", orchestration: Orchestrati
             report, path = run_stages(job, DASK, orchestration)
         else:
             report, path = run_stages(job, PREFECT, orchestration)
-    publish_scorecard(quote(report), path)  # quote: Prefect would walk every row
+        publish_scorecard(quote(report), path)  # quote: Prefect would walk every row
     # quote: Prefect would otherwise walk every row of the returned report (seconds at 10,000).
     return quote((report, path))
 

@@ -24,7 +24,6 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats
 
 from docpilot.errors import InputError
 from docpilot.schema import Report, Row
@@ -221,6 +220,8 @@ def mcnemar(a: Sequence[float], b: Sequence[float]) -> tuple[int, int, float, st
     better = sum(1 for x, y in zip(a, b, strict=True) if x == 0 and y == 1)
     if worse + better == 0:
         return worse, better, 1.0, "no record flipped"
+    from scipy import stats  # here, not at the top: it costs a run's scorecard a second to import
+
     return worse, better, float(stats.binomtest(worse, worse + better, 0.5).pvalue), None
 
 
@@ -237,6 +238,8 @@ def wilcoxon(a: Sequence[float], b: Sequence[float]) -> tuple[float | None, floa
     nonzero = diffs[diffs != 0]
     if nonzero.size == 0:
         return None, 1.0, "none (every difference is zero)", "every difference is zero"
+    from scipy import stats  # here, not at the top: it costs a run's scorecard a second to import
+
     ties = np.unique(np.abs(nonzero)).size < nonzero.size
     if not ties and nonzero.size <= EXACT_WILCOXON_MAX:
         method, label = "exact", "exact"

@@ -110,3 +110,13 @@ def test_an_inline_eval_never_imports_prefect(tmp_path, nowhere):
     assert result == {"code": 0, "prefect": []}, out.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert (report["orchestrator"], report["orchestrator_reason"]) == ("inline", "no Prefect API is configured")
+
+
+def test_the_core_of_a_run_does_not_import_prefect():
+    code = (
+        "import sys\n"
+        "from docpilot.run import job, orchestrator, stages, wiring\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'prefect'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]"
