@@ -36,8 +36,8 @@ if not __package__:  # run as a file: make the repository's packages importable
 import httpx  # noqa: E402
 
 from docpilot.config.golden import load_golden  # noqa: E402
-from docpilot.run.remote import RemoteTurn, ask, local_server  # noqa: E402
 from docpilot.config.loading import load_config  # noqa: E402
+from docpilot.run.remote import RemoteTurn, ask, local_server  # noqa: E402
 from metrics.latency import percentile  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

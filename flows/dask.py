@@ -28,10 +28,10 @@ from prefect import Flow  # noqa: E402
 from prefect_dask import DaskTaskRunner  # noqa: E402
 
 from docpilot.errors import OrchestratorError  # noqa: E402
-from docpilot.run import pipeline  # noqa: E402
 from docpilot.run.job import EvalJob  # noqa: E402
 from docpilot.run.orchestrator import Orchestration  # noqa: E402
 from docpilot.run.wiring import UNBOUNDED, Executor  # noqa: E402
+from docpilot.run.workspace import open_workspace  # noqa: E402
 from flows.eval import as_task_run  # noqa: E402
 from flows.server import prefect_api  # noqa: E402
 from tasks.dask import PARCEL_TASKS, Parcel  # noqa: E402
@@ -80,7 +80,7 @@ def run_on_dask(flow: Flow, job: EvalJob, address: str | None = None, orchestrat
     logging.getLogger("distributed").setLevel(logging.ERROR)
     # Opened before anything is submitted, so the index is built and saved once, here,
     # and the workers load it.
-    pipeline.open_workspace(job.config, use_cache=job.use_cache)
+    open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
     with prefect_api():
         return flow.with_options(task_runner=dask_task_runner(address))(job, runner="dask",
                                                                           orchestration=orchestration)

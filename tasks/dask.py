@@ -12,7 +12,7 @@ from prefect.cache_policies import NONE
 
 from docpilot.run import stages
 from docpilot.run.job import EvalJob
-from docpilot.run.pipeline import Trace
+from docpilot.run.workspace import Trace
 
 
 class Parcel:

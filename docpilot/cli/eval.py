@@ -13,18 +13,11 @@ from docpilot.cli._errors import handle_errors, interrupts_resume
 
 
 def _overrides(docs, golden, record_set, provider, model, base_url, concurrency) -> dict:
-    overrides: dict = {}
-    if concurrency:
-        overrides.setdefault("model", {})["concurrency"] = concurrency
-    if docs:
-        overrides.setdefault("corpus", {})["docs"] = docs
+    from docpilot.config.loading import flag_overrides
+
+    overrides = flag_overrides(docs=docs, provider=provider, model=model, base_url=base_url, concurrency=concurrency)
     if golden:
         overrides["golden" if record_set == "golden" else "adversarial"] = golden
-    for key, value in (("provider", provider), ("name", model), ("base_url", base_url)):
-        if value:
-            overrides.setdefault("model", {})[key] = value
-    if provider and provider != "extractive" and not model:
-        overrides["model"].setdefault("name", "gpt-4o-mini")
     return overrides
 
 

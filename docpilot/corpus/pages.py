@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from docpilot.corpus.chunking import chunk_texts
-from docpilot.errors import ConfigError, CorpusError
 from docpilot.corpus.markdown import ParsedPage, parse_page
 from docpilot.corpus.sidecar import parse_llms, parse_vocabulary
+from docpilot.errors import ConfigError, CorpusError
 
 PAGE_SUFFIXES = (".md", ".mdx")
 VOCABULARY_FILE = "vocabulary.json"
@@ -144,9 +144,18 @@ class Corpus:
                 path=self.root,
                 hint=f"use an existing section id, such as {self.closest(section_id) or list(self.sections)[:3]}",
             )
-        path = "" if section.page_id == "index" else section.page_id
-        base = base_url if base_url.endswith("/") else base_url + "/"
-        return base + path + (f"#{section.anchor}" if section.anchor else "")
+        return section_url(section_id, base_url)
+
+
+def section_url(section_id: str, base_url: str) -> str:
+    """The public link of a section id: base URL + page path + ``#anchor``.
+
+    The top page ``index`` is the base URL itself, and text before a page's first
+    heading (``page#``) links to the page.
+    """
+    page, _, anchor = section_id.partition("#")
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    return base + ("" if page == "index" else page) + (f"#{anchor}" if anchor else "")
 
 
 def load_corpus(root: str | Path, *, chunk_words: int = 220) -> Corpus:
@@ -221,6 +230,28 @@ def load_corpus(root: str | Path, *, chunk_words: int = 220) -> Corpus:
         vocabulary=vocabulary,
         fingerprint=digest.hexdigest(),
     )
+
+
+def docs_signature(root: str | Path) -> tuple:
+    """What changes when a docs folder's files do: each page's and side file's path, size and times.
+
+    Cheap beside hashing every byte (a walk and a stat per file), so a long-lived process
+    can tell at the start of each run whether the corpus it holds is still the folder's.
+    """
+    shown = Path(root)
+    try:
+        real_root = shown.resolve()
+        files = _find_pages(shown, real_root) if shown.is_dir() else []
+    except (OSError, CorpusError):
+        return ("unreadable", str(shown))
+    signature = []
+    for rel in [*files, VOCABULARY_FILE, LLMS_FILE]:
+        try:
+            st = os.stat(shown / rel)
+        except OSError:
+            continue
+        signature.append((rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    return tuple(signature)
 
 
 def _find_pages(shown: Path, real_root: Path) -> list[str]:

@@ -17,10 +17,10 @@ from pydantic import ValidationError
 
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Corpus, Section
-from docpilot.retrieval.rankers import Retriever
-from docpilot.schema import Report, Row
 from docpilot.improve.taxonomy import RunSettings, primed_sections
+from docpilot.retrieval.rankers import Retriever
 from docpilot.retrieval.tokens import terms, words
+from docpilot.schema import Report, Row
 from metrics.gold import matches
 from metrics.retrieval import RANK_DEPTH, first_relevant_rank
 

@@ -104,11 +104,9 @@ def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bo
 
 def leaks_of(rows) -> list[LeakFound]:
     """Every forbidden text the attack probes' turns produced, with the probe and where."""
-    from dataclasses import asdict
-
     from metrics.attacks import list_leaks
 
-    return [LeakFound(**asdict(leak)) for leak in list_leaks(rows)]
+    return list_leaks(rows)
 
 
 def rescore(report: Report) -> Report:
@@ -135,8 +133,8 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
     """The report of one run: its settings and fingerprints, rows, summary and verdict."""
     from docpilot.run.clock import command_ms
 
-    from docpilot.models.registry import model_identity
     from docpilot.config.loading import public_config
+    from docpilot.models.registry import model_identity
 
     config = public_config(job.config)
     model = model_identity(job.config.model, corpus_fingerprint=corpus_fingerprint)

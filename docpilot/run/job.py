@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from docpilot.config.model import Config
 from docpilot.config.golden import load_golden, load_probes
+from docpilot.config.model import Config
 from docpilot.schema import GoldenRecord
 
 
@@ -41,6 +41,8 @@ class EvalJob(BaseModel):
     """The server's base URL for the server runtime; None starts a local one for the run."""
     out: str | None = None
     """Where to write the report; None for the reports folder."""
+    corpus_fingerprint: str | None = None
+    """The corpus the run started with: every stage, here or on a worker, must rank that corpus."""
 
 
 _LOADED: dict[tuple[str, str, str], list] = {}
@@ -93,7 +95,8 @@ def build_job(
     The record file is the configuration's golden set, or its attack probes for the
     adversarial set. Its records are parsed now, so a mistake in them stops the run
     before anything is loaded or called; with ``check_corpus`` the golden set's gold
-    entries are also checked against the docs (which loads the corpus and its index).
+    entries are also checked against the docs (which loads the corpus and its index),
+    and the job records the corpus's fingerprint, which every stage then holds to.
     ``settings`` are the job's other fields (split, gate_only, use_cache, …).
     """
     from docpilot.config.golden import validate_against_corpus
@@ -103,8 +106,12 @@ def build_job(
     path = config.golden if record_set == "golden" else config.adversarial
     records = read_records(path, record_set)
     job = EvalJob(config=config, golden=path, set=record_set, **settings)
-    if record_set == "golden" and check_corpus:
-        from docpilot.run.pipeline import open_workspace
+    if not check_corpus:
+        return job
+    from docpilot.run.workspace import open_workspace
 
-        validate_against_corpus(records, open_workspace(config, use_cache=job.use_cache).corpus, path)
-    return job
+    corpus = open_workspace(config, use_cache=job.use_cache).corpus
+    if record_set == "golden":
+        validate_against_corpus(records, corpus, path)
+    # Every stage of the run, here or on a worker, ranks the corpus loaded now.
+    return job.model_copy(update={"corpus_fingerprint": corpus.fingerprint})

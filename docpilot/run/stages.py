@@ -11,12 +11,14 @@ from docpilot.reports.report import assemble_report, write_report
 from docpilot.run import pipeline, progress
 from docpilot.run.job import EvalJob
 from docpilot.run.lane import Interrupted
-from docpilot.run.pipeline import Trace
+from docpilot.run.workspace import Trace, Workspace, open_workspace
 from docpilot.schema import Report, Row
 
 
-def _workspace(job: EvalJob) -> pipeline.Workspace:
-    return pipeline.open_workspace(job.config, use_cache=job.use_cache)
+def _workspace(job: EvalJob) -> Workspace:
+    # The corpus the run started with, here and on a worker: ranking other docs would
+    # store results under keys they do not belong to.
+    return open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
 
 
 def look_up_rankings(job: EvalJob, traces: list[Trace]) -> list[int]:

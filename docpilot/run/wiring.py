@@ -23,7 +23,8 @@ from docpilot.run import progress, stages
 from docpilot.run.job import EvalJob, job_records, shards
 from docpilot.run.lane import cancel_lanes, reset_lanes
 from docpilot.run.orchestrator import Orchestration
-from docpilot.run.pipeline import Trace, start_traces
+from docpilot.run.pipeline import start_traces
+from docpilot.run.workspace import Trace
 from docpilot.schema import Report
 
 LOOKAHEAD = 1

@@ -40,7 +40,7 @@ from starlette.types import Receive, Scope, Send
 
 from docpilot.errors import ConfigError
 from docpilot.models.base import Model
-from docpilot.run.pipeline import Workspace
+from docpilot.run.workspace import Workspace
 from docpilot.server.auth import BearerAuth
 from docpilot.server.schema import (
     MAX_BODY_BYTES,

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from docpilot.corpus.markdown import parse_page, slugify
 from docpilot.corpus.pages import Corpus, load_corpus
 from docpilot.errors import ConfigError, CorpusError, DocpilotError
-from docpilot.corpus.markdown import parse_page, slugify
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "corpus" / "docs"
 SHARED_DATA = Path(__file__).resolve().parents[4] / "shared" / "data"

@@ -10,11 +10,11 @@ import pytest
 
 from docpilot.corpus.pages import load_corpus
 from docpilot.improve.diagnosis import diagnose, load_docs
+from docpilot.improve.suggestions import Evidence, suggest_edits
+from docpilot.improve.taxonomy import CAUSE_IDS, RunSettings, causes_of, primed_sections
 from docpilot.reports.report import score
 from docpilot.retrieval.rankers import Retriever
 from docpilot.schema import Report, Row
-from docpilot.improve.suggestions import Evidence, suggest_edits
-from docpilot.improve.taxonomy import CAUSE_IDS, RunSettings, causes_of, primed_sections
 from metrics.retrieval import first_relevant_rank as first_gold_rank
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "improve" / "docs"
