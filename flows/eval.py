@@ -20,7 +20,7 @@ from docpilot.errors import OrchestratorError
 from docpilot.run import stages
 from docpilot.run.job import EvalJob
 from docpilot.run.orchestrator import Choice, Orchestration, choose
-from docpilot.run.wiring import Executor, _done, run_inline, run_stages, served
+from docpilot.run.wiring import Executor, completed, run_inline, run_stages, served
 from docpilot.schema import Report
 from tasks.artifacts import publish_scorecard, run_tags
 from tasks.stages import TASKS
@@ -38,7 +38,7 @@ def as_task_run(stage, *args):
 def _send(stage, job, traces):
     if stage is stages.model:  # answering overlaps the next shard's ranking
         return TASKS[stage].submit(*_quoted((job, traces)))
-    return _done(as_task_run(stage, job, traces))
+    return completed(as_task_run(stage, job, traces))
 
 
 PREFECT = Executor(call=as_task_run, send=_send)

@@ -96,7 +96,7 @@ def _rows(job: EvalJob, executor: Executor) -> list:
 
     def send(stage, traces: list[Trace], todo: list[int]) -> _Sent:
         if not todo:
-            return _Sent(traces, todo, _done([]))  # every result is stored: no task
+            return _Sent(traces, todo, completed([]))  # every result is stored: no task
         return _Sent(traces, todo, executor.send(stage, worker_job, [traces[p] for p in todo]))
 
     def received(sent: _Sent, stage: str) -> list[Trace]:
@@ -144,7 +144,8 @@ def _rows(job: EvalJob, executor: Executor) -> list:
     return rows
 
 
-def _done(result) -> Future:
+def completed(result) -> Future:
+    """A future that already holds ``result``: a stage that ran at once, or had nothing to do."""
     done: Future = Future()
     done.set_result(result)
     return done
@@ -174,6 +175,6 @@ def run_inline(job: EvalJob, orchestration: Orchestration) -> tuple[Report, str]
         def send(stage, job, traces):
             if stage is stages.model:  # answering overlaps the next shard's ranking
                 return pool.submit(stage, job, traces)
-            return _done(stage(job, traces))
+            return completed(stage(job, traces))
 
         return run_stages(job, Executor(call=_call, send=send), orchestration)
