@@ -110,8 +110,8 @@ def _run_flow(job: EvalJob, orchestration: Orchestration, runner: Runner, dask_a
             if "Failed to reach API" in str(exc) or "No Prefect API URL" in str(exc):
                 raise OrchestratorError(
                     f"cannot reach the Prefect API at {PREFECT_API_URL.value() or '(none configured)'}: {exc}\n"
-                    "  fix: start it (`prefect server start`), correct PREFECT_API_URL, unset it to let "
-                    "DocPilot start a temporary server, or run with --orchestrator inline"
+                    "  fix: start it (`prefect server start`), correct PREFECT_API_URL, or unset it or pass "
+                    "--orchestrator inline to run without Prefect"
                 ) from None
             if "Prefect API" not in str(exc):
                 raise
