@@ -33,8 +33,9 @@ LOOKAHEAD = 2
 Finishing a shard can stall: the first shard's rows wait for the language model,
 which loads in the background for a second or more while the first turns are out.
 With two shards queued behind it the lane keeps ``model.concurrency`` turns in flight
-through that wait; with one, it ran dry (measured: 1,000 turns × 200 ms at 32 took
-8.1 s of stages with one, 7.2 s with two, on the same loaded machine). Ranking and
+through that wait; with one, it ran dry (measured in fresh processes, alternately, on
+a busy machine: 1,000 turns × 200 ms at 32 took 7.0–8.2 s of stages with one, 6.83–6.85 s
+with two). Ranking and
 priming the second and third shard at the start take a few hundred milliseconds of
 this thread while the first turns are already out."""
 
