@@ -90,9 +90,11 @@ def _active_profile(environ: Mapping[str, str]) -> tuple[str, dict]:
     home = Path(environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
     path = Path(environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml")
     data = _toml(Path(str(path).replace("$PREFECT_HOME", str(home))).expanduser())
-    name = environ.get("PREFECT_PROFILE") or data.get("active") or "ephemeral"
+    name = environ.get("PREFECT_PROFILE") or data.get("active")
     profiles = data.get("profiles")
-    settings = profiles.get(name) if isinstance(profiles, dict) else None
+    settings = profiles.get(name) if name and isinstance(profiles, dict) else None
+    # No active profile, or one the file does not define: Prefect falls back to its own
+    # default profile, which sets no API.
     return str(name), settings if isinstance(settings, dict) else {}
 
 

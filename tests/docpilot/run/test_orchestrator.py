@@ -71,7 +71,8 @@ def _prefect_sees_an_api(env: dict[str, str], cwd: Path) -> bool:
     return out.stdout.strip().splitlines()[-1] == "True"
 
 
-@pytest.mark.parametrize("where", ["nowhere", "environment", "profile", "prefect.toml", "other profile"])
+@pytest.mark.parametrize("where", ["nowhere", "environment", "profile", "prefect.toml", "pyproject.toml", ".env",
+                                   "other profile"])
 def test_the_choice_agrees_with_prefects_own_settings(nowhere, tmp_path, where):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | nowhere
     folder = tmp_path / "work"
@@ -85,8 +86,12 @@ def test_the_choice_agrees_with_prefects_own_settings(nowhere, tmp_path, where):
             env["PREFECT_PROFILE"] = "quiet"
     elif where == "prefect.toml":
         (folder / "prefect.toml").write_text(f'[api]\nurl = "{URL}"\n')
+    elif where == "pyproject.toml":
+        (folder / "pyproject.toml").write_text(f'[tool.prefect.api]\nurl = "{URL}"\n')
+    elif where == ".env":
+        (folder / ".env").write_text(f"PREFECT_API_URL={URL}\n")
     ours = configured_api(env, folder) is not None
-    assert ours == _prefect_sees_an_api(env, folder) == (where in ("environment", "profile", "prefect.toml"))
+    assert ours == _prefect_sees_an_api(env, folder) == (where not in ("nowhere", "other profile"))
 
 
 def test_an_inline_eval_never_imports_prefect(tmp_path, nowhere):
@@ -120,3 +125,12 @@ def test_the_core_of_a_run_does_not_import_prefect():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
+
+
+def test_without_an_active_profile_prefects_own_default_applies(nowhere, tmp_path):
+    (Path(nowhere["PREFECT_HOME"]) / "profiles.toml").write_text(
+        f'[profiles.ephemeral]\nPREFECT_API_URL = "{URL}"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | nowhere
+    assert configured_api(env, tmp_path) is None
+    assert _prefect_sees_an_api(env, tmp_path) is False
