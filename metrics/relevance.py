@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -90,23 +91,24 @@ def judge(records: Sequence[tuple[Sequence[str], Sequence[str]]]) -> Judged:
     across all records at once; the others go through ``judge_record``.
     """
     n = len(records)
-    numbers: dict[str, int] = {}
-    number = numbers.setdefault
     tops = [retrieved[:RANK_DEPTH] for retrieved, _ in records]
+    golds = [gold for _, gold in records]
+    ranked_ids = list(chain.from_iterable(tops))
+    gold_ids = list(chain.from_iterable(golds))
+    distinct_entries = dict.fromkeys(gold_ids)
+    numbers = {text: code for code, text in enumerate(dict.fromkeys(chain(ranked_ids, distinct_entries)))}
     ranked = np.full((n, RANK_DEPTH), -1, dtype=np.int64)
-    ranked[np.arange(RANK_DEPTH) < np.array([len(t) for t in tops], dtype=np.int64)[:, None]] = [
-        number(section, len(numbers)) for top in tops for section in top
-    ]
-    width = max((len(gold) for _, gold in records), default=0)
-    pins = np.full((n, max(width, 1)), -2, dtype=np.int64)
-    pins[np.arange(pins.shape[1]) < np.array([len(g) for _, g in records], dtype=np.int64)[:, None]] = [
-        number(entry, len(numbers)) for _, gold in records for entry in gold
-    ]
+    ranked[np.arange(RANK_DEPTH) < np.fromiter(map(len, tops), np.int64, n)[:, None]] = list(
+        map(numbers.__getitem__, ranked_ids))
+    width = max(map(len, golds), default=1) or 1
+    pins = np.full((n, width), -2, dtype=np.int64)
+    pins[np.arange(width) < np.fromiter(map(len, golds), np.int64, n)[:, None]] = list(
+        map(numbers.__getitem__, gold_ids))
     # A record is judged by numbers when each of its entries pins one section (text after '#').
-    exact_number = np.zeros(len(numbers) + 1, dtype=bool)
-    for entry, code in numbers.items():
-        exact_number[code] = bool(entry.partition("#")[2])
-    exact_number[-1] = True  # the padding
+    # Two more slots, both True, for the paddings: index -2 (gold) and -1 (ranked).
+    exact_number = np.ones(len(numbers) + 2, dtype=bool)
+    for entry in distinct_entries:
+        exact_number[numbers[entry]] = bool(entry.partition("#")[2])
     exact = exact_number[pins].all(axis=1)
 
     relevant = (ranked[:, :, None] == pins[:, None, :]).any(axis=2)
