@@ -52,10 +52,10 @@ class Metric:
 
 
 def _ranked(fn: Callable[..., float], **kwargs: int) -> Callable[[Row], float]:
-    """Score a row by its ranked list and gold entries."""
+    """Score a row by the top of its ranked list (``RANK_DEPTH`` sections) and its gold entries."""
 
     def score(row: Row) -> float:
-        return fn(row.retrieved, row.gold, **kwargs)
+        return fn(retrieval.ranked_top(row.retrieved), row.gold, **kwargs)
 
     score.__name__ = fn.__name__
     return score

@@ -5,9 +5,11 @@ gold entries; ``metrics.summary`` averages them over the positives. Relevance is
 binary: a section is relevant when it matches any gold entry (``metrics.gold``).
 Repeated gold entries count once.
 
-Every function reads the top ``RANK_DEPTH`` sections only, whatever the ranked list
-holds: a run with ``retrieval.top_k: 20`` ranks twenty, but its MRR is still MRR@8,
-comparable with a run that ranked eight.
+A report's retrieval metrics read the top ``RANK_DEPTH`` sections only, whatever the
+ranked list holds: a run with ``retrieval.top_k: 20`` ranks twenty, but its MRR is
+still MRR@8, comparable with a run that ranked eight. The registry passes every
+function the top ``RANK_DEPTH`` (``ranked_top``); the functions themselves take any
+cutoff, so a benchmark can ask for nDCG@10 or recall@100.
 """
 
 from __future__ import annotations
@@ -27,9 +29,14 @@ CONTEXT_PRECISION_CUTOFF = 5
 """The k of context precision@k: the sections a model is shown by default."""
 
 
-def first_relevant_rank(retrieved: Sequence[str], gold: Sequence[str]) -> int | None:
-    """1-based rank of the first section in the top ``RANK_DEPTH`` that matches a gold entry; None if none does."""
-    for rank, section in enumerate(retrieved[:RANK_DEPTH], start=1):
+def ranked_top(retrieved: Sequence[str]) -> Sequence[str]:
+    """The part of a ranked list every reported retrieval metric reads: its first ``RANK_DEPTH``."""
+    return retrieved[:RANK_DEPTH]
+
+
+def first_relevant_rank(retrieved: Sequence[str], gold: Sequence[str], k: int = RANK_DEPTH) -> int | None:
+    """1-based rank of the first section in the top ``k`` (8) that matches a gold entry; None if none does."""
+    for rank, section in enumerate(retrieved[:k], start=1):
         if is_relevant(section, gold):
             return rank
     return None
@@ -41,20 +48,19 @@ def recall_at_k(retrieved: Sequence[str], gold: Sequence[str], k: int) -> float:
         recall@k = |{g ∈ gold : ∃ s ∈ retrieved[:k], s matches g}| / |gold|
 
     One section may satisfy several entries (a page pin and a section of that page).
-    ``k`` above ``RANK_DEPTH`` reads the top ``RANK_DEPTH``.
     """
     entries = unique(gold)
-    top = retrieved[:min(k, RANK_DEPTH)]
+    top = retrieved[:k]
     found = sum(1 for entry in entries if any(matches(s, entry) for s in top))
     return found / len(entries)
 
 
-def reciprocal_rank(retrieved: Sequence[str], gold: Sequence[str]) -> float:
-    """One over the rank of the first relevant section in the top ``RANK_DEPTH``; 0 when none is.
+def reciprocal_rank(retrieved: Sequence[str], gold: Sequence[str], k: int = RANK_DEPTH) -> float:
+    """One over the rank of the first relevant section in the top ``k`` (8); 0 when none is.
 
-        RR = 1 / min{i ≤ 8 : retrieved[i-1] is relevant}, or 0
+        RR@k = 1 / min{i ≤ k : retrieved[i-1] is relevant}, or 0
     """
-    rank = first_relevant_rank(retrieved, gold)
+    rank = first_relevant_rank(retrieved, gold, k)
     return 0.0 if rank is None else 1.0 / rank
 
 
@@ -79,13 +85,12 @@ def ndcg_at_k(retrieved: Sequence[str], gold: Sequence[str], k: int) -> float:
     first rank that matches it", the trec_eval ``ndcg_cut`` value. The score stays in
     [0, 1] and is 1 only when the top min(|gold|, k) ranks each serve a distinct entry.
     """
-    k = min(k, RANK_DEPTH)
     entries = unique(gold)
     dcg = 0.0
     for index, credited in enumerate(credited_ranks(retrieved[:k], entries)):
         if credited:
-            dcg += GAINS[index]
-    return dcg / IDEAL_DCG[min(len(entries), k)]
+            dcg += gain(index)
+    return dcg / ideal_dcg(min(len(entries), k))
 
 
 GAINS: tuple[float, ...] = tuple(1.0 / math.log2(i + 1) for i in range(1, RANK_DEPTH + 1))
@@ -93,6 +98,16 @@ GAINS: tuple[float, ...] = tuple(1.0 / math.log2(i + 1) for i in range(1, RANK_D
 
 IDEAL_DCG: tuple[float, ...] = tuple(sum(GAINS[:m]) for m in range(RANK_DEPTH + 1))
 """The ideal DCG of a record with ``m`` distinct gold entries, at index ``min(m, 8)``."""
+
+
+def gain(index: int) -> float:
+    """The gain of a credited section at 0-based rank ``index``: 1 / log2(index + 2)."""
+    return GAINS[index] if index < RANK_DEPTH else 1.0 / math.log2(index + 2)
+
+
+def ideal_dcg(m: int) -> float:
+    """The DCG of ``m`` credited sections at the top ranks, summed rank by rank."""
+    return IDEAL_DCG[m] if m <= RANK_DEPTH else sum(gain(i) for i in range(m))
 
 
 def credited_ranks(top: Sequence[str], entries: Sequence[str]) -> list[bool]:
@@ -132,7 +147,7 @@ def context_precision_at_k(retrieved: Sequence[str], gold: Sequence[str], k: int
     """
     hits = 0
     total = 0.0
-    for rank, section in enumerate(retrieved[:min(k, RANK_DEPTH)], start=1):
+    for rank, section in enumerate(retrieved[:k], start=1):
         if is_relevant(section, gold):
             hits += 1
             total += hits / rank
