@@ -247,8 +247,14 @@ class Report(_Strict):
     """Where the assistant ran."""
     orchestrator: Literal["prefect", "inline"] = "inline"
     """How the stages were run."""
+    orchestrator_reason: str | None = None
+    """Why that orchestrator ran (``no Prefect API is configured``, ``--runner dask``)."""
+    orchestrator_other: str | None = None
+    """One line on how to run with the other orchestrator."""
     wall_ms: float | None = None
-    """Wall time of the pipeline."""
+    """Wall time of the stages, from the first shard to the last row."""
+    command_ms: float | None = None
+    """Wall time of the whole command until the report was assembled: start-up, imports and loading included."""
     cache_stats: dict[str, dict[str, int]] = Field(default_factory=dict)
     """Per cached stage: records that reused a stored result, and records that computed one."""
     rows: list[Row]
@@ -259,6 +265,8 @@ class Report(_Strict):
     """Metric id → how many records its value averages over."""
     slices: dict[str, Slice] = Field(default_factory=dict)
     """Tag → the summary of the rows carrying it, tags in sorted order."""
+    replayed: dict[str, int] = Field(default_factory=dict)
+    """Latency metric id → how many of the turns it is taken over were replayed from the stage cache."""
     gates: list[GateResult]
     """Every gate checked, in order."""
     verdict: Literal["pass", "fail"]

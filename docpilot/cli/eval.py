@@ -21,7 +21,7 @@ def _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
     return overrides
 
 
-def _emit(report, path: str, as_json: bool) -> None:
+def _emit(report, path: str, as_json: bool, *, live: bool = False) -> None:
     if as_json:
         payload = {
             "summary": report.summary,
@@ -32,8 +32,9 @@ def _emit(report, path: str, as_json: bool) -> None:
         click.echo(json.dumps(payload, indent=2))
     else:
         from docpilot.reports.scorecard import render_scorecard
+        from docpilot.run.clock import command_ms
 
-        render_scorecard(report, Console(), path=path)
+        render_scorecard(report, Console(), path=path, command_ms=command_ms() if live else None)
 
 
 def _warn_about(path: str) -> None:
@@ -68,7 +69,7 @@ def _warn_about(path: str) -> None:
     type=click.Choice(["auto", "prefect", "inline"]),
     default="auto",
     show_default=True,
-    help="auto: inline for --gate-only when no Prefect API is configured, Prefect otherwise.",
+    help="auto: Prefect when a Prefect API is configured or with --runner dask, inline otherwise.",
 )
 @click.option("--runtime", type=click.Choice(["local", "server"]), default="local", show_default=True,
               help="local: run the assistant in this process; server: measure it over HTTP.")
@@ -109,46 +110,39 @@ def eval_command(
     Exit status: 0 when every gate passed, 1 when a gate failed, 2 on a usage, config or
     input error.
     """
-    from docpilot.config.golden import validate_against_corpus
-    from docpilot.config.loading import load_config
-    from docpilot.run.job import EvalJob, read_records, select_records
-    from docpilot.run.workspace import open_workspace
-    from docpilot.schema import Selection
-
-    overrides = _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
-    config = load_config(config_path, overrides=overrides)
-    path = config.golden if record_set == "golden" else config.adversarial
-    records = read_records(path, record_set)
-    selection = Selection(ids=list(record_ids), tags=list(tags), limit=limit)
-    in_split = [r for r in records if split == "all" or r.split == split]
-    select_records(in_split, selection, path)  # a wrong --id or --tag stops here, before any work
-    if record_set == "golden":
-        _warn_about(path)
-    workspace = open_workspace(config, use_cache=not no_cache)
-    if record_set == "golden":
-        validate_against_corpus(records, workspace.corpus, path)
     if runtime == "server" and gate_only:
         raise click.UsageError("--gate-only measures retrieval in this process; it does not apply to --runtime server")
     if url and runtime != "server":
         raise click.UsageError("--url names the server of --runtime server; add --runtime server")
     if dask_address and runner != "dask":
         raise click.UsageError("--dask-address names the scheduler of --runner dask; add --runner dask")
-    stages = ["retrieve", "model"] if "all" in refresh else sorted(set(refresh))
-    job = EvalJob(
-        config=config, golden=path, set=record_set, split=split, selection=selection, gate_only=gate_only,
-        use_cache=not no_cache,
-        refresh=stages, allow_errors=allow_errors, out=out, runtime=runtime, url=url,
-        corpus_fingerprint=workspace.corpus.fingerprint,
-    )
-
     from docpilot.run import progress
-    from flows.eval import run_eval
+    from docpilot.run.job import build_job
+    from docpilot.run.orchestrator import choose
+    from docpilot.schema import Selection
 
+    job = build_job(
+        config_path, overrides=_overrides(docs, golden, record_set, provider, model, base_url, concurrency),
+        record_set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
+        refresh=["retrieve", "model"] if "all" in refresh else sorted(set(refresh)),
+        allow_errors=allow_errors, out=out, runtime=runtime, url=url,
+        selection=Selection(ids=list(record_ids), tags=list(tags), limit=limit),
+    )
+    if record_set == "golden":
+        _warn_about(job.golden)
+    orchestration = choose(orchestrator, runner=runner)
     sink = progress.sink_for()
     progress.install(sink)
     try:
         with interrupts_resume():
-            report, path = run_eval(job, orchestrator, runner=runner, dask_address=dask_address)
+            if orchestration.orchestrator == "inline" and runner == "local":
+                from docpilot.run.wiring import run_inline  # Prefect is never imported
+
+                report, path = run_inline(job, orchestration)
+            else:
+                from flows.eval import run_eval
+
+                report, path = run_eval(job, orchestration, runner=runner, dask_address=dask_address)
     finally:
         progress.install(None)
         sink.close()
@@ -157,7 +151,7 @@ def eval_command(
         from docpilot.readout.files import write_outputs
 
         written = write_outputs(report, html=html_path, junit=junit_path, markdown=markdown_path, report_path=path)
-    _emit(report, path, as_json)
+    _emit(report, path, as_json, live=True)
     if not as_json:
         for kind, where in written.items():
             click.echo(f"{kind}: {where}")

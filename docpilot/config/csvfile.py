@@ -84,7 +84,7 @@ def parse_csv(text: str, path: Path, fields: Sequence[str], list_fields: Sequenc
         if len(cells) > len(names):
             problems.append(Problem(
                 f"the row has {len(cells)} cells but the header names {len(names)} columns",
-                f"quote a cell that holds a comma (\"a, b\"), or add the missing column to the header", path, start))
+                "quote a cell that holds a comma (\"a, b\"), or add the missing column to the header", path, start))
             continue
         record: dict[str, Any] = {}
         for index, name in keep.items():

@@ -17,16 +17,12 @@ from pydantic import ValidationError
 
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Corpus, Section
-from docpilot.improve.taxonomy import (
-    RETRIEVAL_DEPTH,
-    RunSettings,
-    first_gold_rank,
-    primed_sections,
-)
+from docpilot.improve.taxonomy import RunSettings, primed_sections
 from docpilot.retrieval.rankers import Retriever
 from docpilot.retrieval.tokens import terms, words
 from docpilot.schema import Report, Row
 from metrics.gold import matches
+from metrics.retrieval import RANK_DEPTH, first_relevant_rank
 
 MAX_TARGETS = 2
 
@@ -126,8 +122,8 @@ def focus_section(row: Row, evidence: Evidence) -> Section | None:
     corpus = evidence.corpus
     if corpus is None:
         return None
-    for section_id in [*primed_sections(row, evidence.run), *row.retrieved[:RETRIEVAL_DEPTH]]:
-        if section_id in corpus.sections and first_gold_rank([section_id], row.gold):
+    for section_id in [*primed_sections(row, evidence.run), *row.retrieved[:RANK_DEPTH]]:
+        if section_id in corpus.sections and first_relevant_rank([section_id], row.gold):
             return corpus.sections[section_id]
     candidates = gold_sections(corpus, row.gold)
     if not candidates:
@@ -187,5 +183,5 @@ def rank_with(row: Row, extra: list[str], evidence: Evidence) -> int | None | Li
     if retriever is None:
         return False
     query = " ".join([row.question, *extra])
-    hits = retriever.search(query, scope=row.scope, k=RETRIEVAL_DEPTH)
-    return first_gold_rank([h.section_id for h in hits], row.gold)
+    hits = retriever.search(query, scope=row.scope, k=RANK_DEPTH)
+    return first_relevant_rank([h.section_id for h in hits], row.gold)

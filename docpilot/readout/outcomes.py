@@ -24,10 +24,7 @@ from docpilot.reports.moves import metric_moves
 from docpilot.reports.store import ReportStore, comparison_key
 from docpilot.schema import Report, Row
 from metrics.answer import answer_f1
-from metrics.gold import is_relevant
-
-RETRIEVAL_DEPTH = 8
-"""How deep the ranked list is read for hit@8 and the rank of the first gold section."""
+from metrics.retrieval import first_relevant_rank
 
 Change = Literal["better", "worse", "same"]
 
@@ -160,8 +157,7 @@ def write_atomically(path: str | Path, text: str) -> Path:
 def _first_gold_rank(row: Row) -> int | None:
     if row.kind != "positive" or not row.gold:
         return None
-    return next((rank for rank, section in enumerate(row.retrieved[:RETRIEVAL_DEPTH], start=1)
-                 if is_relevant(section, row.gold)), None)
+    return first_relevant_rank(row.retrieved, row.gold)
 
 
 def _f1(row: Row, gate_only: bool) -> float | None:

@@ -24,16 +24,19 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats
 
 from docpilot.errors import InputError
-from docpilot.reports.changes import PageChanges, SettingChange, page_changes, setting_changes
+from docpilot.reports.changes import (
+    PageChanges,
+    SettingChange,
+    page_changes,
+    setting_changes,
+)
 from docpilot.reports.store import ReportStore, differences, header_of
 from docpilot.schema import Report, Row
 from metrics.answer import answer_f1
 from metrics.attacks import attack_succeeded
-from metrics.gold import is_relevant
-from metrics.retrieval import ndcg_at_k, reciprocal_rank
+from metrics.retrieval import first_relevant_rank, ndcg_at_k, reciprocal_rank
 
 ALPHA = 0.05
 """Significance level behind the ``direction`` of a paired test."""
@@ -75,7 +78,7 @@ def _positive(row: Row) -> bool:
 
 
 def _hit_at_8(row: Row) -> float:
-    return float(any(is_relevant(section, row.gold) for section in row.retrieved[:8]))
+    return float(first_relevant_rank(row.retrieved, row.gold) is not None)
 
 
 def _refusal_correct(row: Row) -> float:
@@ -185,6 +188,10 @@ def mcnemar(a: Sequence[float], b: Sequence[float]) -> tuple[int, int, float, st
     better = sum(1 for x, y in zip(a, b, strict=True) if x == 0 and y == 1)
     if worse + better == 0:
         return worse, better, 1.0, "no record flipped"
+    from scipy import (
+        stats,  # here, not at the top: it costs a run's scorecard a second to import
+    )
+
     return worse, better, float(stats.binomtest(worse, worse + better, 0.5).pvalue), None
 
 
@@ -201,6 +208,10 @@ def wilcoxon(a: Sequence[float], b: Sequence[float]) -> tuple[float | None, floa
     nonzero = diffs[diffs != 0]
     if nonzero.size == 0:
         return None, 1.0, "none (every difference is zero)", "every difference is zero"
+    from scipy import (
+        stats,  # here, not at the top: it costs a run's scorecard a second to import
+    )
+
     ties = np.unique(np.abs(nonzero)).size < nonzero.size
     if not ties and nonzero.size <= EXACT_WILCOXON_MAX:
         method, label = "exact", "exact"

@@ -121,15 +121,23 @@ def rescore(report: Report) -> Report:
     leaks = leaks_of(report.rows)
     slices = slice_by_tag(report.rows, gate_only=report.gate_only)
     update = {"summary": summary, "counts": counts, "slices": slices, "gates": gates, "verdict": outcome,
-              "leaks": leaks}
+              "leaks": leaks, "replayed": _replayed(report.rows, gate_only=report.gate_only)}
     return report.model_copy(update=update)
 
 
+def _replayed(rows, *, gate_only: bool) -> dict[str, int]:
+    from metrics.summary import replayed_counts
+
+    return replayed_counts(rows, gate_only=gate_only)
+
+
 def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fingerprint: str,
+                    orchestrator_reason: str | None = None, orchestrator_other: str | None = None,
                     page_fingerprints: dict[str, str] | None = None) -> Report:
     """The report of one run: its settings and fingerprints, rows, summary and verdict."""
     from docpilot.config.loading import public_config
     from docpilot.models.registry import model_identity
+    from docpilot.run.clock import command_ms
     from metrics.slices import slice_by_tag
 
     config = public_config(job.config)
@@ -158,11 +166,15 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         allow_errors=job.allow_errors,
         cache_stats=cache_stats(rows, gate_only=job.gate_only, runtime=job.runtime),
         orchestrator=orchestrator,
+        orchestrator_reason=orchestrator_reason,
+        orchestrator_other=orchestrator_other,
         wall_ms=round(wall_ms, 1),
+        command_ms=round(command_ms(), 1),
         rows=rows,
         summary=summary,
         counts=counts,
         slices=slice_by_tag(rows, gate_only=job.gate_only),
+        replayed=_replayed(rows, gate_only=job.gate_only),
         gates=gates,
         verdict=outcome,
         leaks=leaks_of(rows),

@@ -81,8 +81,13 @@ def headline_metrics(report: Report, *, terminal: bool = False) -> list[str]:
     return [m for m in chosen if m in report.summary]
 
 
-def render_scorecard(report: Report, console: Console, *, path: str | None = None) -> None:
-    """Print the report's summary, the per-tag table, the gates and the verdict."""
+def render_scorecard(report: Report, console: Console, *, path: str | None = None,
+                     command_ms: float | None = None) -> None:
+    """Print the report's summary, the per-tag table, the gates and the verdict.
+
+    ``command_ms`` is the whole command's wall time so far, for the verdict line; without
+    it, the time the report recorded when it was assembled.
+    """
     shown, left_off = shown_metrics(report, report.summary)
     table = Table(title=f"DocPilot scorecard — {report.split} split, {len(report.rows)} records"
                         + ("" if report.selection.everything else f" ({report.selection.describe()})"),
@@ -98,6 +103,9 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
         if metric in _BOUNDS and report.summary.get(_BOUNDS[metric]) is not None:
             note = f"≤ {report.summary[_BOUNDS[metric]]:.3f} at 95 %"
         n = report.counts.get(metric)
+        replayed = report.replayed.get(metric)
+        if replayed:
+            note = f"{replayed} of {n} from the cache"
         table.add_row(metric, format_value(metric, value), "" if n is None else str(n), note)
     console.print(table)
     if left_off:
@@ -120,11 +128,17 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
                           markup=False, highlight=False)
     colour = "green" if report.verdict == "pass" else "red"
     mode = "gate-only, " if report.gate_only else ""
+    command = command_ms if command_ms is not None else report.command_ms
+    took = f"stages {report.wall_ms or 0:,.0f} ms"
+    if command is not None:
+        took = f"command {command:,.0f} ms, " + took
     console.print(
-        f"verdict: [bold {colour}]{report.verdict}[/]  ({mode}orchestrator {report.orchestrator}, "
-        f"{report.wall_ms or 0:,.0f} ms)",
+        f"verdict: [bold {colour}]{report.verdict}[/]  ({mode}orchestrator {report.orchestrator}, {took})",
         highlight=False,
     )
+    if report.orchestrator_reason:
+        console.print(f"orchestrator: {report.orchestrator}, because {report.orchestrator_reason}; "
+                      f"{report.orchestrator_other}", highlight=False, soft_wrap=True)
     if path:
         console.print(f"report: {path}", highlight=False, soft_wrap=True, markup=False)
 

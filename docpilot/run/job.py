@@ -120,3 +120,40 @@ def shards(items: Sequence, size: int, *, first: int | None = None) -> Iterator[
         start = first
     for start in range(start, len(items), size):
         yield list(items[start : start + size])
+
+
+def build_job(
+    config_path: str | None = None,
+    *,
+    overrides: dict | None = None,
+    record_set: Literal["golden", "adversarial"] = "golden",
+    check_corpus: bool = True,
+    **settings,
+) -> EvalJob:
+    """The job of a configuration file (None: ``configs/docpilot.yaml`` if present), its records read and checked.
+
+    The record file is the configuration's golden set, or its attack probes for the
+    adversarial set. Its records are parsed now, so a mistake in them stops the run
+    before anything is loaded or called; with ``check_corpus`` the golden set's gold
+    entries are also checked against the docs (which loads the corpus and its index),
+    and the job records the corpus's fingerprint, which every stage then holds to.
+    ``settings`` are the job's other fields (split, gate_only, use_cache, …).
+    """
+    from docpilot.config.golden import validate_against_corpus
+    from docpilot.config.loading import load_config
+
+    config = load_config(config_path, overrides=overrides)
+    path = config.golden if record_set == "golden" else config.adversarial
+    records = read_records(path, record_set)
+    job = EvalJob(config=config, golden=path, set=record_set, **settings)
+    in_split = [r for r in records if job.split == "all" or r.split == job.split]
+    select_records(in_split, job.selection, path)  # a wrong --id or --tag stops here, before any work
+    if not check_corpus:
+        return job
+    from docpilot.run.workspace import open_workspace
+
+    corpus = open_workspace(config, use_cache=job.use_cache).corpus
+    if record_set == "golden":
+        validate_against_corpus(records, corpus, path)
+    # Every stage of the run, here or on a worker, ranks the corpus loaded now.
+    return job.model_copy(update={"corpus_fingerprint": corpus.fingerprint})

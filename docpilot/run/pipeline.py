@@ -48,15 +48,20 @@ def retrieve_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False)
     """
     todo = lookup_rankings(ws, traces, refresh=refresh)
     progress.advance("retrieve", len(traces) - len(todo))
+    rank_shard(ws, [traces[p] for p in todo])
+    return traces
+
+
+def rank_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
+    """Rank sections for every given trace, cached or not, and store the rankings in the cache (if any)."""
     top_k = ws.config.retrieval.top_k
-    for position in todo:
-        trace = traces[position]
+    for trace in traces:
         start = time.perf_counter()
         hits = ws.retriever.search(trace.record.question, scope=trace.record.scope, k=top_k)
         trace.retrieve_ms = (time.perf_counter() - start) * 1000
         trace.hits = [{"section_id": h.section_id, "chunk_id": h.chunk_id, "score": h.score} for h in hits]
         progress.advance("retrieve")
-    store_rankings(ws, [traces[p] for p in todo])
+    store_rankings(ws, traces)
     return traces
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from docpilot.assistant.language import corpus_language, detect_language, expected_language
+from docpilot.assistant.language import (
+    corpus_language,
+    detect_language,
+    expected_language,
+)
 from docpilot.corpus.pages import load_corpus
 from tests.conftest import DATA
 

@@ -68,3 +68,11 @@ def test_code_spans_show_as_code_and_stay_escaped():
     assert "Run <code>acme rollback</code> <a class=\"cite\"" in panel.html
     assert "<code>&lt;script&gt;</code>" in panel.html and "a lone ` tick" in panel.html
     assert "`acme rollback`" in panel.markdown  # the Markdown form keeps Markdown's own syntax
+def test_a_section_id_that_was_never_primed_is_a_hallucinated_citation():
+    # Regression: only numbers out of range were counted; an invented section id passed as a plain marker.
+    panel = render_panel("See [guide/billing#refunds] and [guide/auth#tokens] [1].", SOURCES, url)
+    assert panel.markers == ["guide/billing#refunds", "guide/auth#tokens", "1"]
+    assert panel.hallucinated == ["guide/billing#refunds"]
+    assert "guide/billing#refunds" not in panel.markdown and "guide/billing#refunds" not in panel.html
+    assert "[guide/auth#tokens]" in panel.markdown  # primed: kept as text, not a link
+    assert panel.citations == ["guide/auth#tokens"] and panel.links == 1

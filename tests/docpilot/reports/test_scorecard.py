@@ -65,3 +65,23 @@ def test_a_table_per_tag_shows_the_headline_metrics_of_each_slice():
     assert cells[1] == str(report.slices["auth"].records)
     assert cells[2] == f"{report.slices['auth'].summary['recall@8']:.3f}"
 
+def test_the_verdict_line_gives_the_whole_command_beside_the_stages_and_why_that_orchestrator():
+    report = rescore(load_report(DATA / "reports" / "small.json")).model_copy(update={
+        "wall_ms": 96.0, "command_ms": 1180.0, "orchestrator": "inline",
+        "orchestrator_reason": "no Prefect API is configured", "orchestrator_other": "start `prefect server start`",
+    })
+    text = render(report)
+    assert "orchestrator inline, command 1,180 ms, stages 96 ms)" in text
+    assert "orchestrator: inline, because no Prefect API is configured; start `prefect server start`" in text
+    out = io.StringIO()
+    render_scorecard(report, Console(file=out, width=160), command_ms=7000.0)
+    assert "command 7,000 ms, stages 96 ms" in out.getvalue()
+
+
+def test_a_percentile_says_how_many_of_its_turns_came_from_the_cache():
+    report = rescore(load_report(DATA / "reports" / "small.json"))
+    rows = [row.model_copy(update={"cached": ["retrieve", "model"]}) for row in report.rows]
+    replayed = rescore(report.model_copy(update={"rows": rows}))
+    n = replayed.counts["latency_p50"]
+    assert n > 0 and replayed.replayed["latency_p50"] == n
+    assert f"{n} of {n} from the cache" in render(replayed)
