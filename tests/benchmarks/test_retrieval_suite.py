@@ -12,6 +12,7 @@ from benchmarks import retrieval_suite as suite
 from docpilot.config.golden import load_golden, validate_against_corpus
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import load_corpus
+from docpilot.retrieval.rankers import Retriever
 from tests.conftest import ROOT, SHARED_DATA
 
 REAL = [s for s in suite.suites(SHARED_DATA) if s.name != "demo"]
@@ -34,7 +35,17 @@ def test_missing_corpora_are_reported_absent_and_the_demo_still_runs(tmp_path):
     assert set(demo["splits"]) == {"dev", "test"}
     text = suite.table(result)
     assert "| fastapi | – | absent:" in text and "SciFact: absent" in text
-    assert "| demo (" in text
+    assert "| demo (" in text and "hybrid (static) recall@8" in text
+    assert set(demo["splits"]["dev"]) == {"default", "hybrid_static", "baseline"}
+
+
+def test_the_hybrid_column_is_hybrid_retrieval_with_the_static_embedder(tmp_path):
+    demo = suite.run(tmp_path)["corpora"][0]
+    corpus = load_corpus(ROOT / "docs")
+    hybrid = Retriever(corpus, RetrievalConfig(retriever="hybrid", embedder="static"))
+    dev = [r for r in load_golden(ROOT / "evals" / "golden.yaml") if r.split == "dev"]
+    expected = suite.rank_figures(dev, lambda r: [h.section_id for h in hybrid.search(r.question, scope=r.scope)])
+    assert demo["splits"]["dev"]["hybrid_static"] == expected
 
 
 def test_the_demo_figures_are_the_gate_only_figures(tmp_path):
