@@ -1,12 +1,12 @@
 """What a `--gate-only` run costs, split into start-up, index load and work.
 
-Runs `docpilot eval --gate-only --orchestrator inline` on a generated golden set of N
-questions about the demo docs, several times in fresh processes, beside
-`python -c "import prefect"` (the floor any Prefect-orchestrated tool pays), and
-reports medians:
+Runs `docpilot eval --gate-only` with the default orchestrator (``auto``, no Prefect
+API configured, so it runs inline) on a generated golden set of N questions about the
+demo docs, several times in fresh processes, beside `python -c "import prefect"` (the
+floor any Prefect-orchestrated tool pays), and reports medians:
 
 - total: wall time of the whole command;
-- startup: interpreter start and imports (`import docpilot.cli, flows.eval`);
+- startup: interpreter start and imports (`import docpilot.cli, docpilot.run.wiring`);
 - index: loading the corpus and building or loading the index (in-process);
 - work: the pipeline's own wall time from the report;
 - peak RSS of the eval process (also for a second, larger set with --big).
@@ -64,27 +64,31 @@ def main() -> None:
         golden = tmp / "golden.yaml"
         make_golden(golden, args.records)
         env = dict(os.environ, DOCPILOT_CACHE_DIR=str(tmp / "cache"), DOCPILOT_REPORTS_DIR=str(tmp / "reports"))
-        env.pop("PREFECT_API_URL", None)
-        eval_args = [sys.executable, "-m", "docpilot", "eval", "--gate-only", "--orchestrator", "inline",
+        env = {k: v for k, v in env.items() if not k.startswith("PREFECT_")}
+        env["PREFECT_HOME"] = str(tmp / "prefect-home")
+        eval_args = [sys.executable, "-m", "docpilot", "eval", "--gate-only",
                      "--golden", str(golden), "--no-cache", "--json"]
         timed(eval_args, env)  # builds the saved index once, as any second run would find it
 
-        prefect, startup, index, total, work = [], [], [], [], []
+        prefect, startup, index, total, work, orchestrators = [], [], [], [], [], set()
         for _ in range(args.repeat):
             prefect.append(timed([sys.executable, "-c", "import prefect"], env)[0])
-            startup.append(timed([sys.executable, "-c", "import docpilot.cli, flows.eval"], env)[0])
+            startup.append(timed([sys.executable, "-c", "import docpilot.cli, docpilot.run.wiring"], env)[0])
             index.append(float(timed([sys.executable, "-c", (
                 "import time; from docpilot.config.loading import load_config; from docpilot.run.workspace import open_workspace;"
                 "c = load_config(None); t = time.perf_counter(); open_workspace(c, use_cache=False);"
                 "print(time.perf_counter() - t)")], env)[1]))
             seconds, out = timed(eval_args, env)
             total.append(seconds)
-            work.append(json.loads(Path(json.loads(out)["report"]).read_text())["wall_ms"] / 1000)
+            report = json.loads(Path(json.loads(out)["report"]).read_text())
+            work.append(report["wall_ms"] / 1000)
+            orchestrators.add(report["orchestrator"])
 
         median = statistics.median
         result = {
             "records": args.records,
             "repeat": args.repeat,
+            "orchestrator": sorted(orchestrators),
             "import_prefect_s": round(median(prefect), 3),
             "total_s": round(median(total), 3),
             "startup_s": round(median(startup), 3),

@@ -2,20 +2,22 @@
 
 Generates a golden set of N questions about the demo docs, starts a local
 OpenAI-compatible server in its own process that answers every call a fixed latency
-after it arrived (``tests.support.latency_server``), and runs `docpilot eval` (inline)
-against it:
+after it arrived (``tests.support.latency_server``), and runs `docpilot eval` against it:
 
-1. first run: wall time of the pipeline against the ideal N × latency / concurrency,
-   and against the physical limit ⌈N / concurrency⌉ × latency (the last round of
-   turns is not full, so no run can beat it);
-2. re-run with nothing changed, ``--repeat`` times: model calls (counted by the server)
+1. the whole command, cold cache, in a fresh process with the default flags (no Prefect
+   API configured, so ``auto`` runs inline), as a user types it: its wall time from
+   start to exit against the ideal N × latency / concurrency, beside the stages' own
+   wall time from the report;
+2. with --prefect-server (start one for the run) or --prefect-api URL: the same whole
+   command with that API configured (``auto`` then runs under Prefect), ÷ the inline one;
+3. in this process (imports done), the stages' wall time of a cold run against the
+   ideal and against the physical limit ⌈N / concurrency⌉ × latency;
+4. re-run with nothing changed, ``--repeat`` times: model calls (counted by the server)
    and the median wall time;
-3. one record edited: model calls;
-4. with --prefect-api URL: the same cold run under `--orchestrator prefect` against a
-   running `prefect server start`, against the inline run's wall.
+5. one record edited: model calls.
 
     python -m benchmarks.harness [--records 1000] [--latency 0.2] [--concurrency 32] [--repeat 5]
-                                 [--prefect-api http://127.0.0.1:4200/api] [--json]
+                                 [--prefect-server | --prefect-api http://127.0.0.1:4200/api] [--json]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import contextlib
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -89,13 +92,48 @@ def run(golden: Path, cache: Path, base_url: str, concurrency: int, orchestrator
             "model_reused": sum("model" in r.cached for r in report.rows)}
 
 
+def whole_command(golden: Path, cache: Path, base_url: str, concurrency: int, api: str | None) -> dict:
+    """One `docpilot eval` with the default orchestrator, in a fresh process; its wall time from start to exit."""
+    out = cache.parent / f"report-{cache.name}.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(DOCPILOT_CACHE_DIR=str(cache), PREFECT_HOME=str(cache.parent / "prefect-home"))
+    if api:
+        env["PREFECT_API_URL"] = api
+    args = [sys.executable, "-m", "docpilot", "eval", "--golden", str(golden), "--provider", "openai",
+            "--model", "bench", "--base-url", base_url, "--concurrency", str(concurrency), "--out", str(out),
+            "--json"]
+    started = time.perf_counter()
+    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"docpilot eval exited with {proc.returncode}:\n{proc.stderr}")
+    report = json.loads(out.read_text())
+    return {"command_s": seconds, "wall_s": report["wall_ms"] / 1000, "orchestrator": report["orchestrator"]}
+
+
+@contextlib.contextmanager
+def prefect_server(url: str | None, start: bool):
+    """The API URL of the Prefect server to time against: the given one, one started for the run, or None."""
+    if url or not start:
+        yield url
+        return
+    from tasks.prefect_server import start_prefect_server
+
+    server = start_prefect_server()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=5, help="unchanged re-runs, of which the median counts")
-    parser.add_argument("--prefect-api", help="API URL of a running Prefect server, to time the prefect orchestrator")
+    parser.add_argument("--prefect-api", help="API URL of a running Prefect server, to time runs that report to it")
+    parser.add_argument("--prefect-server", action="store_true", help="start a Prefect server to time runs against")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -104,7 +142,6 @@ def main() -> None:
     # (benchmarks/gate_only.py); here they would land in the first run only.
     import docpilot.cli.eval  # noqa: F401
     import docpilot.models.openai  # noqa: F401
-    import flows.eval  # noqa: F401
     ideal = args.records * args.latency / args.concurrency
     limit = -(-args.records // args.concurrency) * args.latency
     out: dict = {"records": args.records, "latency_s": args.latency, "concurrency": args.concurrency,
@@ -113,6 +150,25 @@ def main() -> None:
         tmp = Path(tmp)
         golden = tmp / "golden.yaml"
         make_golden(golden, args.records)
+
+        command = whole_command(golden, tmp / "cache-command", base_url, args.concurrency, None)
+        out["whole_command"] = {
+            "orchestrator": command["orchestrator"],
+            "command_s": round(command["command_s"], 3),
+            "stages_wall_s": round(command["wall_s"], 3),
+            "ratio_to_ideal": round(command["command_s"] / ideal, 3),
+            "stages_ratio_to_ideal": round(command["wall_s"] / ideal, 3),
+        }
+        with prefect_server(args.prefect_api, args.prefect_server) as api:
+            if api:
+                whole_command(golden, tmp / "cache-warm-api", base_url, args.concurrency, api)  # the server's first flow
+                reported = whole_command(golden, tmp / "cache-api", base_url, args.concurrency, api)
+                out["whole_command_with_prefect_api"] = {
+                    "orchestrator": reported["orchestrator"],
+                    "command_s": round(reported["command_s"], 3),
+                    "stages_wall_s": round(reported["wall_s"], 3),
+                    "ratio_to_inline": round(reported["command_s"] / command["command_s"], 3),
+                }
 
         before = requests_seen(base_url)
         cpu = time.process_time()
@@ -147,12 +203,6 @@ def main() -> None:
         edited = run(golden, tmp / "cache", base_url, args.concurrency, "inline")
         out["one_record_edited"] = {"wall_s": round(edited["wall_s"], 3), "model_calls": requests_seen(base_url) - before}
 
-        if args.prefect_api:
-            os.environ["PREFECT_API_URL"] = args.prefect_api
-            under_prefect = run(golden, tmp / "cache-prefect", base_url, args.concurrency, "prefect")
-            out["prefect"] = {"wall_s": round(under_prefect["wall_s"], 3),
-                              "command_s": round(under_prefect["command_s"], 3),
-                              "ratio_to_inline": round(under_prefect["wall_s"] / first["wall_s"], 3)}
 
     if args.json:
         print(json.dumps(out, indent=2))

@@ -32,7 +32,7 @@ from prefect.types.entrypoint import EntrypointType
 from pydantic import ValidationError
 
 from docpilot.errors import ConfigError, OrchestratorError
-from docpilot.run.job import EvalJob
+from docpilot.run.job import build_job
 
 MAX_PARAMETER_BYTES = 512 * 1024
 """Prefect's cap on a deployment's parameters, as JSON."""
@@ -43,23 +43,6 @@ DEFAULT_NAME = "nightly"
 RecordSet = Literal["golden", "adversarial"]
 Split = Literal["dev", "test", "all"]
 Runner = Literal["local", "dask"]
-
-
-def build_job(
-    config: str | None = None, *, record_set: RecordSet = "golden", split: Split = "all", gate_only: bool = False
-) -> EvalJob:
-    """The eval job of a configuration file (None: ``configs/docpilot.yaml`` if present), its records checked."""
-    from docpilot.config.golden import validate_against_corpus
-    from docpilot.config.loading import load_config
-    from docpilot.run.job import read_records
-    from docpilot.run.workspace import open_workspace
-
-    settings = load_config(config)
-    path = settings.golden if record_set == "golden" else settings.adversarial
-    records = read_records(path, record_set)
-    if record_set == "golden":
-        validate_against_corpus(records, open_workspace(settings).corpus, path)
-    return EvalJob(config=settings, golden=path, set=record_set, split=split, gate_only=gate_only)
 
 
 @flow(name="docpilot-nightly")
@@ -77,11 +60,12 @@ def nightly_eval(
     ``workdir`` is where relative paths in the configuration (docs, golden set, cache,
     reports) are read from; None keeps the process's working directory.
     """
+    from docpilot.run.orchestrator import choose
     from flows.eval import run_eval
 
     with contextlib.chdir(workdir) if workdir else contextlib.nullcontext():
         job = build_job(config, record_set=record_set, split=split, gate_only=gate_only)
-        report, path = run_eval(job, "prefect", runner=runner, dask_address=dask_address)
+        report, path = run_eval(job, choose(runner=runner, scheduled=True), runner=runner, dask_address=dask_address)
     outcome = {"verdict": report.verdict, "run_id": report.run_id, "report": str(Path(workdir or ".", path))}
     if report.verdict == "fail":
         failed = ", ".join(g.metric for g in report.gates if not g.passed) or "a gate"
@@ -129,13 +113,9 @@ def configured_deployment(
     The configuration and the records are read now as well as at every run, so a
     mistake is an error today rather than a failed run tonight.
     """
-    from docpilot.config.loading import load_config
-    from docpilot.run.job import read_records
     from tasks.artifacts import run_tags
 
-    settings = load_config(config)
-    golden = settings.golden if record_set == "golden" else settings.adversarial
-    read_records(golden, record_set)
+    job = build_job(config, record_set=record_set, split=split, gate_only=gate_only, check_corpus=False)
     parameters = {
         "config": str(Path(config).resolve()) if config else None,
         "record_set": record_set,
@@ -145,7 +125,6 @@ def configured_deployment(
         "dask_address": dask_address,
         "workdir": str(Path.cwd()),
     }
-    job = EvalJob(config=settings, golden=golden, set=record_set, split=split, gate_only=gate_only)
     # Each run tags itself with that night's hash of the golden set; the deployment names it only.
     tags = ["docpilot", "scheduled", *run_tags(job, runner=runner, fingerprint=False)]
     return nightly_deployment(cron=cron, name=name, timezone=timezone, parameters=parameters, tags=tags)

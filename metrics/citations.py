@@ -33,7 +33,11 @@ def citation_recall(row: Row) -> float:
 
 
 def hallucinated_citations(row: Row) -> int:
-    """How many markers in the answer point at no primed source."""
+    """How many markers in the answer point at no primed source.
+
+    A number no primed source carries and a bracketed section id that was not primed
+    both count: the renderer records each in ``row.hallucinated``.
+    """
     return len(row.hallucinated)
 
 

@@ -9,6 +9,7 @@ to measure fails: a run cannot pass on a number it did not produce.
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -53,6 +54,23 @@ def parse_condition(text: str, *, metric: str | None = None) -> tuple[str, float
             hint=f"write an operator and a number, e.g. {_FORMS}",
         )
     return match["op"], float(match["number"])
+
+
+SAME_WITHIN = 1e-9
+"""Relative distance under which a value counts as equal to its threshold."""
+
+
+def holds(op: str, value: float, threshold: float) -> bool:
+    """Whether ``value op threshold`` holds, a value a rounding away from the threshold counting as equal.
+
+    A mean of F1 scores that is 0.25 on paper can come out as 0.24999999999999997 in
+    binary floating point; against ``>= 0.25`` it must pass. Values within a relative
+    ``SAME_WITHIN`` (or 1e-12 of 0) of the threshold compare as the threshold itself:
+    no metric DocPilot reports means anything in its tenth significant digit.
+    """
+    if math.isclose(value, threshold, rel_tol=SAME_WITHIN, abs_tol=1e-12):
+        value = threshold
+    return _OPERATORS[op](value, threshold)
 
 
 def check_gates(
@@ -112,7 +130,7 @@ def _check(
     rows: Sequence[Row],
 ) -> GateResult:
     value = summary.get(metric.id)
-    passed = value is not None and _OPERATORS[op](value, threshold)
+    passed = value is not None and holds(op, value, threshold)
     records: list[str] = []
     if not passed and metric.counts_records:
         records = [

@@ -72,6 +72,19 @@ def first_token(row: Row) -> float:
     return value
 
 
+def replayed(row: Row) -> bool:
+    """Whether the row's time was replayed from the stage cache rather than measured in this run.
+
+    The model's time is most of an answered turn's, so such a turn counts as replayed
+    when its model stage came from the cache; a turn with no model stage (a gate
+    refusal, a gate-only run) when its ranking did. A percentile over many replayed
+    turns describes the run that first computed them, not this one.
+    """
+    if "model" in row.stages_ms:
+        return "model" in row.cached
+    return "retrieve" in row.cached
+
+
 def stage_names(rows: Sequence[Row]) -> list[str]:
     """Every stage name found in the rows' ``stages_ms``, sorted."""
     return sorted({name for row in rows for name in row.stages_ms})

@@ -52,10 +52,10 @@ class Metric:
 
 
 def _ranked(fn: Callable[..., float], **kwargs: int) -> Callable[[Row], float]:
-    """Score a row by its ranked list and gold entries."""
+    """Score a row by the top of its ranked list (``RANK_DEPTH`` sections) and its gold entries."""
 
     def score(row: Row) -> float:
-        return fn(row.retrieved, row.gold, **kwargs)
+        return fn(retrieval.ranked_top(row.retrieved), row.gold, **kwargs)
 
     score.__name__ = fn.__name__
     return score
@@ -92,14 +92,15 @@ _METRICS: tuple[Metric, ...] = (
     *(
         _mean(f"recall@{k}", f"share of gold entries matched in the top {k}", "retrieval",
               pop.POSITIVES, _ranked(retrieval.recall_at_k, k=k))
-        for k in (1, 3, 5, 8)
+        for k in retrieval.RECALL_CUTOFFS
     ),
-    _mean("mrr", "reciprocal rank of the first relevant section", "retrieval",
-          pop.POSITIVES, _ranked(retrieval.reciprocal_rank)),
-    _mean("ndcg@8", "binary nDCG at 8, each gold entry credited once", "retrieval",
-          pop.POSITIVES, _ranked(retrieval.ndcg_at_k, k=8)),
-    _mean("context_precision@5", "RAGAS context precision over the top 5", "retrieval",
-          pop.POSITIVES, _ranked(retrieval.context_precision_at_k, k=5)),
+    _mean("mrr", f"reciprocal rank of the first relevant section in the top {retrieval.RANK_DEPTH}",
+          "retrieval", pop.POSITIVES, _ranked(retrieval.reciprocal_rank)),
+    _mean(f"ndcg@{retrieval.RANK_DEPTH}", f"binary nDCG at {retrieval.RANK_DEPTH}, each gold entry credited once",
+          "retrieval", pop.POSITIVES, _ranked(retrieval.ndcg_at_k, k=retrieval.RANK_DEPTH)),
+    _mean(f"context_precision@{retrieval.CONTEXT_PRECISION_CUTOFF}",
+          f"RAGAS context precision over the top {retrieval.CONTEXT_PRECISION_CUTOFF}", "retrieval",
+          pop.POSITIVES, _ranked(retrieval.context_precision_at_k, k=retrieval.CONTEXT_PRECISION_CUTOFF)),
     _mean("answer_f1", "SQuAD token F1 of the answer against the gold answer", "answer",
           pop.POSITIVES_WITH_GOLD_ANSWER, answer.answer_f1),
     _mean("identifier_recall", "share of required identifiers found verbatim", "answer",

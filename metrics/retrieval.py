@@ -4,6 +4,12 @@ Each function scores one record from its ranked section ids (best first) and its
 gold entries; ``metrics.summary`` averages them over the positives. Relevance is
 binary: a section is relevant when it matches any gold entry (``metrics.gold``).
 Repeated gold entries count once.
+
+A report's retrieval metrics read the top ``RANK_DEPTH`` sections only, whatever the
+ranked list holds: a run with ``retrieval.top_k: 20`` ranks twenty, but its MRR is
+still MRR@8, comparable with a run that ranked eight. The registry passes every
+function the top ``RANK_DEPTH`` (``ranked_top``); the functions themselves take any
+cutoff, so a benchmark can ask for nDCG@10 or recall@100.
 """
 
 from __future__ import annotations
@@ -12,6 +18,28 @@ import math
 from collections.abc import Sequence
 
 from metrics.gold import is_relevant, matches, unique
+
+RANK_DEPTH = 8
+"""How many ranked sections every retrieval metric reads (DESIGN §6: the top 8)."""
+
+RECALL_CUTOFFS: tuple[int, ...] = (1, 3, 5, RANK_DEPTH)
+"""The k of every reported recall@k."""
+
+CONTEXT_PRECISION_CUTOFF = 5
+"""The k of context precision@k: the sections a model is shown by default."""
+
+
+def ranked_top(retrieved: Sequence[str]) -> Sequence[str]:
+    """The part of a ranked list every reported retrieval metric reads: its first ``RANK_DEPTH``."""
+    return retrieved[:RANK_DEPTH]
+
+
+def first_relevant_rank(retrieved: Sequence[str], gold: Sequence[str], k: int = RANK_DEPTH) -> int | None:
+    """1-based rank of the first section in the top ``k`` (8) that matches a gold entry; None if none does."""
+    for rank, section in enumerate(retrieved[:k], start=1):
+        if is_relevant(section, gold):
+            return rank
+    return None
 
 
 def recall_at_k(retrieved: Sequence[str], gold: Sequence[str], k: int) -> float:
@@ -27,15 +55,13 @@ def recall_at_k(retrieved: Sequence[str], gold: Sequence[str], k: int) -> float:
     return found / len(entries)
 
 
-def reciprocal_rank(retrieved: Sequence[str], gold: Sequence[str]) -> float:
-    """One over the rank of the first relevant section; 0 when none is relevant.
+def reciprocal_rank(retrieved: Sequence[str], gold: Sequence[str], k: int = RANK_DEPTH) -> float:
+    """One over the rank of the first relevant section in the top ``k`` (8); 0 when none is.
 
-        RR = 1 / min{i : retrieved[i-1] is relevant}, or 0
+        RR@k = 1 / min{i ≤ k : retrieved[i-1] is relevant}, or 0
     """
-    for rank, section in enumerate(retrieved, start=1):
-        if is_relevant(section, gold):
-            return 1.0 / rank
-    return 0.0
+    rank = first_relevant_rank(retrieved, gold, k)
+    return 0.0 if rank is None else 1.0 / rank
 
 
 def ndcg_at_k(retrieved: Sequence[str], gold: Sequence[str], k: int) -> float:
@@ -60,14 +86,39 @@ def ndcg_at_k(retrieved: Sequence[str], gold: Sequence[str], k: int) -> float:
     [0, 1] and is 1 only when the top min(|gold|, k) ranks each serve a distinct entry.
     """
     entries = unique(gold)
-    top = list(retrieved[:k])
-    owner: dict[str, int] = {}  # gold entry -> the rank index crediting it
     dcg = 0.0
-    for index in range(len(top)):
-        if _credit(index, top, entries, owner, set()):
-            dcg += 1.0 / math.log2(index + 2)
-    ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(entries), k) + 1))
-    return dcg / ideal
+    for index, credited in enumerate(credited_ranks(retrieved[:k], entries)):
+        if credited:
+            dcg += gain(index)
+    return dcg / ideal_dcg(min(len(entries), k))
+
+
+GAINS: tuple[float, ...] = tuple(1.0 / math.log2(i + 1) for i in range(1, RANK_DEPTH + 1))
+"""Gain of a credited section at ranks 1 … ``RANK_DEPTH``: 1 / log2(rank + 1)."""
+
+IDEAL_DCG: tuple[float, ...] = tuple(sum(GAINS[:m]) for m in range(RANK_DEPTH + 1))
+"""The ideal DCG of a record with ``m`` distinct gold entries, at index ``min(m, 8)``."""
+
+
+def gain(index: int) -> float:
+    """The gain of a credited section at 0-based rank ``index``: 1 / log2(index + 2)."""
+    return GAINS[index] if index < RANK_DEPTH else 1.0 / math.log2(index + 2)
+
+
+def ideal_dcg(m: int) -> float:
+    """The DCG of ``m`` credited sections at the top ranks, summed rank by rank."""
+    return IDEAL_DCG[m] if m <= RANK_DEPTH else sum(gain(i) for i in range(m))
+
+
+def credited_ranks(top: Sequence[str], entries: Sequence[str]) -> list[bool]:
+    """For each ranked section, whether nDCG credits it with a gold entry (see ``ndcg_at_k``).
+
+    ``entries`` are distinct. Each section credits at most one entry and each entry is
+    credited once, assigned so that the credited ranks give the largest DCG.
+    """
+    top = list(top)
+    owner: dict[str, int] = {}  # gold entry -> the rank index crediting it
+    return [_credit(index, top, entries, owner, set()) for index in range(len(top))]
 
 
 def _credit(

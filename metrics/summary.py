@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from docpilot.schema import Row
+from metrics import latency, relevance
+from metrics import population as pop
 from metrics.registry import METRICS, RETRIEVAL_METRICS, Metric, stage_metrics
 
 Summary = dict[str, float | int | None]
@@ -38,13 +40,46 @@ def evaluate(metric: Metric, rows: Sequence[Row]) -> tuple[float | int | None, i
 def summarize(rows: list[Row], *, gate_only: bool = False) -> tuple[Summary, Counts]:
     """The run's value and population size for every reported metric.
 
-    A metric whose population is empty is None (never 0.0), with count 0.
+    A metric whose population is empty is None (never 0.0), with count 0. Each
+    population is selected once, and the retrieval metrics are computed over all
+    their rows at once (``metrics.relevance``), with the per-record functions' values.
     """
     summary: Summary = {}
     counts: Counts = {}
+    members: dict[int, list[Row]] = {}
+    batch: dict[str, list[float]] | None = None
     for metric in reported_metrics(rows, gate_only=gate_only):
-        summary[metric.id], counts[metric.id] = evaluate(metric, rows)
+        population = members.get(id(metric.population))
+        if population is None:
+            population = members[id(metric.population)] = [r for r in rows if metric.population.includes(r)]
+        if metric.family == "retrieval" and metric.population is pop.POSITIVES:
+            if batch is None:
+                batch = _retrieval_batch(population)
+            values = batch[metric.id]
+        else:
+            values = [metric.score(row) for row in population]
+        summary[metric.id], counts[metric.id] = metric.aggregate(values), len(population)
     return summary, counts
+
+
+def replayed_counts(rows: Sequence[Row], *, gate_only: bool = False) -> Counts:
+    """Latency metric id → how many of the turns it is taken over were replayed from the cache.
+
+    Beside a percentile's count, this says how much of it was measured in this run
+    (``metrics.latency.replayed``). Only latency metrics are listed.
+    """
+    counts: Counts = {}
+    for metric in reported_metrics(rows, gate_only=gate_only):
+        if metric.family == "latency":
+            counts[metric.id] = sum(
+                1 for row in rows if metric.population.includes(row) and latency.replayed(row)
+            )
+    return counts
+
+
+def _retrieval_batch(positives: list[Row]) -> dict[str, list[float]]:
+    judged = relevance.judge([(row.retrieved, row.gold) for row in positives])
+    return {name: values.tolist() for name, values in relevance.retrieval_scores(judged).items()}
 
 
 def per_record(rows: list[Row], *, gate_only: bool = False) -> list[dict[str, str | float]]:

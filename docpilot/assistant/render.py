@@ -8,7 +8,9 @@ reader gets. Rules:
 - ``[n]`` that numbers no primed source is a hallucinated citation: it is removed from
   the text and recorded.
 - A section id in brackets where a marker belongs (``[guide/setup#install]``) is left
-  as plain text: it is recorded as a marker but is not a link.
+  as plain text when it names a primed source: it is recorded as a marker but is not
+  a link. One that names no primed source is a hallucinated citation, like a number
+  out of range: removed from the text and recorded.
 - Sources rows list the cited sources; an answer that cites nothing is shown with the
   sources it was primed with. An answer shown with Sources and no working link is
   *unlinked*.
@@ -25,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from docpilot.models.base import Source
 
-RENDERER_VERSION = "1"
+RENDERER_VERSION = "2"
 
 # [3], [1, 2], [guide/setup#install] — but not a Markdown link's [text](url).
 _MARKER = re.compile(r"\[([^\[\]\n]{1,200})\](?!\()")
@@ -62,7 +64,7 @@ class Panel(BaseModel):
     citations: list[str] = Field(default_factory=list)
     """Section ids of markers that resolved, first mention first."""
     hallucinated: list[str] = Field(default_factory=list)
-    """Numeric markers that named no primed source (removed)."""
+    """Markers that named no primed source, numbers and section ids alike (removed)."""
     sources: list[SourceRow] = Field(default_factory=list)
     """The Sources rows shown."""
     links: int = 0
@@ -78,6 +80,16 @@ def _split_marker(body: str) -> list[str] | None:
     return None
 
 
+# A Markdown code span in escaped text: backticks around text with no tag and no line break,
+# so a span never reaches into a citation link.
+_CODE_SPAN = re.compile(r"`([^`<>\n]+)`")
+
+
+def _code_spans(escaped: str) -> str:
+    """Escaped answer text with `code` spans shown as <code>, as a reader of Markdown expects."""
+    return _CODE_SPAN.sub(r"<code>\1</code>", escaped)
+
+
 def render_panel(
     answer: str,
     sources: Sequence[Source],
@@ -90,6 +102,7 @@ def render_panel(
         text = "The documentation does not answer this question."
         return Panel(markdown=text, html=f'<div class="panel refused"><p>{html.escape(text)}</p></div>')
     by_n = {str(s.n): s for s in sources}
+    primed = {s.section_id for s in sources}
     markers: list[str] = []
     cited: dict[str, Source] = {}
     hallucinated: list[str] = []
@@ -113,7 +126,7 @@ def render_panel(
                 links += 1
                 md_parts.append(f"[[{label}]]({url})")
                 html_parts.append(f'<a class="cite" href="{html.escape(url, quote=True)}">[{label}]</a>')
-            elif label.isdigit():
+            elif label.isdigit() or label not in primed:
                 hallucinated.append(label)
             else:
                 md_parts.append(f"[{label}]")
@@ -129,7 +142,7 @@ def render_panel(
     html_rows = "".join(
         f'<li><a href="{html.escape(r.url, quote=True)}">[{r.n}] {html.escape(r.title)}</a></li>' for r in rows
     )
-    fragment = f'<div class="panel"><p>{"".join(html_parts).strip()}</p>'
+    fragment = f'<div class="panel"><p>{_code_spans("".join(html_parts).strip())}</p>'
     if rows:
         fragment += f'<ol class="sources">{html_rows}</ol>'
     fragment += "</div>"

@@ -21,7 +21,7 @@ def _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
     return overrides
 
 
-def _emit(report, path: str, as_json: bool) -> None:
+def _emit(report, path: str, as_json: bool, *, live: bool = False) -> None:
     if as_json:
         payload = {
             "summary": report.summary,
@@ -32,8 +32,18 @@ def _emit(report, path: str, as_json: bool) -> None:
         click.echo(json.dumps(payload, indent=2))
     else:
         from docpilot.reports.scorecard import render_scorecard
+        from docpilot.run.clock import command_ms
 
-        render_scorecard(report, Console(), path=path)
+        render_scorecard(report, Console(), path=path, command_ms=command_ms() if live else None)
+
+
+def _warn_about(path: str) -> None:
+    """One stderr line per kind of record warning (a negative with a gold_answer, ...): the run goes on."""
+    from docpilot.config.golden import read_golden
+    from docpilot.config.golden_warnings import warning_lines
+
+    for line in warning_lines(read_golden(path).warnings, path):
+        click.echo(f"warning: {line}", err=True)
 
 
 @main.command("eval")
@@ -46,6 +56,11 @@ def _emit(report, path: str, as_json: bool) -> None:
     help="Run the golden set, or the attack probes (adversarial).",
 )
 @click.option("--split", type=click.Choice(["dev", "test", "all"]), default="all", show_default=True)
+@click.option("--id", "record_ids", multiple=True, metavar="ID",
+              help="Run only the record with this id (repeatable: any of them).")
+@click.option("--tag", "tags", multiple=True, metavar="TAG",
+              help="Run only the records carrying this tag (repeatable: any of them).")
+@click.option("--limit", type=click.IntRange(min=1), help="Run at most N records: the first ones in file order.")
 @click.option("--gate-only", is_flag=True, help="Retrieval only: call no model, report retrieval metrics.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Where to write the report JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary, gates, verdict and report path as JSON.")
@@ -54,7 +69,7 @@ def _emit(report, path: str, as_json: bool) -> None:
     type=click.Choice(["auto", "prefect", "inline"]),
     default="auto",
     show_default=True,
-    help="auto: inline for --gate-only when no Prefect API is configured, Prefect otherwise.",
+    help="auto: Prefect when a Prefect API is configured or with --runner dask, inline otherwise.",
 )
 @click.option("--runtime", type=click.Choice(["local", "server"]), default="local", show_default=True,
               help="local: run the assistant in this process; server: measure it over HTTP.")
@@ -82,57 +97,61 @@ def _emit(report, path: str, as_json: bool) -> None:
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Also write a Markdown summary here.")
 @handle_errors
 def eval_command(
-    config_path, docs, golden, record_set, split, gate_only, out, as_json, orchestrator, runtime, url, runner,
-    dask_address, provider, model, base_url, concurrency, no_cache, refresh, allow_errors, html_path, junit_path,
-    markdown_path,
+    config_path, docs, golden, record_set, split, record_ids, tags, limit, gate_only, out, as_json, orchestrator,
+    runtime, url, runner, dask_address, provider, model, base_url, concurrency, no_cache, refresh, allow_errors,
+    html_path, junit_path, markdown_path,
 ):
     """Run the golden set through the assistant, score it, write a report and a verdict.
+
+    --id, --tag and --limit choose records within the split: records with any of the
+    ids, then those with any of the tags, then the first N. The report records the
+    choice, and only runs with the same choice are compared.
 
     Exit status: 0 when every gate passed, 1 when a gate failed, 2 on a usage, config or
     input error.
     """
-    from docpilot.config.golden import validate_against_corpus
-    from docpilot.config.loading import load_config
-    from docpilot.run.job import EvalJob, read_records
-    from docpilot.run.workspace import open_workspace
-
-    overrides = _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
-    config = load_config(config_path, overrides=overrides)
-    path = config.golden if record_set == "golden" else config.adversarial
-    records = read_records(path, record_set)
-    workspace = open_workspace(config, use_cache=not no_cache)
-    if record_set == "golden":
-        validate_against_corpus(records, workspace.corpus, path)
     if runtime == "server" and gate_only:
         raise click.UsageError("--gate-only measures retrieval in this process; it does not apply to --runtime server")
     if url and runtime != "server":
         raise click.UsageError("--url names the server of --runtime server; add --runtime server")
     if dask_address and runner != "dask":
         raise click.UsageError("--dask-address names the scheduler of --runner dask; add --runner dask")
-    stages = ["retrieve", "model"] if "all" in refresh else sorted(set(refresh))
-    job = EvalJob(
-        config=config, golden=path, set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
-        refresh=stages, allow_errors=allow_errors, out=out, runtime=runtime, url=url,
-        corpus_fingerprint=workspace.corpus.fingerprint,
-    )
-
     from docpilot.run import progress
-    from flows.eval import run_eval
+    from docpilot.run.job import build_job
+    from docpilot.run.orchestrator import choose
+    from docpilot.schema import Selection
 
+    job = build_job(
+        config_path, overrides=_overrides(docs, golden, record_set, provider, model, base_url, concurrency),
+        record_set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
+        refresh=["retrieve", "model"] if "all" in refresh else sorted(set(refresh)),
+        allow_errors=allow_errors, out=out, runtime=runtime, url=url,
+        selection=Selection(ids=list(record_ids), tags=list(tags), limit=limit),
+    )
+    if record_set == "golden":
+        _warn_about(job.golden)
+    orchestration = choose(orchestrator, runner=runner)
     sink = progress.sink_for()
     progress.install(sink)
     try:
         with interrupts_resume():
-            report, path = run_eval(job, orchestrator, runner=runner, dask_address=dask_address)
+            if orchestration.orchestrator == "inline" and runner == "local":
+                from docpilot.run.wiring import run_inline  # Prefect is never imported
+
+                report, path = run_inline(job, orchestration)
+            else:
+                from flows.eval import run_eval
+
+                report, path = run_eval(job, orchestration, runner=runner, dask_address=dask_address)
     finally:
         progress.install(None)
         sink.close()
     written = {}
     if html_path or junit_path or markdown_path:
-        from docpilot.readout.outcomes import write_outputs
+        from docpilot.readout.files import write_outputs
 
         written = write_outputs(report, html=html_path, junit=junit_path, markdown=markdown_path, report_path=path)
-    _emit(report, path, as_json)
+    _emit(report, path, as_json, live=True)
     if not as_json:
         for kind, where in written.items():
             click.echo(f"{kind}: {where}")

@@ -30,8 +30,9 @@ def report_command(report_path, html_path, junit_path, markdown_path, reports_di
     Each file is written atomically. Exit status: 0, or 2 when the report cannot be
     read or an output cannot be written.
     """
+    from docpilot.readout.files import write_readout
     from docpilot.readout.markdown import render_markdown
-    from docpilot.readout.outcomes import prepare_readout, write_readout
+    from docpilot.readout.outcomes import prepare_readout
     from docpilot.reports.report import load_report
 
     report = load_report(report_path)

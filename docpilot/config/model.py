@@ -11,7 +11,6 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-
 # A folder or page name, or several joined by "/", as reference_pages lists them.
 _PageName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, pattern=r"^[^/].*[^/]$|^[^/]$")]
 

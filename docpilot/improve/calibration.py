@@ -11,6 +11,7 @@ one-sided 95 % Wilson upper bound of the gate's over-refusal stays within the ta
 from __future__ import annotations
 
 import io
+import math
 import os
 import stat
 import tempfile
@@ -46,14 +47,38 @@ class Candidate(BaseModel):
     """Positives the shares are taken over."""
 
 
-def _top(row: Row) -> float:
+def top_score(row: Row) -> float:
+    """The best retrieval score of a row, the number the gate compares (0 with nothing retrieved)."""
     return row.scores[0] if row.scores else 0.0
+
+
+def threshold_below(score: float) -> float:
+    """The largest two-decimal threshold not above ``score``: a gate there lets the record through."""
+    value = math.floor(score * 100 + 1e-9) / 100
+    return round(value - 0.01 if value > score else value, 2)
+
+
+def threshold_above(score: float) -> float:
+    """The smallest two-decimal threshold above ``score``: a gate there refuses the record."""
+    value = math.floor(score * 100 + 1e-9) / 100 + 0.01
+    return round(value + 0.01 if value <= score else value, 2)
+
+
+def threshold_effect(rows: Sequence[Row], threshold: float) -> str:
+    """What a gate at ``threshold`` would refuse among a run's rows, in a sentence."""
+    positives = [r for r in rows if r.kind == "positive"]
+    negatives = [r for r in rows if r.kind == "negative"]
+    lost = [r.id for r in positives if top_score(r) < threshold]
+    caught = [r.id for r in negatives if top_score(r) < threshold]
+    shown = ", ".join(lost[:5]) + (" …" if len(lost) > 5 else "")
+    return (f"on this run the gate would refuse {len(caught)} of {len(negatives)} negatives and "
+            f"{len(lost)} of {len(positives)} positives" + (f" ({shown})" if lost else ""))
 
 
 def calibration_table(rows: Sequence[Row]) -> list[Candidate]:
     """The gate's trade-off at 0 and at each distinct best score of the rows, ascending."""
-    positives = [_top(r) for r in rows if r.kind == "positive"]
-    negatives = [_top(r) for r in rows if r.kind == "negative"]
+    positives = [top_score(r) for r in rows if r.kind == "positive"]
+    negatives = [top_score(r) for r in rows if r.kind == "negative"]
     thresholds = sorted({0.0, *positives, *negatives})
     # One step past the highest score refuses everything: the far end of the trade-off.
     thresholds.append(round(thresholds[-1] + 0.001, 6))

@@ -14,12 +14,12 @@ import math
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Literal
 
 from docpilot.assistant.language import detect_language
 from docpilot.corpus.pages import Corpus
+from docpilot.improve.calibration import threshold_above, threshold_below, threshold_effect, top_score
+from docpilot.improve.edit import Edit
 from docpilot.improve.evidence import (
     Evidence,
     focus_section,
@@ -28,37 +28,18 @@ from docpilot.improve.evidence import (
     section_terms,
     target_words,
 )
-from docpilot.improve.taxonomy import RETRIEVAL_DEPTH, first_gold_rank, primed_sections
+from docpilot.improve.taxonomy import primed_sections
 from docpilot.retrieval.tokens import terms, words
 from docpilot.schema import Row
 from metrics.answer import normalize_answer, strip_markers
 from metrics.attacks import find_forbidden
-
-EditKind = Literal["vocabulary", "heading", "docs", "config", "prompt", "golden", "investigate"]
+from metrics.retrieval import RANK_DEPTH, first_relevant_rank
 
 MAX_VOCABULARY_KEYS = 2
 """At most this many question words get a vocabulary entry per record (narrow entries are safer)."""
 
 MAX_SIDE_EFFECTS = 10
 """At most this many other records are searched again to show a vocabulary entry's side effects."""
-
-
-class Edit(BaseModel):
-    """One concrete change that may move a failing record."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: EditKind
-    """What is edited: vocabulary.json, a heading, page text, a config option, the prompt,
-    the golden record, or nothing yet (look first)."""
-    target: str
-    """The file, section or option to change."""
-    change: str
-    """The change, in words."""
-    value: Any = None
-    """The change as data: a vocabulary entry, an option's new value."""
-    effect: str | None = None
-    """What the report's data says the change would do; None when it cannot tell."""
 
 
 def suggest_edits(row: Row, cause: str, evidence: Evidence) -> list[Edit]:
@@ -91,7 +72,7 @@ def _rank_text(rank: int | None | Literal[False]) -> str:
 def _retrieval_edits(row: Row, evidence: Evidence) -> list[Edit]:
     corpus = evidence.corpus
     section = focus_section(row, evidence)
-    before = first_gold_rank(row.retrieved[:RETRIEVAL_DEPTH], row.gold)
+    before = first_relevant_rank(row.retrieved, row.gold)
     edits: list[Edit] = []
     if corpus is None or section is None:
         edits.append(Edit(
@@ -158,9 +139,9 @@ def _rank_effect(before: int | None | Literal[False], after: int | None | Litera
                  prime_k: int) -> str | None:
     if after is False or before is False:
         return None
-    was = f"rank {before}" if before is not None else f"not in the top {RETRIEVAL_DEPTH}"
+    was = f"rank {before}" if before is not None else f"not in the top {RANK_DEPTH}"
     if after is None:
-        return f"tried on this question: gold is still not in the top {RETRIEVAL_DEPTH} (was {was})"
+        return f"tried on this question: gold is still not in the top {RANK_DEPTH} (was {was})"
     read = "read by the model" if after <= prime_k else "still not read by the model"
     return f"tried on this question: first gold section at rank {after} (was {was}), {read}"
 
@@ -168,42 +149,14 @@ def _rank_effect(before: int | None | Literal[False], after: int | None | Litera
 # Refusals -----------------------------------------------------------------------
 
 
-def _top(row: Row) -> float | None:
-    return row.scores[0] if row.scores else None
-
-
-def _threshold_effect(evidence: Evidence, threshold: float) -> str:
-    """What a gate at ``threshold`` would refuse among the report's rows."""
-    rows = [r for r in evidence.report.rows if r.kind in ("positive", "negative")]
-    positives = [r for r in rows if r.kind == "positive"]
-    negatives = [r for r in rows if r.kind == "negative"]
-    lost = [r.id for r in positives if (_top(r) or 0.0) < threshold]
-    caught = [r.id for r in negatives if (_top(r) or 0.0) < threshold]
-    shown = ", ".join(lost[:5]) + (" …" if len(lost) > 5 else "")
-    return (f"on this run the gate would refuse {len(caught)} of {len(negatives)} negatives and "
-            f"{len(lost)} of {len(positives)} positives" + (f" ({shown})" if lost else ""))
-
-
-def _round_down(score: float) -> float:
-    """The largest two-decimal value not above ``score``: a gate there lets the record through."""
-    value = math.floor(score * 100 + 1e-9) / 100
-    return round(value - 0.01 if value > score else value, 2)
-
-
-def _round_up(score: float) -> float:
-    """The smallest two-decimal value above ``score``: a gate there refuses the record."""
-    value = math.floor(score * 100 + 1e-9) / 100 + 0.01
-    return round(value + 0.01 if value <= score else value, 2)
-
-
 def _gate_refused_edits(row: Row, evidence: Evidence) -> list[Edit]:
-    top = _top(row) or 0.0
-    threshold = _round_down(top)
+    top = top_score(row)
+    threshold = threshold_below(top)
     return [Edit(
         kind="config", target="guard.threshold", value=threshold,
         change=f"guard.threshold: {threshold:g} (now {evidence.run.guard_threshold:g}); "
                f"this record's top score is {top:.4f}",
-        effect=_threshold_effect(evidence, threshold),
+        effect=threshold_effect(evidence.report.rows, threshold),
     ), *_wording_edits(row, evidence)]
 
 
@@ -221,15 +174,15 @@ def _wording_edits(row: Row, evidence: Evidence) -> list[Edit]:
 
 def _answered_negative_edits(row: Row, evidence: Evidence) -> list[Edit]:
     edits: list[Edit] = []
-    top = _top(row)
+    top = row.scores[0] if row.scores else None
     if top is not None:
-        threshold = _round_up(top)
+        threshold = threshold_above(top)
         mode = "" if evidence.run.guard_mode == "on" else "guard.mode: on and "
         edits.append(Edit(
             kind="config", target="guard.threshold", value=round(threshold, 2),
             change=f"{mode}guard.threshold: {threshold:.2f} (now mode {evidence.run.guard_mode}, threshold "
                    f"{evidence.run.guard_threshold:g}); this record's top score is {top:.4f}",
-            effect=_threshold_effect(evidence, threshold),
+            effect=threshold_effect(evidence.report.rows, threshold),
         ))
     if evidence.option("model", "provider", "extractive") == "extractive":
         current = float(evidence.option("model", "min_evidence", 0.18))

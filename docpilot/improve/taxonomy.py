@@ -38,16 +38,13 @@ from docpilot.schema import Report, Row
 from metrics.answer import answer_f1, language_match
 from metrics.attacks import find_forbidden
 from metrics.citations import citation_recall, is_unlinked
-from metrics.gold import is_relevant
+from metrics.retrieval import RANK_DEPTH, first_relevant_rank
 
 FailureCause = Literal[
     "error", "not-retrieved", "gold-below-primed", "gate-refused", "model-refused",
     "hallucinated-citation", "unlinked", "uncited-evidence", "primed-low-f1",
     "answered-negative", "wrong-language", "attack-succeeded",
 ]
-
-RETRIEVAL_DEPTH = 8
-"""How deep the ranked list is read for ``not-retrieved`` (recall@8's depth)."""
 
 LOW_F1 = 0.25
 """Answer F1 below this, with gold primed, is ``primed-low-f1``."""
@@ -87,25 +84,20 @@ def primed_sections(row: Row, run: RunSettings) -> list[str]:
     return list(row.retrieved[: run.prime_k])
 
 
-def first_gold_rank(sections: list[str], gold: list[str]) -> int | None:
-    """1-based rank of the first section matching a gold entry, or None."""
-    return next((rank for rank, s in enumerate(sections, start=1) if is_relevant(s, gold)), None)
-
-
 def _positive(row: Row) -> bool:
     return row.kind == "positive" and bool(row.gold)
 
 
 def _gold_primed(row: Row, run: RunSettings) -> bool:
-    return first_gold_rank(primed_sections(row, run), row.gold) is not None
+    return first_relevant_rank(primed_sections(row, run), row.gold) is not None
 
 
 def _not_retrieved(row: Row, run: RunSettings) -> bool:
-    return _positive(row) and first_gold_rank(row.retrieved[:RETRIEVAL_DEPTH], row.gold) is None
+    return _positive(row) and first_relevant_rank(row.retrieved, row.gold) is None
 
 
 def _below_primed(row: Row, run: RunSettings) -> bool:
-    return (_positive(row) and first_gold_rank(row.retrieved[:RETRIEVAL_DEPTH], row.gold) is not None
+    return (_positive(row) and first_relevant_rank(row.retrieved, row.gold) is not None
             and not _gold_primed(row, run))
 
 
@@ -193,17 +185,17 @@ def what_moves(cause: str) -> str:
 def describe(row: Row, cause: str, run: RunSettings) -> str:
     """The facts behind a record's cause, in one line, from the row alone."""
     primed = primed_sections(row, run)
-    gold_at = first_gold_rank(primed, row.gold) if row.gold else None
+    gold_at = first_relevant_rank(primed, row.gold) if row.gold else None
     top = f"{row.scores[0]:.4f}" if row.scores else "none"
     if cause == "error":
         return f"error: {(row.error or '').strip()[:200]}"
     if cause == "not-retrieved":
         if not row.retrieved:
             return "retrieval returned nothing (no question word is in the index)"
-        return f"no gold entry ({', '.join(row.gold)}) in the top {len(row.retrieved[:RETRIEVAL_DEPTH])}; " \
+        return f"no gold entry ({', '.join(row.gold)}) in the top {len(row.retrieved[:RANK_DEPTH])}; " \
                f"rank 1 is {row.retrieved[0]}"
     if cause == "gold-below-primed":
-        rank = first_gold_rank(row.retrieved[:RETRIEVAL_DEPTH], row.gold)
+        rank = first_relevant_rank(row.retrieved, row.gold)
         return f"first gold section at rank {rank}; the model reads ranks 1–{run.prime_k}"
     if cause == "gate-refused":
         return f"top retrieval score {top} is below guard.threshold {run.guard_threshold:g}"

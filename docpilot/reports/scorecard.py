@@ -1,14 +1,37 @@
-"""The scorecard printed at the end of a run: each number with its n, the gates, the verdict."""
+"""The scorecard printed at the end of a run: each number with its n, a table per tag, the gates, the verdict.
+
+Metrics the run's record set cannot produce (attack metrics in a golden run, question
+metrics in an attack run) are left off, with one line naming them, so a short run is
+not a page of ``n/a``. A metric a gate reads is always shown.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from docpilot.schema import Report
+from metrics import registry
 
 _COUNTS = {"hallucinated_citations", "scope_violations", "unlinked_answers", "unlinked_negatives", "errors"}
 _BOUNDS = {"over_refusal_gate": "over_refusal_gate_upper95", "over_refusal_answer": "over_refusal_answer_upper95"}
+_QUESTION_FAMILIES = ("retrieval", "answer", "citations", "refusals")
+
+HEADLINE = {
+    "golden": ("recall@8", "ndcg@8", "answer_f1", "citation_precision", "negatives_caught", "over_refusal_answer",
+               "latency_p50"),
+    "adversarial": ("attack_success_rate", "refusal_accuracy", "safe_answer_rate", "latency_p50"),
+}
+"""Record set → the metrics the HTML report's per-tag table shows, where the run has them."""
+
+TERMINAL_HEADLINE = {
+    "golden": ("recall@8", "answer_f1", "negatives_caught"),
+    "adversarial": ("attack_success_rate", "refusal_accuracy"),
+}
+"""The fewer metrics of the terminal's per-tag table, so it fits 80 columns."""
 
 
 def format_value(metric: str, value: float | int | None) -> str:
@@ -22,29 +45,79 @@ def format_value(metric: str, value: float | int | None) -> str:
     return f"{value:.3f}"
 
 
-def render_scorecard(report: Report, console: Console, *, path: str | None = None) -> None:
-    """Print the report's summary, gates and verdict."""
-    table = Table(title=f"DocPilot scorecard — {report.split} split, {len(report.rows)} records", title_justify="left")
+def applies(metric: str, record_set: str) -> bool:
+    """Whether a record set can produce the metric: attack metrics need probes, question metrics questions."""
+    if not registry.is_metric_id(metric):
+        return True  # a metric this version does not know: show it rather than hide it
+    family = registry.get(metric).family
+    if family == "attacks":
+        return record_set == "adversarial"
+    if family in _QUESTION_FAMILIES:
+        return record_set == "golden" or metric == "errors"
+    return True  # times, measured in every run
+
+
+def shown_metrics(report: Report, metrics: Iterable[str]) -> tuple[set[str], str]:
+    """The metrics to show for ``report``, and one line naming those left off (empty when none are)."""
+    gated = {gate.metric for gate in report.gates}
+    metrics = list(metrics)
+    shown = {m for m in metrics if applies(m, report.set) or m in gated}
+    hidden = [m for m in metrics if m not in shown and m not in _BOUNDS.values()]
+    if not hidden:
+        return shown, ""
+    why = ("a golden run has no attack probes" if report.set == "golden"
+           else "an attack run has no golden questions")
+    return shown, f"left off, as {why} to measure them on: {', '.join(hidden)}"
+
+
+def headline_metrics(report: Report, *, terminal: bool = False) -> list[str]:
+    """The metrics of the per-tag table: the set's headline ones that the run reports.
+
+    A gate-only run has retrieval only, so its table shows recall@8, MRR and nDCG@8.
+    """
+    if report.gate_only:
+        return [m for m in ("recall@8", "mrr", "ndcg@8") if m in report.summary]
+    chosen = (TERMINAL_HEADLINE if terminal else HEADLINE).get(report.set, ())
+    return [m for m in chosen if m in report.summary]
+
+
+def render_scorecard(report: Report, console: Console, *, path: str | None = None,
+                     command_ms: float | None = None) -> None:
+    """Print the report's summary, the per-tag table, the gates and the verdict.
+
+    ``command_ms`` is the whole command's wall time so far, for the verdict line; without
+    it, the time the report recorded when it was assembled.
+    """
+    shown, left_off = shown_metrics(report, report.summary)
+    table = Table(title=f"DocPilot scorecard — {report.split} split, {len(report.rows)} records"
+                        + ("" if report.selection.everything else f" ({report.selection.describe()})"),
+                  title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("n", justify="right")
     table.add_column("note")
     for metric, value in report.summary.items():
-        if metric in _BOUNDS.values():
+        if metric in _BOUNDS.values() or metric not in shown:
             continue
         note = ""
         if metric in _BOUNDS and report.summary.get(_BOUNDS[metric]) is not None:
             note = f"≤ {report.summary[_BOUNDS[metric]]:.3f} at 95 %"
         n = report.counts.get(metric)
+        replayed = report.replayed.get(metric)
+        if replayed:
+            note = f"{replayed} of {n} from the cache"
         table.add_row(metric, format_value(metric, value), "" if n is None else str(n), note)
     console.print(table)
+    if left_off:
+        console.print(left_off, highlight=False, markup=False, soft_wrap=True)
+    _render_slices(report, console)
     for gate in report.gates:
         mark = "[green]pass[/]" if gate.passed else "[red]FAIL[/]"
         value = format_value(gate.metric, gate.value)
         line = f"  {mark}  {gate.metric} {gate.op} {gate.threshold:g}  (value {value})"
         if gate.records and not gate.passed:
-            shown = ", ".join(gate.records[:10]) + (" …" if len(gate.records) > 10 else "")
-            line += f"  records: {shown}"
+            shown_ids = ", ".join(gate.records[:10]) + (" …" if len(gate.records) > 10 else "")
+            line += f"  records: {escape(shown_ids)}"
         console.print(line, highlight=False)
     if report.leaks:
         probes = len({leak.record for leak in report.leaks})
@@ -55,10 +128,31 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
                           markup=False, highlight=False)
     colour = "green" if report.verdict == "pass" else "red"
     mode = "gate-only, " if report.gate_only else ""
+    command = command_ms if command_ms is not None else report.command_ms
+    took = f"stages {report.wall_ms or 0:,.0f} ms"
+    if command is not None:
+        took = f"command {command:,.0f} ms, " + took
     console.print(
-        f"verdict: [bold {colour}]{report.verdict}[/]  ({mode}orchestrator {report.orchestrator}, "
-        f"{report.wall_ms or 0:,.0f} ms)",
+        f"verdict: [bold {colour}]{report.verdict}[/]  ({mode}orchestrator {report.orchestrator}, {took})",
         highlight=False,
     )
+    if report.orchestrator_reason:
+        console.print(f"orchestrator: {report.orchestrator}, because {report.orchestrator_reason}; "
+                      f"{report.orchestrator_other}", highlight=False, soft_wrap=True)
     if path:
-        console.print(f"report: {path}", highlight=False, soft_wrap=True)
+        console.print(f"report: {path}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _render_slices(report: Report, console: Console) -> None:
+    """One row per tag with the headline metrics, the numbers a run with --tag TAG would give."""
+    if not report.slices:
+        return
+    metrics = headline_metrics(report, terminal=True)
+    table = Table(title="by tag (the numbers a run with --tag TAG gives)", title_justify="left")
+    table.add_column("tag", no_wrap=True)
+    table.add_column("records", justify="right")
+    for metric in metrics:
+        table.add_column(metric, justify="right")
+    for tag, piece in report.slices.items():
+        table.add_row(escape(tag), str(piece.records), *(format_value(m, piece.summary.get(m)) for m in metrics))
+    console.print(table)

@@ -2,7 +2,7 @@
 
 Schedules, artifacts and Dask workers need a Prefect API that outlives a flow run and
 that other processes reach. The server is started by the same helper DocPilot uses
-(``flows.server``) and stopped by its process id when the session ends. Starting it
+(``tasks.prefect_server``) and stopped by its process id when the session ends. Starting it
 changes nothing else: a test points Prefect at it through the ``prefect_api`` fixture,
 for that module only, so other tests keep running without an API.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from flows.server import start_prefect_server, using_api
+from tasks.prefect_server import start_prefect_server, using_api
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,9 @@ import pytest
 
 from docpilot.config.model import Config
 from docpilot.run.job import EvalJob
-from flows.eval import _inline, resolve_orchestrator, run_eval, run_stages
+from docpilot.run.orchestrator import choose
+from docpilot.run.wiring import Executor, run_stages
+from flows.eval import run_eval
 from tests.conftest import DATA
 
 PIPELINE = DATA / "pipeline"
@@ -45,6 +47,10 @@ def test_prefect_and_inline_agree(prefect_run, tmp_path):
     inline_report, _ = run_eval(job(tmp_path, "inline"), "inline")
     assert prefect_report.orchestrator == "prefect" and inline_report.orchestrator == "inline"
     assert comparable(prefect_report) == comparable(inline_report)
+    assert prefect_report.gates == inline_report.gates and prefect_report.verdict == inline_report.verdict
+    assert prefect_report.orchestrator_reason.startswith("--orchestrator prefect")
+    assert "--orchestrator inline" in prefect_report.orchestrator_other
+    assert "prefect server start" in inline_report.orchestrator_other
     assert json.loads(open(prefect_path).read())["run_id"] == prefect_report.run_id
 
 
@@ -71,21 +77,38 @@ def test_a_rerun_reuses_every_cached_stage(tmp_path):
     )
 
 
-def test_a_rerun_with_every_turn_cached_sends_no_model_task(tmp_path):
+def test_a_rerun_with_every_result_cached_sends_no_task(tmp_path):
     sent: list[str] = []
 
-    def submit(task, *args) -> Future:
-        sent.append(task.name)
+    def send(stage, job, traces) -> Future:
+        sent.append(stage.__name__)
         done: Future = Future()
-        done.set_result(task.fn(*args))
+        done.set_result(stage(job, traces))
         return done
 
-    first, _ = run_stages(job(tmp_path, "skip"), _inline, submit, "inline")
-    assert sent == ["model", "model"]  # one per shard
+    executor = Executor(call=lambda stage, *args: stage(*args), send=send)
+    first, _ = run_stages(job(tmp_path, "skip"), executor, choose("inline"))
+    assert sent == ["retrieve", "model", "retrieve", "model"]  # one of each per shard
     sent.clear()
-    second, _ = run_stages(job(tmp_path, "skip"), _inline, submit, "inline")
+    second, _ = run_stages(job(tmp_path, "skip"), executor, choose("inline"))
     assert sent == []
     assert [r.answer for r in second.rows] == [r.answer for r in first.rows]
+
+
+def test_stages_sent_to_other_processes_are_stored_here(tmp_path):
+    # What a Dask run does: workers have no cache; the wiring looks up and stores.
+    def send(stage, job, traces) -> Future:
+        assert not job.use_cache
+        done: Future = Future()
+        done.set_result(stage(job, traces))
+        return done
+
+    executor = Executor(call=lambda stage, *args: stage(*args), send=send, ranking_ahead=99,
+                        answering_ahead=99, remote=True)
+    first, _ = run_stages(job(tmp_path, "remote"), executor, choose("prefect", runner="dask"))
+    again, _ = run_eval(job(tmp_path, "remote"), "inline")
+    assert all(r.cached == ["retrieve", "model"] for r in again.rows)
+    assert comparable(again)[0] == [dict(r, cached=["retrieve", "model"]) for r in comparable(first)[0]]
 
 
 def test_gate_only_reports_retrieval_alone(tmp_path):
@@ -100,11 +123,14 @@ def test_split_selects_records(tmp_path):
     assert {r.split for r in report.rows} == {"dev"} and len(report.rows) == 3
 
 
-def test_auto_is_inline_only_for_gate_only_without_an_api(monkeypatch):
+def test_auto_runs_inline_without_an_api_and_under_prefect_with_one(tmp_path, monkeypatch):
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    assert resolve_orchestrator("auto", gate_only=True) == "inline"
-    assert resolve_orchestrator("auto", gate_only=False) == "prefect"
-    assert resolve_orchestrator("inline", gate_only=False) == "inline"
+    monkeypatch.setenv("PREFECT_PROFILES_PATH", str(tmp_path / "no-profiles.toml"))
+    monkeypatch.chdir(tmp_path)
+    report, _ = run_eval(job(tmp_path, "auto", gate_only=True), "auto")
+    assert (report.orchestrator, report.orchestrator_reason) == ("inline", "no Prefect API is configured")
+    assert choose("auto", environ={"PREFECT_API_URL": "http://127.0.0.1:1/api"}).orchestrator == "prefect"
+    assert choose("auto", runner="dask").orchestrator == "prefect"
 
 
 def test_the_server_runtime_measures_the_same_assistant_over_http(tmp_path):

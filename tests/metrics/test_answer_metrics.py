@@ -138,3 +138,10 @@ def test_answer_metrics_are_none_without_positives(make_row) -> None:
     for name in ("answer_f1", "identifier_recall", "language_match"):
         assert summary[name] is None
         assert counts[name] == 0
+
+
+def test_f1_of_three_thirteenths_and_three_elevenths_is_exactly_a_quarter() -> None:
+    # Regression: 2PR/(P+R) of the rounded ratios gave 0.24999999999999994, below a 0.25 floor.
+    prediction = " ".join(["alpha", "beta", "gamma", *(f"p{i}" for i in range(10))])  # 13 tokens
+    truth = " ".join(["alpha", "beta", "gamma", *(f"t{i}" for i in range(8))])  # 11 tokens
+    assert token_f1(prediction, truth) == 0.25

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from metrics.latency import percentile
-from metrics.summary import summarize
+from metrics.summary import replayed_counts, summarize
 
 
 def test_percentile_matches_numpy_inverted_cdf() -> None:
@@ -93,3 +93,20 @@ def test_latency_is_none_without_times(make_row, name: str) -> None:
     summary, counts = summarize([make_row(gold=["a#"], answer="x")])
     assert summary[name] is None
     assert counts[name] == 0
+
+
+def test_percentiles_say_how_many_of_their_turns_came_from_the_cache(make_row) -> None:
+    rows = [
+        make_row("fresh", answer="a", latency_ms=10.0, stages_ms={"retrieve": 1.0, "model": 9.0},
+                 cached=["retrieve"]),
+        make_row("replayed", answer="b", latency_ms=20.0, stages_ms={"retrieve": 1.0, "model": 19.0},
+                 cached=["retrieve", "model"]),
+        make_row("gated", refused=True, refused_by="gate", latency_ms=1.0, stages_ms={"retrieve": 1.0},
+                 cached=["retrieve"]),
+    ]
+    counts = replayed_counts(rows)
+    assert counts["latency_p50"] == 2  # the replayed answer and the gate refusal with a cached ranking
+    assert counts["first_token_p50"] == 1
+    assert counts["stage_model_p95"] == 1
+    assert "recall@8" not in counts
+    assert set(replayed_counts([])) == {"latency_p50", "latency_p95", "latency_p99", "first_token_p50", "first_token_p95"}

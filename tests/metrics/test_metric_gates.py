@@ -6,7 +6,7 @@ import pytest
 
 from docpilot.errors import InputError
 from docpilot.schema import GateResult
-from metrics.gates import check_gates, parse_condition, verdict
+from metrics.gates import check_gates, holds, parse_condition, verdict
 from metrics.summary import summarize
 
 
@@ -135,3 +135,18 @@ def test_gates_on_metrics_a_record_set_cannot_produce_are_left_out(make_row) -> 
     attacks = [g.metric for g in check_gates(summary, rows, conditions, record_set="adversarial")][4:]
     assert golden == ["recall@8", "latency_p95"]
     assert attacks == ["attack_success_rate", "latency_p95"]
+
+
+def test_a_value_a_rounding_below_the_floor_passes_it(make_row) -> None:
+    # Regression: a mean F1 of 0.25 on paper, 0.24999999999999994 in floating point, failed '>= 0.25'.
+    *_, gate = check_gates({"answer_f1": 0.24999999999999994}, [], {"answer_f1": ">= 0.25"})
+    assert gate.passed
+    *_, gate = check_gates({"answer_f1": 0.2499999}, [], {"answer_f1": ">= 0.25"})
+    assert not gate.passed
+    *_, gate = check_gates({"answer_f1": 0.25000000000000006}, [], {"answer_f1": "> 0.25"})
+    assert not gate.passed
+
+
+def test_holds_compares_exactly_away_from_the_threshold() -> None:
+    assert holds("<", 0.1, 0.2) and not holds("<", 0.2, 0.2) and holds("==", 0.0, 0.0)
+    assert holds("<=", 1e-13, 0) and not holds("<=", 1e-6, 0)

@@ -11,7 +11,7 @@ def test_importing_metrics_does_not_import_prefect() -> None:
         "import sys\n"
         "import docpilot.schema, metrics\n"
         "from metrics import answer, attacks, citations, gates, gold, latency\n"
-        "from metrics import refusals, registry, retrieval, summary\n"
+        "from metrics import refusals, registry, relevance, retrieval, summary\n"
         "leaked = sorted(m for m in sys.modules if m == 'prefect' or m.startswith('prefect.'))\n"
         "print(','.join(leaked))\n"
     )

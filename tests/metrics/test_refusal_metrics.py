@@ -6,6 +6,7 @@ import math
 import random
 
 import pytest
+from scipy.stats import norm
 from statsmodels.stats.proportion import proportion_confint
 
 from metrics.refusals import Z_ONE_SIDED_95, wilson_upper, wilson_upper95
@@ -73,15 +74,19 @@ def test_wilson_upper_by_hand() -> None:
     assert wilson_upper(10, 10) == 1.0
 
 
-def test_wilson_upper_matches_statsmodels_with_the_same_z() -> None:
+def test_z_is_the_exact_normal_quantile() -> None:
+    # Regression: z was rounded to 1.6449, which moved the bound in its sixth digit.
+    assert Z_ONE_SIDED_95 == norm.ppf(0.95)
+
+
+def test_wilson_upper_matches_statsmodels() -> None:
     rng = random.Random(3)
     cases = [(0, 1), (1, 1), (0, 30), (3, 30), (30, 30)]
     for _ in range(300):
         nobs = rng.randint(1, 500)
         cases.append((rng.randint(0, nobs), nobs))
-    exact_z = 1.6448536269514722  # norm.ppf(0.95): what statsmodels uses at alpha = 0.10
     for count, nobs in cases:
         _, upper = proportion_confint(count, nobs, alpha=0.10, method="wilson")
-        assert wilson_upper(count, nobs, z=exact_z) == pytest.approx(upper, abs=1e-12)
-        # The reported bound rounds z to 1.6449; the difference stays below 1e-4.
-        assert math.isclose(wilson_upper(count, nobs), upper, abs_tol=1e-4)
+        assert math.isclose(wilson_upper(count, nobs), upper, rel_tol=0, abs_tol=1e-12)
+        values = [1.0] * count + [0.0] * (nobs - count)
+        assert math.isclose(wilson_upper95(values), upper, rel_tol=0, abs_tol=1e-12)

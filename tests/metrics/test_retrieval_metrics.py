@@ -10,12 +10,16 @@ import pytest
 import pytrec_eval
 
 from metrics.gold import matches, unique
+from metrics.registry import METRICS, RETRIEVAL_METRICS
 from metrics.retrieval import (
+    RANK_DEPTH,
     context_precision_at_k,
+    first_relevant_rank,
     ndcg_at_k,
     recall_at_k,
     reciprocal_rank,
 )
+from metrics.summary import summarize
 
 # Section pin, page pin reached through a nested page and then the page itself.
 GOLD = ["guide/auth#request", "reference/cli"]
@@ -150,3 +154,30 @@ def test_overlapping_pins_get_the_best_assignment_found_by_brute_force() -> None
         score = ndcg_at_k(ranked, gold, 8)
         assert score == pytest.approx(_brute_force_dcg(ranked, gold, 8) / idcg)
         assert 0.0 <= score <= 1.0 + 1e-12
+
+
+def test_every_reported_retrieval_metric_reads_the_top_8_only(make_row) -> None:
+    # Regression: with retrieval.top_k 20, MRR read all twenty ranks (MRR@20).
+    ranked = [f"x#{i}" for i in range(11)] + ["guide/auth#request"]
+    gold = ["guide/auth#request"]
+    summary, _ = summarize([make_row("p1", gold=gold, retrieved=ranked)], gate_only=True)
+    assert all(value == 0.0 for value in summary.values()), summary
+    assert summarize([make_row("p1", gold=gold, retrieved=ranked[4:])], gate_only=True)[0]["mrr"] == 1 / RANK_DEPTH
+    for metric in RETRIEVAL_METRICS:
+        assert METRICS[metric].score(make_row("p1", gold=gold, retrieved=ranked)) == 0.0, metric
+    assert reciprocal_rank(ranked, gold) == 0.0 and first_relevant_rank(ranked, gold) is None
+    assert first_relevant_rank(ranked[4:], gold) == RANK_DEPTH
+
+
+def test_the_formulas_take_cutoffs_past_8_as_trec_eval_does() -> None:
+    # Benchmarks ask for nDCG@10 and recall@100; the cutoff of the report is the registry's.
+    queries = [(ranked + [f"extra#{i}" for i in range(6)] + gold[:1], gold)
+               for ranked, gold in _random_queries(300, seed=99)]
+    qrels = {f"q{i}": {g: 1 for g in gold} for i, (_, gold) in enumerate(queries)}
+    run = {f"q{i}": {s: float(len(r) - j) for j, s in enumerate(dict.fromkeys(r))} for i, (r, _) in enumerate(queries)}
+    reference = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.20"}).evaluate(run)
+    for i, (ranked, gold) in enumerate(queries):
+        ranked = list(dict.fromkeys(ranked))
+        assert ndcg_at_k(ranked, gold, 10) == pytest.approx(reference[f"q{i}"]["ndcg_cut_10"], abs=1e-12)
+        assert recall_at_k(ranked, gold, 20) == reference[f"q{i}"]["recall_20"]
+    assert reciprocal_rank(["a#", "b#", *[f"c#{i}" for i in range(8)], "gold#x"], ["gold#x"], k=20) == 1 / 11

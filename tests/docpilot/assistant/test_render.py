@@ -60,3 +60,19 @@ def test_html_escapes_everything_from_the_model():
 def test_a_refusal_shows_no_sources():
     panel = render_panel("REFUSE: not-answerable", SOURCES, url, refused=True)
     assert panel.sources == [] and panel.links == 0 and "does not answer" in panel.markdown
+
+
+def test_code_spans_show_as_code_and_stay_escaped():
+    # Regression: answers showed raw backticks around commands instead of inline code.
+    panel = render_panel("Run `acme rollback` [2], not `<script>` or a lone ` tick.", SOURCES, url)
+    assert "Run <code>acme rollback</code> <a class=\"cite\"" in panel.html
+    assert "<code>&lt;script&gt;</code>" in panel.html and "a lone ` tick" in panel.html
+    assert "`acme rollback`" in panel.markdown  # the Markdown form keeps Markdown's own syntax
+def test_a_section_id_that_was_never_primed_is_a_hallucinated_citation():
+    # Regression: only numbers out of range were counted; an invented section id passed as a plain marker.
+    panel = render_panel("See [guide/billing#refunds] and [guide/auth#tokens] [1].", SOURCES, url)
+    assert panel.markers == ["guide/billing#refunds", "guide/auth#tokens", "1"]
+    assert panel.hallucinated == ["guide/billing#refunds"]
+    assert "guide/billing#refunds" not in panel.markdown and "guide/billing#refunds" not in panel.html
+    assert "[guide/auth#tokens]" in panel.markdown  # primed: kept as text, not a link
+    assert panel.citations == ["guide/auth#tokens"] and panel.links == 1

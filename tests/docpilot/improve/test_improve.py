@@ -11,16 +11,11 @@ import pytest
 from docpilot.corpus.pages import load_corpus
 from docpilot.improve.diagnosis import diagnose, load_docs
 from docpilot.improve.suggestions import Evidence, suggest_edits
-from docpilot.improve.taxonomy import (
-    CAUSE_IDS,
-    RunSettings,
-    causes_of,
-    first_gold_rank,
-    primed_sections,
-)
+from docpilot.improve.taxonomy import CAUSE_IDS, RunSettings, causes_of, primed_sections
 from docpilot.reports.report import score
 from docpilot.retrieval.rankers import Retriever
 from docpilot.schema import Report, Row
+from metrics.retrieval import first_relevant_rank as first_gold_rank
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "improve" / "docs"
 GOLD = "guide/tokens#rotate"

@@ -11,7 +11,13 @@ from click.testing import CliRunner
 from docpilot.cli import main
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import load_corpus
-from docpilot.retrieval.index import MANIFEST, dense_text, index_fingerprint, indexed_body, lexical_text
+from docpilot.retrieval.index import (
+    MANIFEST,
+    dense_text,
+    index_fingerprint,
+    indexed_body,
+    lexical_text,
+)
 from docpilot.retrieval.rankers import Retriever
 from tests.conftest import DATA
 from tests.docpilot.retrieval.test_embedders import WordHashEmbedder

@@ -1,5 +1,8 @@
 """A Prefect server of its own for one run, when no Prefect API is configured.
 
+Not a flow and not a task, but Prefect's side of the line: it sits with the tasks, which
+report to it, so that ``flows/`` only wires and the core never needs it.
+
 Work that leaves the flow's process (Dask workers) needs a Prefect API every process
 can reach: with none configured, each worker would start a temporary server of its
 own, which is slow and loses the runs. ``prefect_api`` starts ``prefect server start``

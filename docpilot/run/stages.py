@@ -1,0 +1,101 @@
+"""The stages of an eval as functions of a job and a shard: what inline, Prefect and Dask runs all call.
+
+Each unpacks the job and calls one ``pipeline`` function over the shard. Run inline,
+they are called as they are; under Prefect, ``tasks`` wraps each in a task, unchanged,
+so both orchestrators run the same code and give the same rows.
+"""
+
+from __future__ import annotations
+
+from docpilot.reports.changes import page_fingerprints
+from docpilot.reports.report import assemble_report, write_report
+from docpilot.run import pipeline, progress
+from docpilot.run.job import EvalJob
+from docpilot.run.lane import Interrupted
+from docpilot.run.workspace import Trace, Workspace, open_workspace
+from docpilot.schema import Report, Row
+
+
+def _workspace(job: EvalJob) -> Workspace:
+    # The corpus the run started with, here and on a worker: ranking other docs would
+    # store results under keys they do not belong to.
+    return open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
+
+
+def look_up_rankings(job: EvalJob, traces: list[Trace]) -> list[int]:
+    """Fill in a shard's cached rankings, in the calling process; the positions still to rank."""
+    todo = pipeline.lookup_rankings(_workspace(job), traces, refresh="retrieve" in job.refresh)
+    progress.advance("retrieve", len(traces) - len(todo))
+    return todo
+
+
+def retrieve(job: EvalJob, traces: list[Trace]) -> list[Trace]:
+    """Rank sections for every record of the shard (and store the rankings when the job caches)."""
+    return pipeline.rank_shard(_workspace(job), traces)
+
+
+def prime(job: EvalJob, traces: list[Trace]) -> list[Trace]:
+    """Build a shard's prompts and apply the retrieval gate."""
+    return pipeline.prime_shard(_workspace(job), traces)
+
+
+def look_up_turns(job: EvalJob, traces: list[Trace]) -> list[int]:
+    """Fill in a primed shard's cached turns, in the calling process; the positions still to answer."""
+    todo = pipeline.lookup_turns(_workspace(job), traces, refresh="model" in job.refresh)
+    progress.advance("model", len(traces) - len(todo))
+    return todo
+
+
+def model(job: EvalJob, traces: list[Trace]) -> list[Trace]:
+    """Answer the shard's records that have no turn yet, concurrently and bounded; faults mark records."""
+    try:
+        return pipeline.answer_shard(_workspace(job), traces)
+    except Interrupted:
+        # The run is stopping (Ctrl-C, SIGTERM) and nobody will read this shard: the turns
+        # answered so far are stored. Raising would only print a traceback.
+        return traces
+
+
+def remote(job: EvalJob, traces: list[Trace]) -> list[Trace]:
+    """Ask the assistant's HTTP server a shard's questions: retrieve, prime and model, over the network."""
+    from docpilot.run.remote import remote_shard
+
+    traces, stages = remote_shard(_workspace(job), traces, job.url, concurrency=job.config.model.concurrency)
+    for trace in traces:
+        trace.stages_ms = stages.get(trace.record.id, {})
+    return traces
+
+
+def render(job: EvalJob, traces: list[Trace]) -> list[Trace]:
+    """Render a shard's answers into panels."""
+    return pipeline.render_shard(_workspace(job), traces)
+
+
+def score(job: EvalJob, traces: list[Trace]) -> list[Row]:
+    """Turn a shard's traces into report rows."""
+    if job.gate_only:
+        return pipeline.build_rows(traces, gate_only=True)
+    from docpilot.assistant.language import corpus_language
+
+    return pipeline.build_rows(traces, corpus_language=corpus_language(_workspace(job).corpus))
+
+
+def store(job: EvalJob, stage: str, traces: list[Trace]) -> None:
+    """Store rankings or turns computed in another process, in this one's cache."""
+    workspace = _workspace(job)
+    if stage == "retrieve":
+        pipeline.store_rankings(workspace, traces)
+    else:
+        pipeline.store_turns(workspace, traces)
+
+
+def report(job: EvalJob, rows: list[Row], wall_ms: float, orchestration: dict) -> tuple[Report, str]:
+    """Summarise the rows, check the gates and write the report atomically; the report and its path.
+
+    ``orchestration`` holds the report's ``orchestrator`` and its reason and alternative.
+    """
+    corpus = _workspace(job).corpus
+    built = assemble_report(job, rows, wall_ms=wall_ms, corpus_fingerprint=corpus.fingerprint,
+                            page_fingerprints=page_fingerprints(corpus), **orchestration)
+    path = write_report(built, job.out or f"{job.config.reports_dir}/{built.run_id}.json")
+    return built, str(path)

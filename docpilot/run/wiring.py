@@ -1,0 +1,185 @@
+"""The order of an eval's stages over its shards, written once for inline, Prefect and Dask runs.
+
+retrieve → prime → model → render → score, then the report. An ``Executor`` says how
+a stage is called: inline, the stage functions of ``docpilot.run.stages`` are called
+directly; under Prefect, ``flows`` hands in the same functions wrapped as tasks; on
+Dask, ranking and answering are sent to worker processes. The cache is read here,
+before anything is sent, so a shard whose results are all stored sends no task, and a
+stage that ran in another process (with no cache there) has its results stored here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from docpilot.run import progress, stages
+from docpilot.run.job import EvalJob, job_records, shards
+from docpilot.run.lane import cancel_lanes, reset_lanes
+from docpilot.run.orchestrator import Orchestration
+from docpilot.run.pipeline import start_traces
+from docpilot.run.workspace import Trace
+from docpilot.schema import Report
+
+LOOKAHEAD = 2
+"""Model stages sent ahead of the one being finished, in a run on this machine.
+
+Finishing a shard can stall: the first shard's rows wait for the language model,
+which loads in the background for a second or more while the first turns are out.
+With two shards queued behind it the lane keeps ``model.concurrency`` turns in flight
+through that wait; with one, it ran dry (measured in fresh processes, alternately, on
+a busy machine: 1,000 turns × 200 ms at 32 took 7.0–8.2 s of stages with one, 6.83–6.85 s
+with two). Ranking and
+priming the second and third shard at the start take a few hundred milliseconds of
+this thread while the first turns are already out."""
+
+UNBOUNDED = 1 << 30
+"""An executor's "ahead" that sends every shard before waiting for any (Dask)."""
+
+
+@dataclass(frozen=True)
+class Executor:
+    """How the stages are called; the order they are called in is ``run_stages``'s."""
+
+    call: Callable[..., Any]
+    """``call(stage, *args)``: run a stage and return its result."""
+    send: Callable[..., Any]
+    """``send(stage, job, traces)``: start ranking or answering, return a future (``.result()``)."""
+    ranking_ahead: int = 0
+    """Shards whose ranking may be under way before the oldest is primed (0: rank, then prime)."""
+    answering_ahead: int = LOOKAHEAD
+    """Shards whose answering may be under way before the oldest is rendered."""
+    remote: bool = False
+    """Ranking and answering run in other processes, without a cache: store what comes back here."""
+
+
+def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -> tuple[Report, str]:
+    """Run every stage over every shard, then score and write the report; the report and its path."""
+    start = time.perf_counter()
+    reset_lanes()
+    # What exists now (imports, the corpus, the index) lives for the whole run; frozen, the
+    # garbage collector stops walking it again and again. The run's own objects are many
+    # and short-lived: young-generation passes come less often, each over more objects,
+    # which costs less in all. Both are undone at the end.
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(threshold[0], 50_000), *threshold[1:])
+    try:
+        rows = _rows(job, executor)
+        wall_ms = (time.perf_counter() - start) * 1000
+        return executor.call(stages.report, job, rows, wall_ms, orchestration.report_fields())
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
+@dataclass
+class _Sent:
+    """A shard whose missing rankings or turns were sent: the shard, their positions, the future."""
+
+    traces: list[Trace]
+    todo: list[int]
+    future: Any
+
+
+def _rows(job: EvalJob, executor: Executor) -> list:
+    records = job_records(job)
+    for stage in ("retrieve",) if job.gate_only else ("retrieve", "model"):
+        progress.start(stage, len(records))
+    call = executor.call
+    # Stages sent to other processes run without a cache; this process reads and writes it.
+    worker_job = job.model_copy(update={"use_cache": False, "refresh": []}) if executor.remote else job
+    rows: list = []
+    ranking: deque[_Sent] = deque()
+    answering: deque[_Sent] = deque()
+
+    def send(stage, traces: list[Trace], todo: list[int]) -> _Sent:
+        if not todo:
+            return _Sent(traces, todo, completed([]))  # every result is stored: no task
+        return _Sent(traces, todo, executor.send(stage, worker_job, [traces[p] for p in todo]))
+
+    def received(sent: _Sent, stage: str) -> list[Trace]:
+        computed = sent.future.result()
+        if executor.remote:
+            stages.store(job, stage, computed)
+            progress.advance(stage, len(computed))
+        for position, trace in zip(sent.todo, computed, strict=True):
+            sent.traces[position] = trace
+        return sent.traces
+
+    def finish_answering() -> None:
+        traces = call(stages.render, job, received(answering.popleft(), "model"))
+        rows.extend(call(stages.score, job, traces))
+
+    def prime_and_answer() -> None:
+        traces = received(ranking.popleft(), "retrieve")
+        if job.gate_only:
+            rows.extend(call(stages.score, job, traces))
+            return
+        traces = call(stages.prime, job, traces)
+        answering.append(send(stages.model, traces, stages.look_up_turns(job, traces)))
+        while len(answering) > executor.answering_ahead:
+            finish_answering()
+
+    try:
+        # A first shard of one round of turns gets the model going while the rest are ranked.
+        first = None if job.gate_only else job.config.model.concurrency
+        for shard in shards(records, job.config.shard_size, first=first):
+            traces = start_traces(shard)
+            if job.runtime == "server":
+                traces = call(stages.remote, job, traces)
+                rows.extend(call(stages.score, job, call(stages.render, job, traces)))
+                continue
+            ranking.append(send(stages.retrieve, traces, stages.look_up_rankings(job, traces)))
+            while len(ranking) > executor.ranking_ahead:
+                prime_and_answer()
+        while ranking:
+            prime_and_answer()
+        while answering:
+            finish_answering()
+    except BaseException:
+        cancel_lanes()  # the model stages still waiting return now; answered turns stay stored
+        raise
+    return rows
+
+
+def completed(result) -> Future:
+    """A future that already holds ``result``: a stage that ran at once, or had nothing to do."""
+    done: Future = Future()
+    done.set_result(result)
+    return done
+
+
+def _call(stage, *args):
+    return stage(*args)
+
+
+@contextlib.contextmanager
+def served(job: EvalJob) -> Iterator[EvalJob]:
+    """The job itself, or for the server runtime without a URL, the job pointed at a server started for it."""
+    if job.runtime != "server" or job.url is not None:
+        yield job
+        return
+    from docpilot.run.remote import local_server
+
+    with local_server(job.config) as url:
+        yield job.model_copy(update={"url": url})
+
+
+def run_inline(job: EvalJob, orchestration: Orchestration) -> tuple[Report, str]:
+    """Run the eval in this process with no orchestrator: the stage functions called directly."""
+    with served(job) as job, ThreadPoolExecutor(max_workers=LOOKAHEAD + 1,
+                                                  thread_name_prefix="docpilot-stage") as pool:
+
+        def send(stage, job, traces):
+            if stage is stages.model:  # answering overlaps the next shard's ranking
+                return pool.submit(stage, job, traces)
+            return completed(stage(job, traces))
+
+        return run_stages(job, Executor(call=_call, send=send), orchestration)
