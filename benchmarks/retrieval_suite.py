@@ -63,7 +63,11 @@ def suites(data: Path) -> list[Suite]:
     """The three docs corpora: the project's own manual and two written elsewhere."""
     return [
         Suite("demo", ROOT / "docs", ROOT / "evals" / "golden.yaml"),
-        Suite("fastapi", data / "fastapi-docs" / "docs" / "en" / "docs", ROOT / "benchmarks" / "data" / "fastapi-golden.yaml"),
+        Suite(
+            "fastapi",
+            data / "fastapi-docs" / "docs" / "en" / "docs",
+            ROOT / "benchmarks" / "data" / "fastapi-golden.yaml",
+        ),
         Suite("prefect", data / "prefect-docs" / "docs", ROOT / "benchmarks" / "data" / "prefect-golden.yaml"),
     ]
 
@@ -196,7 +200,9 @@ def table(result: dict) -> str:
     if "absent" in scifact:
         lines.append(f"\nSciFact: absent ({scifact['absent']})")
     else:
-        shown = ", ".join(f"{k} {v:.4f}" if v is not None else f"{k} needs the minilm extra" for k, v in scifact.items())
+        shown = ", ".join(
+            f"{k} {v:.4f}" if v is not None else f"{k} needs the minilm extra" for k, v in scifact.items()
+        )
         lines.append(f"\nSciFact test nDCG@10: {shown}")
     builds = ", ".join(
         f"{e['corpus']} {e['index_build_s']} s ({e['hybrid_static_build_s']} s hybrid)"
@@ -208,7 +214,9 @@ def table(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding fastapi-docs, prefect-docs, beir-scifact")
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help="folder holding fastapi-docs, prefect-docs, beir-scifact"
+    )
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                         help="override a retrieval setting, e.g. --set reference_weight=1 (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
