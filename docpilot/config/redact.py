@@ -1,0 +1,62 @@
+"""Secrets taken out of any text before it is stored or shown: keys, tokens, URL credentials and query values.
+
+Every module that reports an error passes its text through ``redact`` before cutting
+it short, so a secret is never half-shown: a cut made first could keep the start of
+a key the patterns below no longer recognise. What is removed:
+
+- the configured key's own value (and the value stripped of padding), whatever its shape;
+- key-shaped strings: ``sk-…``, ``tok-…`` and similar prefixed keys, ``Bearer …``
+  values, ``api_key=…``/``token: …`` pairs, and any run of 32 or more letters and
+  digits mixing both (the shape of generated keys and tokens);
+- in URLs, the user and password (``http://user:pw@host``) and every query value.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+MARK = "[redacted]"
+
+_PREFIXED = re.compile(r"\b(?:sk|pk|rk|tok|key|api|ghp|gho|ghs|xox[abprs])[-_][A-Za-z0-9_\-.*]{6,}", re.IGNORECASE)
+_BEARER = re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9_\-.~+/=]{4,}", re.IGNORECASE)
+_PAIR = re.compile(
+    r"""(?P<name>\b[\w-]*(?:api[-_]?key|token|secret|password|passwd|auth)[\w-]*)(?P<sep>["']?\s*[:=]\s*["']?)"""
+    r"""(?P<value>[^\s"'&,;}]+)""",
+    re.IGNORECASE,
+)
+_LONG = re.compile(r"\b(?=[A-Za-z0-9_\-]*\d)(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{32,}\b")
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.\-]*://)[^/\s@]+@")
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s\"'<>]+")
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """``text`` with every secret, key-shaped string, URL credential and URL query value replaced."""
+    if not text:
+        return text
+    for secret in secrets:
+        for value in {secret, (secret or "").strip()}:
+            if value and len(value) >= 4:
+                text = text.replace(value, MARK)
+    text = _URL.sub(lambda found: redact_url(found.group(0)), text)
+    text = _URL_CREDENTIALS.sub(lambda found: f"{found.group('scheme')}{MARK}@", text)
+    text = _BEARER.sub(lambda found: f"{found.group(1)} {MARK}", text)
+    text = _PAIR.sub(lambda found: f"{found.group('name')}{found.group('sep')}{MARK}", text)
+    text = _PREFIXED.sub(MARK, text)
+    return _LONG.sub(MARK, text)
+
+
+def redact_url(url: str) -> str:
+    """A URL or path with its user, password and query values replaced (parameter names are kept)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return MARK
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{MARK}@{netloc.rsplit('@', 1)[1]}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(name, MARK) for name, _ in pairs], safe="[]") if pairs else MARK
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
