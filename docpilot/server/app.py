@@ -39,6 +39,7 @@ from starlette.types import Receive, Scope, Send
 
 from docpilot.models.base import Model
 from docpilot.run.pipeline import Workspace
+from docpilot.server.answering import AnswerLoop
 from docpilot.server.admission import DEFAULT_MAX_CONCURRENCY, DEFAULT_QUEUE_DEPTH, Slots
 from docpilot.server.auth import BearerAuth
 from docpilot.server.guards import foreign_request, is_json
@@ -119,28 +120,32 @@ class _EventStream(StreamingResponse):
             release()
 
 
-async def _sse(events: AsyncIterator[Event], request_id: str) -> AsyncIterator[bytes]:
+async def _sse(events: AsyncIterator[Event], request_id: str, answers: AnswerLoop) -> AsyncIterator[bytes]:
     """The events as SSE frames, every frame ready at the same moment sent in one write.
 
-    The events are produced in a task of their own: while the model streams, each piece
+    The events are produced on the answer loop: while the model streams, each piece
     goes out when it arrives, and what a model produces without waiting (the extractive
     model's whole reply) leaves in one write instead of one system call per word.
     """
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    here = asyncio.get_running_loop()
+
+    def put(frame: bytes | None) -> None:
+        here.call_soon_threadsafe(queue.put_nowait, frame)
 
     async def produce() -> None:
         try:
             async with contextlib.aclosing(events) as stream:  # type: ignore[type-var]
                 async for name, payload in stream:
-                    queue.put_nowait(_frame(name, payload))
+                    put(_frame(name, payload))
         except Exception:
             _log.exception("request %s failed while streaming", request_id)
-            queue.put_nowait(_frame("error", ErrorEvent(code="internal", message=_INTERNAL, request_id=request_id)))
-            queue.put_nowait(_frame("done", DoneEvent(request_id=request_id)))
+            put(_frame("error", ErrorEvent(code="internal", message=_INTERNAL, request_id=request_id)))
+            put(_frame("done", DoneEvent(request_id=request_id)))
         finally:
-            queue.put_nowait(None)
+            put(None)
 
-    producer = asyncio.create_task(produce())
+    producer = asyncio.wrap_future(answers.submit(produce()))
     try:
         while True:
             frames = [await queue.get()]
@@ -238,6 +243,7 @@ def create_app(
     """
     auth = BearerAuth(token)
     slots = Slots(max_concurrency, queue_depth)
+    answers = AnswerLoop()
     settings = workspace.config.model
     openapi = openapi_document(
         max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, max_concurrency=max_concurrency
@@ -263,8 +269,8 @@ def create_app(
             events = answer_events(workspace, model, question, request_id=request_id, started=started)
             if question.stream:
                 taken = False  # the stream gives the slot back when it ends
-                return _EventStream(_sse(events, request_id), slots.give_back, request_id)
-            result = await _collect(events, request_id)
+                return _EventStream(_sse(events, request_id, answers), slots.give_back, request_id)
+            result = await answers.run(_collect(events, request_id))
             status = 502 if result.error is not None else 200
             headers = {"X-Request-Id": request_id}
             if result.timing is not None:
@@ -313,12 +319,12 @@ def create_app(
         # backend (tens of milliseconds) before the first question instead of during it.
         async with anyio.create_task_group():
             pass
+        answers.start()  # here, not in create_app: a forked worker needs a thread of its own
         try:
             yield
         finally:
             close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
+            await answers.stop(close() if close is not None else None)
 
     app = Starlette(
         routes=[
