@@ -116,6 +116,7 @@ def eval_command(
         raise click.UsageError("--url names the server of --runtime server; add --runtime server")
     if dask_address and runner != "dask":
         raise click.UsageError("--dask-address names the scheduler of --runner dask; add --runner dask")
+    _check_outputs(out, config.reports_dir, html_path, junit_path, markdown_path)
     stages = ["retrieve", "model"] if "all" in refresh else sorted(set(refresh))
     job = EvalJob(
         config=config, golden=path, set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
@@ -144,6 +145,16 @@ def eval_command(
         for kind, where in written.items():
             click.echo(f"{kind}: {where}")
     sys.exit(0 if report.verdict == "pass" else 1)
+
+
+def _check_outputs(out, reports_dir, html_path, junit_path, markdown_path) -> None:
+    """Refuse unwritable or non-file outputs before the run, not after it."""
+    from docpilot.reports.output import check_output
+
+    check_output(out or f"{reports_dir}/run.json", "report")
+    for what, where in (("HTML report", html_path), ("JUnit XML", junit_path), ("Markdown summary", markdown_path)):
+        if where:
+            check_output(where, what)
 
 
 @main.command("score")

@@ -10,15 +10,14 @@ one-sided 95 % Wilson upper bound of the gate's over-refusal stays within the ta
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from docpilot.errors import ConfigError
+from docpilot.reports.output import write_atomically
 from docpilot.schema import Row
 from metrics.refusals import wilson_upper
 
@@ -113,8 +112,4 @@ def write_guard(path: str | Path, threshold: float) -> None:
             else:
                 lines.insert(start + 1, f"  {key}: {value}")
                 end += 1
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write("\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    write_atomically(path, "\n".join(lines) + "\n", "config")

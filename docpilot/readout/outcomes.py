@@ -14,15 +14,14 @@ but carries no cause; without the store there is no move.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from docpilot.errors import ReportError
+from docpilot.reports.output import write_atomically  # the one writer; html, junit and markdown use it from here
 from docpilot.schema import Report, Row
 from metrics.answer import answer_f1
 from metrics.attacks import attack_succeeded
@@ -164,28 +163,6 @@ def write_readout(
     renderers = {"html": render_html, "junit": render_junit, "markdown": render_markdown}
     targets = {name: Path(p) for name, p in (("html", html), ("junit", junit), ("markdown", markdown)) if p}
     return {name: write_atomically(path, renderers[name](readout)) for name, path in targets.items()}
-
-
-def write_atomically(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename, so no reader sees half of it."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; these are meant to be shared
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot write the file: {exc.strerror or exc}; "
-                          "check that the folder exists and is writable") from exc
-    return path
 
 
 def section_url(section_id: str, base_url: str) -> str:

@@ -1,16 +1,14 @@
 """Writing, reading and re-scoring report files.
 
-A report is written atomically: to a temporary file beside the target, flushed to
-disk, then renamed over it, so a reader never sees half a report and a crash leaves
-the previous one intact.
+A report is written atomically, by the writer every output file goes through
+(``docpilot.reports.output``): a reader never sees half a report, a crash leaves the
+previous one intact, and a path that is not a regular file is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +16,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from docpilot.errors import ReportError
+from docpilot.reports.output import write_atomically
 from docpilot.schema import LeakFound, Report
 
 _CODE_PACKAGES = ("docpilot", "metrics", "tasks", "flows")
@@ -50,23 +49,8 @@ def code_fingerprint() -> str:
 
 
 def write_report(report: Report, path: str | Path) -> Path:
-    """Write a report atomically and return its path."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(report.model_dump_json(indent=1))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot write the report: {exc.strerror or exc}") from exc
-    return path
+    """Write a report atomically (see ``docpilot.reports.output``) and return its path."""
+    return write_atomically(path, report.model_dump_json(indent=1), "report")
 
 
 def load_report(path: str | Path) -> Report:
