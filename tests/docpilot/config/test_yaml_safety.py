@@ -1,0 +1,66 @@
+"""Hand-written YAML that would take a CI runner down: alias bombs, self-references, huge values in messages."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from docpilot.cli import main
+from docpilot.config.userfile import MAX_ALIAS_VALUES, parse_yaml, show
+from docpilot.errors import InputError
+
+
+def _bomb(levels: int = 9) -> str:
+    text = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    previous = "a"
+    for name in "bcdefghijklmnop"[: levels - 1]:
+        text += f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]\n"
+        previous = name
+    return text + f"records: *{previous}\n"
+
+
+# Regression: 541 bytes of nested aliases ran for 30 s past 2.4 GB, then died with MemoryError.
+def test_an_alias_bomb_is_refused_before_it_is_expanded():
+    with pytest.raises(InputError, match="aliases expand to more than") as caught:
+        parse_yaml(_bomb(), Path("golden.yaml"))
+    assert "golden.yaml" in str(caught.value) and "fix:" in str(caught.value)
+
+
+def test_golden_check_refuses_an_alias_bomb_with_exit_2(tmp_path):
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(_bomb())
+    started = time.process_time()
+    result = CliRunner().invoke(main, ["golden", "check", "--golden", str(golden)])
+    assert result.exit_code == 2, result.output
+    assert "aliases expand" in result.stderr and "MemoryError" not in result.output
+    assert time.process_time() - started < 30  # a bound, not a timing: the bomb took 30 s and then died
+
+
+def test_ordinary_anchors_and_merge_keys_still_work():
+    text = "defaults: &d {split: dev}\nrecords:\n" + "".join(
+        f"  - {{<<: *d, id: q{i}, question: hi}}\n" for i in range(1000)
+    )
+    _, data = parse_yaml(text, Path("g.yaml"))
+    assert len(data["records"]) == 1000 and data["records"][7]["split"] == "dev"
+
+
+def test_the_budget_is_on_values_added_by_aliases():
+    just_over = "a: &a [" + ",".join(["1"] * 1000) + "]\nb: [" + ",".join(["*a"] * (MAX_ALIAS_VALUES // 1000 + 1)) + "]\n"
+    with pytest.raises(InputError, match="aliases expand"):
+        parse_yaml(just_over, Path("g.yaml"))
+
+
+def test_a_self_referring_alias_is_refused():
+    with pytest.raises(InputError, match="refers to its own anchor"):
+        parse_yaml("a: &a [1, *a]\n", Path("g.yaml"))
+
+
+# Regression: a record's repr() was built whole before it was cut to 60 characters.
+def test_show_looks_only_at_what_it_shows():
+    huge = ["x" * 1000] * 1_000_000  # a repr of this would be a gigabyte
+    shown = show({"question": huge})
+    assert shown.startswith("{'question': ['xxxx") and shown.endswith("...") and len(shown) == 60
+    assert show("short") == "'short'" and show([1, 2]) == "[1, 2]" and show({"a": 1}) == "{'a': 1}"
