@@ -162,9 +162,13 @@ def _check_outputs(out, reports_dir, html_path, junit_path, markdown_path) -> No
 @click.option("--json", "as_json", is_flag=True, help="Print summary, gates and verdict as JSON.")
 @handle_errors
 def score_command(report_path, as_json):
-    """Recompute a report's summary, gates and verdict from its rows alone."""
-    from docpilot.reports.report import load_report, rescore
+    """Recompute a report's summary, gates and verdict from its rows alone.
 
-    report = rescore(load_report(report_path))
+    A report whose rows no run could have written (model rows in a gate-only report,
+    infinite or negative times) is refused with exit 2.
+    """
+    from docpilot.reports.report import check_consistency, load_report, rescore
+
+    report = rescore(check_consistency(load_report(report_path), report_path))
     _emit(report, report_path, as_json)
     sys.exit(0 if report.verdict == "pass" else 1)

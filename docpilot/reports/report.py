@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,6 +74,41 @@ def load_report(path: str | Path) -> Report:
         raise ReportError(
             f"{path}: not a DocPilot report: {where}: {first['msg']} ({exc.error_count()} problem(s))"
         ) from None
+
+
+def check_consistency(report: Report, path: str | Path) -> Report:
+    """The report unchanged when its rows could have come from a run; ReportError naming the first problem otherwise.
+
+    A report edited by hand must not pass: a gate-only report holds no model rows (so
+    ``"gate_only": true`` cannot hide errored turns from the gates), and every time is
+    a finite, non-negative number of milliseconds.
+    """
+    problems: list[str] = []
+    for row in report.rows:
+        if report.gate_only:
+            model_fields = [name for name, present in (
+                ("answer", row.answer is not None), ("error", row.error is not None),
+                ("refused_by: model", row.refused_by == "model"), ("usage", bool(row.usage)),
+                ("first_token_ms", row.first_token_ms is not None), ("stages_ms.model", "model" in row.stages_ms),
+            ) if present]  # fmt: skip
+            if model_fields:
+                problems.append(f"record {row.id!r} has model results ({', '.join(model_fields)}) "
+                                "in a gate-only report")
+        times = {"latency_ms": row.latency_ms, "first_token_ms": row.first_token_ms,
+                 "first_thought_ms": row.first_thought_ms,
+                 **{f"stages_ms.{name}": value for name, value in row.stages_ms.items()}}  # fmt: skip
+        for name, value in times.items():
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                problems.append(f"record {row.id!r} has {name} = {value}; times are finite and not negative")
+        if any(not math.isfinite(value) for value in row.scores):
+            problems.append(f"record {row.id!r} has a retrieval score that is not a finite number")
+    if report.wall_ms is not None and not (math.isfinite(report.wall_ms) and report.wall_ms >= 0):
+        problems.append(f"wall_ms = {report.wall_ms}; times are finite and not negative")
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise ReportError(f"{path}: the report is not consistent: {problems[0]}{more}; it cannot be scored; "
+                          "fix: run `docpilot eval` again instead of editing the report")
+    return report
 
 
 def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bool = False,
