@@ -273,6 +273,10 @@ def explain(error: Any, name: str) -> tuple[str, str]:
         return f"{name} is missing", f"add {name}"
     if kind == "string_too_short":
         return f"{name} is empty", f"write the {name}"
+    if kind == "string_too_long":
+        limit = ctx.get("max_length")
+        length = len(value) if isinstance(value, str) else "too many"
+        return f"{name} is {length} characters; the limit is {limit}", f"shorten the {name} to {limit} characters"
     if kind in ("literal_error", "enum"):
         choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         listed = ", ".join(choices)

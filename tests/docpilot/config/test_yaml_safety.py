@@ -64,3 +64,20 @@ def test_show_looks_only_at_what_it_shows():
     shown = show({"question": huge})
     assert shown.startswith("{'question': ['xxxx") and shown.endswith("...") and len(shown) == 60
     assert show("short") == "'short'" and show([1, 2]) == "[1, 2]" and show({"a": 1}) == "{'a': 1}"
+
+
+# Regression: a 50 MB question was accepted by eval, while the server limits a question's length.
+def test_eval_refuses_a_question_over_the_servers_limit(tmp_path):
+    from docpilot.schema import MAX_QUESTION_CHARS
+    from docpilot.server.schema import MAX_QUESTION_CHARS as SERVER_LIMIT
+    from tests.conftest import DATA
+
+    assert MAX_QUESTION_CHARS == SERVER_LIMIT
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(f"- id: long\n  question: {'x' * (MAX_QUESTION_CHARS + 1)}\n  gold: [index]\n")
+    docs = DATA / "pipeline" / "docs"
+    result = CliRunner().invoke(main, ["eval", "--docs", str(docs), "--golden", str(golden), "--gate-only",
+                                       "--orchestrator", "inline", "--out", str(tmp_path / "r.json")])
+    assert result.exit_code == 2, result.output
+    assert f"the limit is {MAX_QUESTION_CHARS}" in result.stderr and "golden.yaml" in result.stderr
+    assert not (tmp_path / "r.json").exists()
