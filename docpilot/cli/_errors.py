@@ -21,6 +21,7 @@ from typing import Any, TypeVar, overload
 
 import click
 
+from docpilot.reports.terminal import clean
 from docpilot.errors import DocpilotError
 from docpilot.reports.output import os_fix
 
@@ -55,17 +56,17 @@ class _ErrorHandler(contextlib.ContextDecorator):
         if debug_enabled():
             traceback.print_exception(exc)
         if isinstance(exc, DocpilotError):
-            click.echo(f"error: {exc}", err=True)
+            click.echo(clean(f"error: {exc}"), err=True)  # messages quote ids and values from files
             raise SystemExit(exc.exit_code) from None
         if isinstance(exc, OSError) and exc.errno is not None:
-            click.echo(f"error: {_os_error(exc)}", err=True)
+            click.echo(clean(f"error: {_os_error(exc)}"), err=True)
             raise SystemExit(2) from None
         if _disk_full(exc):
             click.echo(f"error: {exc}; fix: {os_fix(OSError(errno.ENOSPC, 'disk full'))}", err=True)
             raise SystemExit(2) from None
         detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         hint = "" if debug_enabled() else f" (set {DEBUG_VARIABLE}=1 to see the traceback)"
-        click.echo(f"internal error: {type(exc).__name__}{': ' + detail if detail else ''}{hint}", err=True)
+        click.echo(clean(f"internal error: {type(exc).__name__}{': ' + detail if detail else ''}{hint}"), err=True)
         raise SystemExit(INTERNAL_ERROR_EXIT) from None
 
 

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
+from docpilot.reports.terminal import clean
 from docpilot.cli.status import reports_folder, warn
 
 _SHOWN_FLIPS = 10
@@ -126,7 +127,7 @@ def _render_diagnosis(diagnosis) -> None:
     click.echo(f"DocPilot improve — run {header['run_id']} ({header['split']} split{mode}): "
                f"{diagnosis.failing} of {diagnosis.records} records failing")
     for note in diagnosis.notes:
-        click.echo(f"note: {note}")
+        click.echo(clean(f"note: {note}"))
     if not diagnosis.failures:
         click.echo("no failing record: every record passed every check of the taxonomy")
         return
@@ -141,16 +142,16 @@ def _render_diagnosis(diagnosis) -> None:
             click.echo("")
             click.echo(click.style(f"{current}", bold=True) + f" — {failure.moves}")
         also = f"  (also: {', '.join(failure.also)})" if failure.also else ""
-        click.echo(f"\n  {failure.id}  [{failure.kind}, {failure.split}]{also}")
-        click.echo(f"    question: {failure.question}")
-        click.echo(f"    {failure.detail}")
+        click.echo(clean(f"\n  {failure.id}  [{failure.kind}, {failure.split}]{also}"))
+        click.echo(clean(f"    question: {failure.question}"))
+        click.echo(clean(f"    {failure.detail}"))
         for edit in failure.edits:
             # A config edit's change already names its option; do not say it twice.
             named = edit.kind == "config" or edit.change.startswith(edit.target)
             what = edit.change if named else f"{edit.target}: {edit.change}"
-            click.echo(f"    try ({edit.kind}) {what}")
+            click.echo(clean(f"    try ({edit.kind}) {what}"))
             if edit.effect:
-                click.echo(f"        → {edit.effect}")
+                click.echo(clean(f"        → {edit.effect}"))
 
 
 @improve_group.command("compare")

@@ -66,8 +66,12 @@ def load_report(path: str | Path) -> Report:
         raise ReportError(f"{path}: cannot read the report: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ReportError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); is this a DocPilot report?") from None
+    except RecursionError:
+        raise ReportError(f"{path}: nested too deeply to be a DocPilot report") from None
     try:
         return Report.model_validate(data)
+    except RecursionError:
+        raise ReportError(f"{path}: nested too deeply to be a DocPilot report") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from docpilot.reports.terminal import clean
 from docpilot.schema import Report
 
 _COUNTS = {"hallucinated_citations", "scope_violations", "unlinked_answers", "unlinked_negatives", "errors"}
@@ -44,14 +46,15 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
         line = f"  {mark}  {gate.metric} {gate.op} {gate.threshold:g}  (value {value})"
         if gate.records and not gate.passed:
             shown = ", ".join(gate.records[:10]) + (" …" if len(gate.records) > 10 else "")
-            line += f"  records: {shown}"
+            line += f"  records: {escape(clean(shown))}"  # ids come from the golden file: no markup, no escapes
         console.print(line, highlight=False)
     if report.leaks:
         probes = len({leak.record for leak in report.leaks})
         console.print(f"leaks ({probes} probes):", highlight=False)
         for leak in report.leaks:
             # markup=False: leaked text may hold [brackets] that rich would read as markup.
-            console.print(f"  {leak.record}: {leak.text[:120]!r} in the {leak.where} (forbidden {leak.forbidden!r})",
+            console.print(clean(f"  {leak.record}: {leak.text[:120]!r} in the {leak.where} "
+                                f"(forbidden {leak.forbidden!r})"),
                           markup=False, highlight=False)
     colour = "green" if report.verdict == "pass" else "red"
     mode = "gate-only, " if report.gate_only else ""

@@ -98,3 +98,13 @@ def test_an_unreadable_report_is_a_warning_not_a_failure(reports):
     result = _status()
     assert result.exit_code == 0, result.output
     assert "warning:" in result.stderr and "broken" in result.stderr
+
+
+# Regression: a deeply nested *.json in the reports folder crashed status.
+def test_a_deeply_nested_json_in_the_folder_is_skipped_with_a_warning(reports):
+    _save(reports, "20260101T000000Z-aaaaaa", hits=2)
+    (reports / "deep.json").write_text("[" * 200_000 + "]" * 200_000)
+    (reports / "deep-rows.json").write_text('{"rows": []' + ', "x": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    result = _status()
+    assert result.exit_code == 0, result.output
+    assert "deep.json: skipped" in result.stderr and "Traceback" not in result.output
