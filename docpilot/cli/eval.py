@@ -125,6 +125,11 @@ def eval_command(
 
     from flows.eval import run_eval
 
+    if orchestrator != "inline" or runtime == "server":
+        from docpilot.run.reaper import watch_children
+
+        watch_children()  # Prefect's temporary server, a Dask cluster or a local server: gone if this is killed
+
     from docpilot.run import progress
 
     sink = progress.sink_for()
