@@ -148,7 +148,10 @@ def measure(seconds: float, tail_seconds: float, connections: int, sequential_re
 
 def table(result: dict) -> str:
     t, tail, flood, polite = (result[k] for k in ("throughput", "tail_200_clients", "half_open", "sequential_one_slot"))
-    closed = f"closed after {flood['all_closed_after_s']} s" if flood["still_open"] == 0 else f"{flood['still_open']} open"
+    if flood["still_open"] == 0:
+        closed = f"closed after {flood['all_closed_after_s']} s"
+    else:
+        closed = f"{flood['still_open']} still open"
     rows = [
         ("requests/s c32 / c1, /v1/ask JSON", f"{t['c32']['rps']} / {t['c1']['rps']} = {t['ratio']}", ">= 1.6"),
         (

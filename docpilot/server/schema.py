@@ -299,7 +299,10 @@ def openapi_document(*, max_body_bytes: int, max_question_chars: int, max_concur
                 "422": problem(f"Not a valid request, or the question is over {max_question_chars} characters."),
                 "500": problem("An unexpected failure; the details are in the server's log under the request id."),
                 "502": problem("The model failed (JSON replies only; a stream reports it as an `error` event)."),
-                "503": problem(f"{max_concurrency} questions are in flight and the queue is full; retry.", **{"Retry-After": "Seconds"}),
+                "503": problem(
+                    f"{max_concurrency} questions are in flight and the queue is full; retry.",
+                    **{"Retry-After": "Seconds"},
+                ),
             },
         }
     }

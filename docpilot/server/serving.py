@@ -112,7 +112,9 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)  # the parent died before the request above took effect
 
 
-def run_server(app: Starlette, sockets: list[socket.socket], *, access_log: bool = False, limits: Limits = Limits()) -> None:
+def run_server(
+    app: Starlette, sockets: list[socket.socket], *, access_log: bool = False, limits: Limits = Limits()
+) -> None:
     """Serve ``app`` until interrupted (Ctrl-C or SIGTERM): one worker per socket from ``bind``."""
     log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     # The server's own lines (failures by request id) go where uvicorn's go, in its format.

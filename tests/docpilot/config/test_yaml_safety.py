@@ -48,7 +48,8 @@ def test_ordinary_anchors_and_merge_keys_still_work():
 
 
 def test_the_budget_is_on_values_added_by_aliases():
-    just_over = "a: &a [" + ",".join(["1"] * 1000) + "]\nb: [" + ",".join(["*a"] * (MAX_ALIAS_VALUES // 1000 + 1)) + "]\n"
+    aliases = ",".join(["*a"] * (MAX_ALIAS_VALUES // 1000 + 1))
+    just_over = "a: &a [" + ",".join(["1"] * 1000) + "]\nb: [" + aliases + "]\n"
     with pytest.raises(InputError, match="aliases expand"):
         parse_yaml(just_over, Path("g.yaml"))
 

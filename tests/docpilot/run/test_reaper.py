@@ -71,8 +71,9 @@ def test_kill_9_of_a_prefect_eval_leaves_no_prefect_server(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PREFECT_API_URL", None)
     pipeline = DATA / "pipeline"
-    command = [sys.executable, "-m", "docpilot", "eval", "--docs", str(pipeline / "docs"), "--golden",
-               str(pipeline / "golden.yaml"), "--orchestrator", "prefect", "--out", str(tmp_path / "r.json")]  # fmt: skip
+    command = [sys.executable, "-m", "docpilot", "eval", "--docs", str(pipeline / "docs"),
+               "--golden", str(pipeline / "golden.yaml"), "--orchestrator", "prefect",
+               "--out", str(tmp_path / "r.json")]  # fmt: skip
     run = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
