@@ -57,8 +57,8 @@ def make_golden(path: Path, docs: Path, records: int) -> int:
 
 
 def _config(work: Path, docs: Path, golden: Path, variant: str, shard_size: int):
-    from docpilot.config.model import RetrievalConfig
     from docpilot.config.loading import load_config
+    from docpilot.config.model import RetrievalConfig
 
     overrides: dict = {
         "corpus": {"docs": str(docs)},
@@ -140,7 +140,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="docpilot-dask-scale-") as tmp:
         work = Path(tmp)
         sections = make_golden(work / "golden.yaml", docs, args.records)
-        from docpilot.run.pipeline import open_workspace
+        from docpilot.run.workspace import open_workspace
 
         start = time.perf_counter()
         open_workspace(_config(work, docs, work / "golden.yaml", "warm-up", args.shard_size))

@@ -29,9 +29,9 @@ if not __package__:  # run as a file: make the repository's packages importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-from docpilot.run.lane import TURNS_PER_CLIENT  # noqa: E402
 from docpilot.models.base import Prompt, Turn  # noqa: E402
 from docpilot.models.openai import OpenAIModel  # noqa: E402
+from docpilot.run.lane import TURNS_PER_CLIENT  # noqa: E402
 from tests.support.latency_server import serve_latency_process  # noqa: E402
 from tests.support.openai_server import Reply, serve_openai_process  # noqa: E402
 

@@ -31,12 +31,13 @@ from prefect.cache_policies import NONE  # noqa: E402
 from prefect.utilities.annotations import quote  # noqa: E402
 from prefect_dask import DaskTaskRunner  # noqa: E402
 
-from docpilot.run import pipeline  # noqa: E402
-
-from docpilot.run import progress
 from docpilot.errors import OrchestratorError  # noqa: E402
+from docpilot.run import (
+    pipeline,  # noqa: E402
+    progress,
+)
 from docpilot.run.job import EvalJob, job_records, shards  # noqa: E402
-from docpilot.run.pipeline import Trace  # noqa: E402
+from docpilot.run.workspace import Trace, open_workspace  # noqa: E402
 from docpilot.schema import Report  # noqa: E402
 from flows.server import prefect_api  # noqa: E402
 from tasks import report as report_task  # noqa: E402
@@ -120,7 +121,7 @@ def run_distributed(job: EvalJob) -> tuple[Report, str]:
     start = time.perf_counter()
     # Opened before anything is submitted, so the index is built and saved once, here,
     # and the workers load it.
-    workspace = pipeline.open_workspace(job.config, use_cache=job.use_cache)
+    workspace = open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
     remote = job.model_copy(update={"use_cache": False, "refresh": []})
     records = job_records(job)
     batches = [pipeline.start_traces(shard) for shard in shards(records, job.config.shard_size)]

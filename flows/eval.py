@@ -17,11 +17,15 @@ from typing import Any, Literal
 
 from prefect import flow, tags
 from prefect.context import TagsContext
-from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+from prefect.settings import (
+    PREFECT_API_URL,
+    PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+    temporary_settings,
+)
 from prefect.utilities.annotations import quote
 
-from docpilot.run import progress
 from docpilot.errors import OrchestratorError
+from docpilot.run import progress
 from docpilot.run.job import EvalJob, job_records, shards
 from docpilot.run.lane import cancel_lanes, reset_lanes
 from docpilot.run.pipeline import start_traces

@@ -50,9 +50,9 @@ def build_job(
 ) -> EvalJob:
     """The eval job of a configuration file (None: ``configs/docpilot.yaml`` if present), its records checked."""
     from docpilot.config.golden import validate_against_corpus
-    from docpilot.run.job import read_records
-    from docpilot.run.pipeline import open_workspace
     from docpilot.config.loading import load_config
+    from docpilot.run.job import read_records
+    from docpilot.run.workspace import open_workspace
 
     settings = load_config(config)
     path = settings.golden if record_set == "golden" else settings.adversarial
@@ -129,8 +129,8 @@ def configured_deployment(
     The configuration and the records are read now as well as at every run, so a
     mistake is an error today rather than a failed run tonight.
     """
-    from docpilot.run.job import read_records
     from docpilot.config.loading import load_config
+    from docpilot.run.job import read_records
     from tasks.artifacts import run_tags
 
     settings = load_config(config)

@@ -16,8 +16,8 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
 
-from docpilot.run.job import EvalJob
 from docpilot.reports.report import file_fingerprint
+from docpilot.run.job import EvalJob
 from docpilot.schema import Report
 
 SCORECARD_KEY = "docpilot-scorecard"

@@ -10,17 +10,15 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NONE
 
-from docpilot.run import pipeline
-
-from docpilot.run import progress
+from docpilot.run import pipeline, progress, workspace
 from docpilot.run.job import EvalJob
 from docpilot.run.lane import Interrupted
-from docpilot.run.pipeline import Trace
+from docpilot.run.workspace import Trace
 from docpilot.schema import Row
 
 
-def _workspace(job: EvalJob) -> pipeline.Workspace:
-    return pipeline.open_workspace(job.config, use_cache=job.use_cache)
+def _workspace(job: EvalJob) -> workspace.Workspace:
+    return workspace.open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
 
 
 @task(name="retrieve", cache_policy=NONE)

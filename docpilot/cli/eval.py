@@ -13,18 +13,11 @@ from docpilot.cli._errors import handle_errors, interrupts_resume
 
 
 def _overrides(docs, golden, record_set, provider, model, base_url, concurrency) -> dict:
-    overrides: dict = {}
-    if concurrency:
-        overrides.setdefault("model", {})["concurrency"] = concurrency
-    if docs:
-        overrides.setdefault("corpus", {})["docs"] = docs
+    from docpilot.config.loading import flag_overrides
+
+    overrides = flag_overrides(docs=docs, provider=provider, model=model, base_url=base_url, concurrency=concurrency)
     if golden:
         overrides["golden" if record_set == "golden" else "adversarial"] = golden
-    for key, value in (("provider", provider), ("name", model), ("base_url", base_url)):
-        if value:
-            overrides.setdefault("model", {})[key] = value
-    if provider and provider != "extractive" and not model:
-        overrides["model"].setdefault("name", "gpt-4o-mini")
     return overrides
 
 
@@ -99,9 +92,9 @@ def eval_command(
     input error.
     """
     from docpilot.config.golden import validate_against_corpus
-    from docpilot.run.job import EvalJob, read_records
-    from docpilot.run.pipeline import open_workspace
     from docpilot.config.loading import load_config
+    from docpilot.run.job import EvalJob, read_records
+    from docpilot.run.workspace import open_workspace
 
     overrides = _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
     config = load_config(config_path, overrides=overrides)
@@ -121,9 +114,8 @@ def eval_command(
     job = EvalJob(
         config=config, golden=path, set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
         refresh=stages, allow_errors=allow_errors, out=out, runtime=runtime, url=url,
+        corpus_fingerprint=workspace.corpus.fingerprint,
     )
-
-    from flows.eval import run_eval
 
     if orchestrator != "inline" or runtime == "server":
         from docpilot.run.reaper import watch_children
@@ -131,6 +123,7 @@ def eval_command(
         watch_children()  # Prefect's temporary server, a Dask cluster or a local server: gone if this is killed
 
     from docpilot.run import progress
+    from flows.eval import run_eval
 
     sink = progress.sink_for()
     progress.install(sink)

@@ -12,9 +12,15 @@ from rich.table import Table
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
-from docpilot.config.golden import GoldenShape, describe_golden, load_golden, load_probes, validate_against_corpus
-from docpilot.schema import AttackProbe
+from docpilot.config.golden import (
+    GoldenShape,
+    describe_golden,
+    load_golden,
+    load_probes,
+    validate_against_corpus,
+)
 from docpilot.config.loading import load_config
+from docpilot.schema import AttackProbe
 
 _PAGES_SHOWN = 15
 

@@ -28,10 +28,10 @@ def index_command(docs: str | None, config_path: str | None, rebuild: bool, as_j
     rebuilt only when a page or a setting changes. Exit status: 0, or 2 on a config or
     docs error.
     """
+    from docpilot.config.loading import load_config
     from docpilot.corpus.pages import load_corpus
     from docpilot.retrieval.index import folder_size
     from docpilot.retrieval.rankers import Retriever
-    from docpilot.config.loading import load_config
 
     config = load_config(config_path, overrides={"corpus": {"docs": docs}} if docs else None)
     corpus = load_corpus(Path(config.corpus.docs), chunk_words=config.corpus.chunk_words)

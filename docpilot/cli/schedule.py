@@ -38,7 +38,12 @@ def schedule_command(
     Needs a Prefect server (PREFECT_API_URL). Without --register-only the command
     keeps running and starts each scheduled run; stop it with Ctrl-C.
     """
-    from flows.schedule import configured_deployment, register_deployment, require_api, serve_deployment
+    from flows.schedule import (
+        configured_deployment,
+        register_deployment,
+        require_api,
+        serve_deployment,
+    )
 
     if dask_address and runner != "dask":
         raise click.UsageError("--dask-address names the scheduler of --runner dask; add --runner dask")

@@ -8,13 +8,6 @@ from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
 
 
-def _overrides(docs: str | None, provider: str | None, model: str | None, base_url: str | None) -> dict:
-    overrides: dict = {"corpus": {"docs": docs}, "model": {"provider": provider, "name": model, "base_url": base_url}}
-    if provider and provider != "extractive" and not model:
-        overrides["model"]["name"] = "gpt-4o-mini"
-    return overrides
-
-
 @main.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; 0.0.0.0: every interface.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port; 0: any free one.")
@@ -54,15 +47,15 @@ def serve_command(
     loaded once, before the first request. Exit status: 2 on a usage, config or input
     error (such as --no-auth on a public host, or no token).
     """
+    from docpilot.config.loading import flag_overrides, load_config
     from docpilot.models.registry import build_model
-    from docpilot.run.pipeline import open_workspace
+    from docpilot.run.workspace import open_workspace
     from docpilot.server.app import bind, create_app, run_server, url_of
     from docpilot.server.auth import is_loopback, server_token
     from docpilot.server.serving import default_workers
-    from docpilot.config.loading import load_config
 
     token = server_token(host, no_auth=no_auth)  # refuse an open public server before loading anything
-    config = load_config(config_path, overrides=_overrides(docs, provider, model, base_url))
+    config = load_config(config_path, overrides=flag_overrides(docs=docs, provider=provider, model=model, base_url=base_url))
     workspace = open_workspace(config, use_cache=False)
     app = create_app(
         workspace,

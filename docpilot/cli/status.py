@@ -43,8 +43,8 @@ def status_command(reports_dir, config_path, as_json):
     set, the split, --gate-only and the runtime. Exit status: 0, or 2 when there is no
     readable report.
     """
-    from docpilot.reports.compare import metric_moves
     from docpilot.errors import ReportError
+    from docpilot.reports.compare import metric_moves
     from docpilot.reports.store import ReportStore
 
     store = ReportStore(reports_folder(reports_dir, config_path))

@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from docpilot.errors import InputError
-from docpilot.schema import AttackProbe, GoldenRecord
 from docpilot.config.userfile import (
     Problem,
     describe,
@@ -36,6 +34,8 @@ from docpilot.config.userfile import (
     repeated_keys,
     show,
 )
+from docpilot.errors import InputError
+from docpilot.schema import AttackProbe, GoldenRecord
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus

@@ -24,7 +24,6 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from docpilot.config.model import Config
-from docpilot.errors import ConfigError
 from docpilot.config.userfile import (
     Problem,
     describe,
@@ -37,6 +36,7 @@ from docpilot.config.userfile import (
     read_text,
     repeated_keys,
 )
+from docpilot.errors import ConfigError
 
 DEFAULT_PATH = Path("configs/docpilot.yaml")
 """The config file read when none is named, relative to the working directory."""
@@ -109,6 +109,28 @@ def load_config(
     problems.sort(key=lambda problem: (problem.path is None, str(problem.path), problem.line or 0))
     raise_all(problems, error=ConfigError)
     return Config.model_validate(merged)
+
+
+def flag_overrides(
+    *,
+    docs: str | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    concurrency: int | None = None,
+) -> dict[str, Any]:
+    """The ``overrides`` that the command line's shared flags stand for; unset flags set nothing.
+
+    A provider named on the command line without a model gets that provider's usual
+    model, so ``--provider openai`` alone is a complete choice.
+    """
+    overrides: dict[str, Any] = {
+        "corpus": {"docs": docs},
+        "model": {"provider": provider, "name": model, "base_url": base_url, "concurrency": concurrency},
+    }
+    if provider and provider != "extractive" and not model:
+        overrides["model"]["name"] = "gpt-4o-mini"
+    return _drop_none(overrides)
 
 
 def public_config(config: Config) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from docpilot.corpus.frontmatter import meta_keywords, meta_text, read_front_matter
 
-
 _FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
 # Greedy on purpose: a lazy body with a trailing-space check costs a retry per character.
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")

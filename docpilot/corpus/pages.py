@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from docpilot.corpus.chunking import chunk_texts
-from docpilot.errors import ConfigError, CorpusError
+from docpilot.corpus.discovery import find_pages
 from docpilot.corpus.markdown import ParsedPage, parse_page
 from docpilot.corpus.sidecar import parse_llms, parse_vocabulary
+from docpilot.errors import ConfigError, CorpusError
 
-PAGE_SUFFIXES = (".md", ".mdx")
 VOCABULARY_FILE = "vocabulary.json"
 LLMS_FILE = "llms.txt"
 # Bump when parsing or chunking changes, so caches keyed on the fingerprint go stale.
@@ -144,9 +144,18 @@ class Corpus:
                 path=self.root,
                 hint=f"use an existing section id, such as {self.closest(section_id) or list(self.sections)[:3]}",
             )
-        path = "" if section.page_id == "index" else section.page_id
-        base = base_url if base_url.endswith("/") else base_url + "/"
-        return base + path + (f"#{section.anchor}" if section.anchor else "")
+        return section_url(section_id, base_url)
+
+
+def section_url(section_id: str, base_url: str) -> str:
+    """The public link of a section id: base URL + page path + ``#anchor``.
+
+    The top page ``index`` is the base URL itself, and text before a page's first
+    heading (``page#``) links to the page.
+    """
+    page, _, anchor = section_id.partition("#")
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    return base + ("" if page == "index" else page) + (f"#{anchor}" if anchor else "")
 
 
 def load_corpus(root: str | Path, *, chunk_words: int = 220) -> Corpus:
@@ -165,7 +174,7 @@ def load_corpus(root: str | Path, *, chunk_words: int = 220) -> Corpus:
             hint="point corpus.docs (or --docs) at the folder holding your .md/.mdx pages",
         )
     real_root = shown.resolve()
-    files = _find_pages(shown, real_root)
+    files = find_pages(shown, real_root)
     if not files:
         raise CorpusError(
             "no .md or .mdx pages found in the docs folder",
@@ -223,95 +232,26 @@ def load_corpus(root: str | Path, *, chunk_words: int = 220) -> Corpus:
     )
 
 
-MAX_PAGES = 50_000
-"""Most pages a docs folder may hold; more is refused (the largest real doc sets hold about a thousand)."""
-MAX_DOCS_BYTES = 512 * 1024 * 1024
-"""Most bytes of pages a docs folder may hold; more is refused."""
+def docs_signature(root: str | Path) -> tuple:
+    """What changes when a docs folder's files do: each page's and side file's path, size and times.
 
-
-def _find_pages(shown: Path, real_root: Path) -> list[str]:
-    """Relative posix paths of every page under the root, sorted; hidden files and folders skipped.
-
-    Each file and folder is read once however many links lead to it: the real tree
-    first, so a file keeps its own path's id, then what symbolic links add. A hard link
-    with a name outside the folder is refused like a symbolic link out of it, and
-    ``MAX_PAGES`` and ``MAX_DOCS_BYTES`` bound the rest.
+    Cheap beside hashing every byte (a walk and a stat per file), so a long-lived process
+    can tell at the start of each run whether the corpus it holds is still the folder's.
     """
-    found: list[str] = []
-    root_text = str(real_root)
-    walked: set[str] = {root_text}
-    files: dict[tuple[int, int], tuple[str, int, int]] = {}  # (dev, inode) -> (rel, links named here, nlink)
-    links: list[tuple[os.DirEntry, str]] = []
-    total = 0
-
-    def _inside(real: str) -> bool:
-        return real == root_text or real.startswith(root_text.rstrip(os.sep) + os.sep)
-
-    def _add(rel: str, info: os.stat_result, *, hard_link: bool) -> None:
-        nonlocal total
-        key = (info.st_dev, info.st_ino)
-        if key in files:
-            first, named, nlink = files[key]
-            files[key] = (first, named + hard_link, nlink)
-            return  # the same file under a second name: indexed once
-        files[key] = (rel, int(hard_link), info.st_nlink)
-        found.append(rel)
-        total += info.st_size
-        if len(found) > MAX_PAGES or total > MAX_DOCS_BYTES:
-            raise CorpusError(
-                f"the docs folder holds more than {MAX_PAGES:,} pages or {MAX_DOCS_BYTES // 2**20} MiB of them",
-                path=shown,
-                hint="point corpus.docs at the folder of the docs themselves, not a parent holding other trees",
-            )
-
-    def _walk(folder: Path, rel: str) -> None:
+    shown = Path(root)
+    try:
+        real_root = shown.resolve()
+        files = find_pages(shown, real_root) if shown.is_dir() else []
+    except (OSError, CorpusError):
+        return ("unreadable", str(shown))
+    signature = []
+    for rel in [*files, VOCABULARY_FILE, LLMS_FILE]:
         try:
-            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
-        except OSError as exc:
-            raise CorpusError(
-                f"cannot list the folder: {exc.strerror or exc}",
-                path=folder,
-                hint="check the folder's permissions",
-            ) from None
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            entry_rel = f"{rel}{entry.name}"
-            if entry.is_symlink():
-                links.append((entry, entry_rel))  # after the real tree, so real paths keep their ids
-            elif entry.is_dir(follow_symlinks=False):
-                walked.add(os.path.realpath(entry.path))
-                _walk(Path(entry.path), entry_rel + "/")
-            elif entry.name.endswith(PAGE_SUFFIXES) and entry.is_file(follow_symlinks=False):
-                _add(entry_rel, entry.stat(follow_symlinks=False), hard_link=True)
-
-    _walk(shown, "")
-    while links:
-        entry, entry_rel = links.pop(0)
-        real = os.path.realpath(entry.path)
-        is_page = entry.name.endswith(PAGE_SUFFIXES)
-        if not (is_page or os.path.isdir(real)):
+            st = os.stat(shown / rel)
+        except OSError:
             continue
-        if not _inside(real):
-            raise CorpusError(
-                f"symbolic link points outside the docs folder, to {real}",
-                path=shown / entry_rel,
-                hint="copy the target into the docs folder or remove the link",
-            )
-        if os.path.isdir(real):
-            if real not in walked:  # a folder already read (or an ancestor: a loop) is not read again
-                walked.add(real)
-                _walk(Path(entry.path), entry_rel + "/")
-        elif os.path.isfile(real):
-            _add(entry_rel, os.stat(real), hard_link=False)
-    for rel, named, nlink in files.values():
-        if nlink > max(named, 1):  # a page read through a symbolic link names itself nowhere here
-            raise CorpusError(
-                f"the page is a hard link with {nlink} names, {nlink - max(named, 1)} of them outside the docs folder",
-                path=shown / rel,
-                hint="copy the file into the docs folder instead of linking it (cp, not ln)",
-            )
-    return sorted(found)
+        signature.append((rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    return tuple(signature)
 
 
 def _page_id(rel: str) -> str:

@@ -10,11 +10,15 @@ one-sided 95 % Wilson upper bound of the gate's over-refusal stays within the ta
 
 from __future__ import annotations
 
-import re
+import io
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
+from ruamel.yaml import YAML, CommentedMap, YAMLError
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+from ruamel.yaml.util import load_yaml_guess_indent
 
 from docpilot.errors import ConfigError
 from docpilot.reports.output import write_atomically
@@ -83,33 +87,43 @@ def choose_threshold(table: Sequence[Candidate], target: float) -> Candidate | N
 def write_guard(path: str | Path, threshold: float) -> None:
     """Set ``guard.mode: on`` and ``guard.threshold`` in a YAML config, keeping everything else.
 
-    The file is edited line by line, so comments and layout survive; a missing file or
-    a missing guard section is created. Written atomically.
+    The file is read and written by a round-trip YAML parser, so comments, key order and
+    the file's own indentation survive; a missing file or guard section is created. The
+    file is replaced atomically and keeps its permissions.
     """
     path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-    values = {"mode": '"on"', "threshold": repr(float(threshold))}  # exact: a rounded-up threshold would refuse more
-    start = next((i for i, line in enumerate(lines) if re.match(r"^guard:\s*(#.*)?$", line)), None)
-    if start is None:
-        if any(line.startswith("guard:") for line in lines):
-            raise ConfigError(
-                "the guard section is written in a form calibrate cannot edit",
-                path=path,
-                hint="write it as a block (guard: then indented mode: and threshold: lines)",
-            )
-        lines += ["", "guard:"] + [f"  {k}: {v}" for k, v in values.items()]
-    else:
-        end = start + 1
-        while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()):
-            end += 1
-        for key, value in values.items():
-            pattern = re.compile(rf"^(\s+){key}:\s*[^#\n]*?(\s*#.*)?$")
-            for i in range(start + 1, end):
-                found = pattern.match(lines[i])
-                if found:
-                    lines[i] = f"{found.group(1)}{key}: {value}" + (found.group(2) or "")
-                    break
-            else:
-                lines.insert(start + 1, f"  {key}: {value}")
-                end += 1
-    write_atomically(path, "\n".join(lines) + "\n", "config")
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    yaml = YAML()  # round trip
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # long lines stay as they were written
+    yaml.representer.add_representer(type(None), _null)
+    try:
+        _, indent, offset = load_yaml_guess_indent(text) if text.strip() else (None, 2, 0)
+        document = yaml.load(text) if text.strip() else None
+    except YAMLError as exc:
+        raise ConfigError(f"the config is not valid YAML: {exc}", path=path,
+                          hint="fix the YAML, then run calibrate again") from None
+    if document is None:
+        document = CommentedMap()
+    if not isinstance(document, CommentedMap):
+        raise ConfigError("the config's top level is not a mapping of sections", path=path,
+                          hint="start the file with sections such as `guard:`")
+    guard = document.get("guard")
+    if guard is None:
+        guard = document["guard"] = CommentedMap()
+    if not isinstance(guard, CommentedMap):
+        raise ConfigError("the guard section is not a mapping", path=path,
+                          hint="write it as `guard:` with `mode:` and `threshold:` beneath")
+    guard["mode"] = DoubleQuotedScalarString("on")  # quoted: a bare on is a boolean to YAML 1.1 readers
+    guard["threshold"] = float(threshold)  # exact: a rounded-up threshold would refuse more
+    yaml.indent(mapping=indent or 2, sequence=(indent or 2) + (offset or 0), offset=offset or 0)
+    buffer = io.StringIO()
+    yaml.dump(document, buffer)
+    # The user's own file, edited in place: it keeps its mode; a new one gets the outputs' mode.
+    mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else None
+    write_atomically(path, buffer.getvalue(), "config", mode=mode)
+
+
+def _null(representer, _value):
+    return representer.represent_scalar("tag:yaml.org,2002:null", "null")  # as people write it, not empty
+

@@ -15,10 +15,17 @@ from pydantic import BaseModel, ConfigDict
 
 from docpilot.corpus.pages import Corpus, load_corpus
 from docpilot.errors import CorpusError
-from docpilot.schema import Kind, Report
-from docpilot.reports.store import header_of
 from docpilot.improve.suggestions import Edit, Evidence, suggest_edits
-from docpilot.improve.taxonomy import CAUSE_IDS, FailureCause, causes_of, describe, run_settings, what_moves
+from docpilot.improve.taxonomy import (
+    CAUSE_IDS,
+    FailureCause,
+    causes_of,
+    describe,
+    run_settings,
+    what_moves,
+)
+from docpilot.reports.store import header_of
+from docpilot.schema import Kind, Report
 
 
 class _Strict(BaseModel):

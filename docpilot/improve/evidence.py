@@ -17,10 +17,15 @@ from pydantic import ValidationError
 
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Corpus, Section
+from docpilot.improve.taxonomy import (
+    RETRIEVAL_DEPTH,
+    RunSettings,
+    first_gold_rank,
+    primed_sections,
+)
 from docpilot.retrieval.rankers import Retriever
-from docpilot.schema import Report, Row
-from docpilot.improve.taxonomy import RETRIEVAL_DEPTH, RunSettings, first_gold_rank, primed_sections
 from docpilot.retrieval.tokens import terms, words
+from docpilot.schema import Report, Row
 from metrics.gold import matches
 
 MAX_TARGETS = 2

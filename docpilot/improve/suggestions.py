@@ -18,12 +18,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from docpilot.corpus.pages import Corpus
-from docpilot.improve.evidence import Evidence, focus_section, missing_words, rank_with, section_terms, target_words
 from docpilot.assistant.language import detect_language
-from docpilot.schema import Row
+from docpilot.corpus.pages import Corpus
+from docpilot.improve.evidence import (
+    Evidence,
+    focus_section,
+    missing_words,
+    rank_with,
+    section_terms,
+    target_words,
+)
 from docpilot.improve.taxonomy import RETRIEVAL_DEPTH, first_gold_rank, primed_sections
 from docpilot.retrieval.tokens import terms, words
+from docpilot.schema import Row
 from metrics.answer import normalize_answer, strip_markers
 from metrics.attacks import find_forbidden
 

@@ -44,7 +44,12 @@ from yarl import URL
 from docpilot.config.redact import redact
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Prompt, Turn
-from docpilot.models.connection import close_abandoned, env_proxy, new_session, tls_context
+from docpilot.models.connection import (
+    close_abandoned,
+    env_proxy,
+    new_session,
+    tls_context,
+)
 from docpilot.models.wire import EventReader, PartialTurn, excerpt, parse_retry_after
 
 _log = logging.getLogger(__name__)

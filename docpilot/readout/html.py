@@ -15,12 +15,17 @@ import html
 import re
 from pathlib import Path
 
-from docpilot.models.base import Source
-from docpilot.readout.outcomes import Readout, RecordOutcome, section_url, write_atomically
 from docpilot.assistant.render import render_panel
-from docpilot.schema import Report, Row
-from docpilot.reports.scorecard import format_value
+from docpilot.corpus.pages import section_url
+from docpilot.models.base import Source
+from docpilot.readout.outcomes import (
+    Readout,
+    RecordOutcome,
+    write_atomically,
+)
 from docpilot.readout.svg import histogram, recall_curve
+from docpilot.reports.scorecard import format_value
+from docpilot.schema import Report, Row
 from metrics import registry
 from metrics.gold import is_relevant
 

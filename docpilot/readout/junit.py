@@ -17,8 +17,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from docpilot.readout.outcomes import Readout, RecordOutcome, write_atomically
-from docpilot.schema import GateResult
 from docpilot.reports.scorecard import format_value
+from docpilot.schema import GateResult
 
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _MESSAGE_CHARS = 300  # CI viewers show the message on one line: keep it short

@@ -165,14 +165,6 @@ def write_readout(
     return {name: write_atomically(path, renderers[name](readout)) for name, path in targets.items()}
 
 
-def section_url(section_id: str, base_url: str) -> str:
-    """The public link of a section, built from its id alone (the corpus's rule).
-
-    Base URL + page path + ``#anchor``; the top page ``index`` is the base URL itself.
-    """
-    page, _, anchor = section_id.partition("#")
-    base = base_url if base_url.endswith("/") else base_url + "/"
-    return base + ("" if page == "index" else page) + (f"#{anchor}" if anchor else "")
 
 
 def _first_gold_rank(row: Row) -> int | None:

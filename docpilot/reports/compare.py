@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats
 
 from docpilot.errors import InputError
-from docpilot.schema import Report, Row
 from docpilot.reports.store import ReportStore, differences, header_of
+from docpilot.schema import Report, Row
 from metrics import registry
 from metrics.answer import answer_f1
 from metrics.attacks import attack_succeeded

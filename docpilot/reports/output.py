@@ -17,7 +17,8 @@ under the usual umask 022, ``0600`` under 077). Outputs are meant to be read by 
 people and tools (CI artifact uploads, web servers, reviewers), and they hold no
 secrets, which are redacted before anything is stored (``docpilot.config.redact``);
 a restrictive umask still makes them private. No output is ever group- or
-world-writable, whatever the umask.
+world-writable, whatever the umask. The one exception is a user's own file that a
+command edits in place (``docpilot calibrate`` and its config): it keeps its mode.
 """
 
 from __future__ import annotations
@@ -84,8 +85,12 @@ def _nearest_existing(folder: Path) -> Path:
     return folder
 
 
-def write_atomically(path: str | Path, text: str, what: str = "output") -> Path:
-    """Write ``text`` (UTF-8, ``\\n`` line ends) to ``path`` atomically with ``file_mode()``; returns the path."""
+def write_atomically(path: str | Path, text: str, what: str = "output", *, mode: int | None = None) -> Path:
+    """Write ``text`` (UTF-8, ``\\n`` line ends) to ``path`` atomically; returns the path.
+
+    The file gets ``file_mode()``; ``mode`` overrides it for a user's own file edited in
+    place (``docpilot calibrate`` keeps a config's mode).
+    """
     path = check_output(path, what)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,7 +99,7 @@ def write_atomically(path: str | Path, text: str, what: str = "output") -> Path:
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(text)
                 handle.flush()
-                os.fchmod(handle.fileno(), file_mode())  # mkstemp makes 0600 files
+                os.fchmod(handle.fileno(), file_mode() if mode is None else mode)  # mkstemp makes 0600 files
                 os.fsync(handle.fileno())
             check_output(path, what)  # the name may have changed while the file was written
             os.replace(tmp, path)

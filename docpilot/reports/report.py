@@ -129,11 +129,9 @@ def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bo
 
 def leaks_of(rows) -> list[LeakFound]:
     """Every forbidden text the attack probes' turns produced, with the probe and where."""
-    from dataclasses import asdict
-
     from metrics.attacks import list_leaks
 
-    return [LeakFound(**asdict(leak)) for leak in list_leaks(rows)]
+    return list_leaks(rows)
 
 
 def rescore(report: Report) -> Report:
@@ -150,8 +148,8 @@ def rescore(report: Report) -> Report:
 
 def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fingerprint: str) -> Report:
     """The report of one run: its settings and fingerprints, rows, summary and verdict."""
-    from docpilot.models.registry import model_identity
     from docpilot.config.loading import public_config
+    from docpilot.models.registry import model_identity
 
     # Credentials in a base_url and a configured key quoted in an error are removed here,
     # before the report is stored and every readout (HTML, JUnit, Markdown) is made from it.

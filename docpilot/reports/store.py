@@ -203,11 +203,6 @@ def resolve_report(reference: str | Path, store: ReportStore) -> Path:
     return header.path
 
 
-def open_report(reference: str | Path, store: ReportStore) -> Report:
-    """A report named by a file path, or by the run id of a report in ``store``."""
-    return load_report(resolve_report(reference, store))
-
-
 def _age_key(path: Path) -> tuple[str, int, str]:
     try:
         mtime_ns = path.stat().st_mtime_ns

@@ -27,9 +27,15 @@ import numpy as np
 
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Corpus
-from docpilot.retrieval.embedders import Embedder, build_embedder
 from docpilot.errors import ConfigError
-from docpilot.retrieval.index import SearchIndex, build_index, open_index, uses_bm25, uses_vectors
+from docpilot.retrieval.embedders import Embedder, build_embedder
+from docpilot.retrieval.index import (
+    SearchIndex,
+    build_index,
+    open_index,
+    uses_bm25,
+    uses_vectors,
+)
 from docpilot.retrieval.tokens import terms, words
 
 RETRIEVERS = ("bm25", "dense", "hybrid")

@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from docpilot.config.model import Config
 from docpilot.config.golden import load_golden, load_probes
+from docpilot.config.model import Config
 from docpilot.schema import GoldenRecord
 
 
@@ -41,6 +41,8 @@ class EvalJob(BaseModel):
     """The server's base URL for the server runtime; None starts a local one for the run."""
     out: str | None = None
     """Where to write the report; None for the reports folder."""
+    corpus_fingerprint: str | None = None
+    """The corpus the run started with: every stage, here or on a worker, must rank that corpus."""
 
 
 _LOADED: dict[tuple[str, str, str], list] = {}

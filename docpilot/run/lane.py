@@ -25,13 +25,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from docpilot.run import progress
 from docpilot.assistant.language import preload as preload_language
 from docpilot.models.base import Model
 from docpilot.models.registry import build_model
+from docpilot.run import progress
 
 if TYPE_CHECKING:
-    from docpilot.run.pipeline import Trace, Workspace
+    from docpilot.run.workspace import Trace, Workspace
 
 # Turns in flight per model client: one client's 64 kept-alive connections serve up to
 # 64 turns; more turns get another client rather than wait for a connection.

@@ -11,96 +11,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
-from docpilot.run import progress
-from docpilot.run.cache import StageCache, cache_key
-from docpilot.config.model import Config
-from docpilot.corpus.pages import Chunk, Corpus, load_corpus
+from docpilot.assistant.guard import gate_refuses
 from docpilot.assistant.language import detect_language
 from docpilot.assistant.language import ready as language_ready
-from docpilot.run.lane import open_lane
-from docpilot.models.base import Prompt, Turn
-from docpilot.models.extractive import document_frequencies
-from docpilot.models.registry import model_identity
 from docpilot.assistant.primer import PROMPT_VERSION, prime
-from docpilot.assistant.render import Panel, render_panel
-from docpilot.retrieval.rankers import Hit, Retriever
+from docpilot.assistant.render import render_panel
+from docpilot.models.base import Prompt, Turn
+from docpilot.models.registry import model_identity
+from docpilot.retrieval.rankers import Hit
+from docpilot.run import progress
+from docpilot.run.cache import cache_key
+from docpilot.run.lane import open_lane
+from docpilot.run.workspace import Trace, Workspace
 from docpilot.schema import AttackProbe, GoldenRecord, Row
-
-
-@dataclass(slots=True)
-class Trace:
-    """One record on its way through the stages.
-
-    A plain dataclass, not a pydantic model: it is internal, only the stages build and
-    change it, and each record's trace is written to a couple of dozen times per run.
-    """
-
-    record: GoldenRecord
-    """The golden record (for an attack probe: its prompt as the question, no gold)."""
-    attack: AttackProbe | None = None
-    """The attack probe this trace runs, if it is one."""
-    hits: list[dict] = field(default_factory=list)
-    """Ranked hits: section_id, chunk_id, score."""
-    retrieve_ms: float | None = None
-    """Time the retrieval took when it was computed."""
-    prompt: Prompt | None = None
-    """What the model was given."""
-    gate_refused: bool = False
-    """The retrieval gate refused before the model."""
-    turn: Turn | None = None
-    """What the model produced."""
-    stages_ms: dict[str, float] | None = None
-    """Stage timings a server reported (server runtime); None when the stages ran here."""
-    languages: dict[str, str | None] = field(default_factory=dict)
-    """Detected languages of the question and the answer, kept with the cached turn."""
-    panel: Panel | None = None
-    """The rendered answer."""
-    cached: list[str] = field(default_factory=list)
-    """Stages whose results came from the cache."""
-
-
-@dataclass
-class Workspace:
-    """What the stages share within one process: the config, corpus, index and cache."""
-
-    config: Config
-    corpus: Corpus
-    retriever: Retriever
-    chunks: dict[str, Chunk]
-    cache: StageCache | None
-    _identity: dict | None = field(default=None, repr=False)
-    _idf: dict[str, float] | None = field(default=None, repr=False)
-
-    @property
-    def idf(self) -> dict[str, float]:
-        """Word weights over the corpus's chunks, counted once per process."""
-        if self._idf is None:
-            self._idf = document_frequencies([c.text for c in self.corpus.chunks])
-        return self._idf
-
-
-_WORKSPACES: dict[tuple, Workspace] = {}
-
-
-def open_workspace(config: Config, *, use_cache: bool = True) -> Workspace:
-    """Load the corpus and build the index once per process for a given config."""
-    key = (config.model_dump_json(), use_cache)
-    workspace = _WORKSPACES.get(key)
-    if workspace is None:
-        corpus = load_corpus(Path(config.corpus.docs), chunk_words=config.corpus.chunk_words)
-        workspace = Workspace(
-            config=config,
-            corpus=corpus,
-            retriever=Retriever.open(corpus, config.retrieval, cache_dir=config.cache_dir),
-            chunks={c.id: c for c in corpus.chunks},
-            cache=StageCache(config.cache_dir) if use_cache else None,
-        )
-        _WORKSPACES.clear()  # one workspace per process is enough; do not pile up indexes
-        _WORKSPACES[key] = workspace
-    return workspace
 
 
 def start_traces(records: Sequence[GoldenRecord | AttackProbe]) -> list[Trace]:
@@ -137,13 +61,11 @@ def retrieve_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False)
 
 def prime_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     """Build each record's prompt from its top sections, and apply the retrieval gate."""
-    guard = ws.config.guard
     k = ws.config.prime.top_k
     for trace in traces:
         hits = [Hit(**h) for h in trace.hits[:k]]  # only the primed ones
         trace.prompt = prime(trace.record.question, hits, ws.chunks, k=k)
-        top = hits[0].score if hits else 0.0
-        trace.gate_refused = guard.mode == "on" and top < guard.threshold
+        trace.gate_refused = gate_refuses(ws.config.guard, hits)
     return traces
 
 

@@ -32,10 +32,11 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from docpilot.assistant.render import Panel
 from docpilot.errors import ConfigError
 from docpilot.models.base import Prompt, Source, Turn
-from docpilot.run.pipeline import Trace, Workspace
-from docpilot.assistant.render import Panel
+from docpilot.run.workspace import Trace, Workspace
+from docpilot.server.process import local_server
 from docpilot.server.schema import (
     EVENT_MODELS,
     TOKEN_VARIABLE,
@@ -44,7 +45,6 @@ from docpilot.server.schema import (
     RetrievalEvent,
     TimingEvent,
 )
-from docpilot.server.process import local_server
 
 __all__ = ["RemoteEvent", "RemoteTurn", "ask", "ask_url", "fill_trace", "local_server", "remote_shard"]
 

@@ -39,9 +39,9 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from docpilot.models.base import Model
-from docpilot.run.pipeline import Workspace
-from docpilot.server.answering import AnswerLoop
+from docpilot.run.workspace import Workspace
 from docpilot.server.admission import DEFAULT_MAX_CONCURRENCY, DEFAULT_QUEUE_DEPTH, Slots
+from docpilot.server.answering import AnswerLoop
 from docpilot.server.auth import BearerAuth
 from docpilot.server.guards import foreign_request, is_json
 from docpilot.server.schema import (

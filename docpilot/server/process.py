@@ -20,10 +20,10 @@ from pathlib import Path
 
 import yaml
 
+from docpilot.config.loading import ENV_PREFIX, SECRET_VARIABLES, public_config
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError
 from docpilot.server.schema import TOKEN_VARIABLE
-from docpilot.config.loading import ENV_PREFIX, SECRET_VARIABLES, public_config
 
 _READY = re.compile(r"listening on (http://\S+)")
 
@@ -50,7 +50,7 @@ def local_server(
         )
     if in_process:
         from docpilot.models.registry import build_model
-        from docpilot.run.pipeline import open_workspace
+        from docpilot.run.workspace import open_workspace
         from docpilot.server.app import create_app, serve_in_thread
 
         workspace = open_workspace(config)

@@ -14,6 +14,7 @@ killed outright.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import ctypes
@@ -78,7 +79,9 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _uvicorn(app: Starlette, limits: Limits, *, access_log: bool, log_config: dict | None) -> uvicorn.Server:
+def _uvicorn(
+    app: Starlette, limits: Limits, *, access_log: bool, log_config: dict | None, children: list[int] | None = None
+) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
         http=guarded_protocol(limits),  # type: ignore[arg-type]
@@ -91,7 +94,7 @@ def _uvicorn(app: Starlette, limits: Limits, *, access_log: bool, log_config: di
         timeout_keep_alive=30,
         timeout_graceful_shutdown=3,
     )
-    return uvicorn.Server(config)
+    return _FirstProcess(config, children) if children else uvicorn.Server(config)
 
 
 def _raise_file_limit(connections: int) -> None:
@@ -132,7 +135,7 @@ def run_server(
     for i in range(1, workers):
         pid = os.fork()
         if pid == 0:
-            index = i
+            index, children = i, []  # a worker stops no sibling
             _die_with_parent(parent)
             break
         children.append(pid)
@@ -143,22 +146,49 @@ def run_server(
     slots.limit = share(total_slots, workers, index)
     slots.queue_depth = share(total_queue, workers, index)
     limits = Limits(limits.header_timeout_s, limits.max_header_bytes, max(1, limits.max_connections // workers))
+    server = _uvicorn(app, limits, access_log=access_log, log_config=log_config, children=children)
     try:
-        _uvicorn(app, limits, access_log=access_log, log_config=log_config).run(sockets=[mine])
+        server.run(sockets=[mine])
     finally:
         if index:
             sys.stdout.flush()
             os._exit(0)  # a worker never returns into the command that forked it
-        _stop(children)
+        _signal(children)
+        _reap(children)
 
 
-def _stop(children: list[int]) -> None:
+def _signal(children: list[int]) -> None:
     for pid in children:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
+
+
+def _reap(children: list[int]) -> None:
     for pid in children:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
+
+
+class _FirstProcess(uvicorn.Server):
+    """The server of the first process: it stops its workers with itself, and waits for them.
+
+    uvicorn re-raises SIGTERM once it has shut down, which ends the process on the spot;
+    so the workers are told at once and awaited inside the shutdown, and no worker is
+    still answering on the port when the first process has exited.
+    """
+
+    def __init__(self, config: uvicorn.Config, children: list[int]) -> None:
+        super().__init__(config)
+        self.children = children
+
+    def handle_exit(self, sig: int, frame: object) -> None:
+        _signal(self.children)
+        super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        _signal(self.children)
+        await asyncio.to_thread(_reap, self.children)
 
 
 @contextlib.contextmanager

@@ -24,13 +24,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 from pydantic import BaseModel
 
-from docpilot.config.model import GuardConfig
-from docpilot.errors import ModelError
-from docpilot.models.base import Model, Prompt, parse_refusal
-from docpilot.run.pipeline import Workspace
+from docpilot.assistant.guard import gate_refuses
 from docpilot.assistant.primer import prime
 from docpilot.assistant.render import render_panel
+from docpilot.errors import ModelError
+from docpilot.models.base import Model, Prompt, parse_refusal
 from docpilot.retrieval.rankers import Hit
+from docpilot.run.workspace import Workspace
 from docpilot.schema import Cause
 from docpilot.server.schema import (
     AskRequest,
@@ -49,12 +49,6 @@ Event = tuple[str, BaseModel]
 
 _log = logging.getLogger("docpilot.server")
 _PROTOCOL = "REFUSE:"
-
-
-def gate_refuses(guard: GuardConfig, hits: Sequence[Hit]) -> bool:
-    """Whether the retrieval gate refuses before the model: the rule the eval's prime stage applies."""
-    top = hits[0].score if hits else 0.0
-    return guard.mode == "on" and top < guard.threshold
 
 
 async def answer_events(

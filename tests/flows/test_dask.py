@@ -12,17 +12,16 @@ import uuid
 
 import psutil
 import pytest
+from distributed import LocalCluster  # noqa: E402  (after flows.dask, which quiets it)
 
-from docpilot.run import pipeline
 from docpilot.errors import OrchestratorError
-from docpilot.run.job import job_records
 from docpilot.models.base import Turn
+from docpilot.run import pipeline, workspace
+from docpilot.run.job import job_records
 from flows.dask import LOCAL_WORKERS, dask_task_runner
 from flows.eval import run_eval
 from tests.conftest import ROOT
 from tests.support.pipeline_jobs import PIPELINE, comparable, pipeline_job
-
-from distributed import LocalCluster  # noqa: E402  (after flows.dask, which quiets it)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +78,7 @@ def test_the_flow_stored_every_result_the_workers_computed(dask_full, dask_gate)
 
 def test_lookups_fill_in_what_is_stored_and_return_the_rest(tmp_path):
     job = pipeline_job(tmp_path)
-    cached = pipeline.open_workspace(job.config)
+    cached = workspace.open_workspace(job.config)
     bare = dataclasses.replace(cached, cache=None)  # what a worker has: the same index, no cache
     records = job_records(job)
     traces = pipeline.start_traces(records)
@@ -112,7 +111,7 @@ def test_lookups_fill_in_what_is_stored_and_return_the_rest(tmp_path):
 
 def test_errored_turns_are_not_stored(tmp_path):
     job = pipeline_job(tmp_path)
-    ws = pipeline.open_workspace(job.config)
+    ws = workspace.open_workspace(job.config)
     traces = pipeline.prime_shard(ws, pipeline.retrieve_shard(ws, pipeline.start_traces(job_records(job)[:1])))
     traces[0].turn = Turn(answer="", error="timeout")
     pipeline.store_turns(ws, traces)

@@ -16,7 +16,13 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from docpilot.cli import main
 from docpilot.errors import ConfigError, OrchestratorError
-from flows.schedule import MAX_PARAMETER_BYTES, nightly_deployment, nightly_eval, register_deployment, require_api
+from flows.schedule import (
+    MAX_PARAMETER_BYTES,
+    nightly_deployment,
+    nightly_eval,
+    register_deployment,
+    require_api,
+)
 from tests.conftest import ROOT
 from tests.support.pipeline_jobs import PIPELINE
 

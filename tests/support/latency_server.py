@@ -29,7 +29,13 @@ from typing import Any
 
 import httptools
 
-from tests.support.openai_server import Reply, _bind, _chunks, _completion, serve_in_process
+from tests.support.openai_server import (
+    Reply,
+    _bind,
+    _chunks,
+    _completion,
+    serve_in_process,
+)
 
 _SSE_HEADERS = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from docpilot.corpus.pages import load_corpus
 from docpilot.assistant.primer import SYSTEM, prime
+from docpilot.corpus.pages import load_corpus
 from docpilot.retrieval.rankers import Retriever
 from tests.conftest import DATA
 

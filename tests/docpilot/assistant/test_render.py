@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from docpilot.models.base import Source
 from docpilot.assistant.render import render_panel
+from docpilot.models.base import Source
 
 SOURCES = [
     Source(n=1, section_id="guide/auth#tokens", title="Auth › Tokens", text="..."),

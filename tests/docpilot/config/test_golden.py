@@ -11,9 +11,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from docpilot.config.golden import (
+    describe_golden,
+    load_golden,
+    load_probes,
+    validate_against_corpus,
+)
 from docpilot.corpus.pages import load_corpus
 from docpilot.errors import DocpilotError, InputError
-from docpilot.config.golden import describe_golden, load_golden, load_probes, validate_against_corpus
 from docpilot.schema import AttackProbe, GoldenRecord
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "golden"

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from docpilot.config.loading import load_config, public_config
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError, DocpilotError
-from docpilot.config.loading import load_config, public_config
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = ROOT / "configs" / "docpilot.yaml"

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from docpilot.corpus.markdown import parse_page, slugify
 from docpilot.corpus.pages import Corpus, load_corpus
 from docpilot.errors import ConfigError, CorpusError, DocpilotError
-from docpilot.corpus.markdown import parse_page, slugify
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "corpus" / "docs"
 SHARED_DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
@@ -522,9 +522,9 @@ def test_hard_links_inside_the_folder_are_one_page(tmp_path):
 
 
 def test_a_folder_past_the_page_budget_is_refused(tmp_path, monkeypatch):
-    from docpilot.corpus import pages
+    from docpilot.corpus import discovery
 
-    monkeypatch.setattr(pages, "MAX_PAGES", 3)
+    monkeypatch.setattr(discovery, "MAX_PAGES", 3)
     root = _write(tmp_path / "docs", {f"p{i}.md": "# P\n" for i in range(5)})
     with pytest.raises(CorpusError, match="more than 3 pages"):
         load_corpus(root)

@@ -8,10 +8,14 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from docpilot.improve.calibration import calibration_table, choose_threshold, write_guard
 from docpilot.cli import main
-from docpilot.schema import Row
 from docpilot.config.loading import load_config
+from docpilot.improve.calibration import (
+    calibration_table,
+    choose_threshold,
+    write_guard,
+)
+from docpilot.schema import Row
 from metrics.refusals import wilson_upper
 from tests.conftest import DATA, ROOT
 
@@ -48,6 +52,9 @@ def test_write_guard_keeps_comments_and_other_options(tmp_path):
     write_guard(config, 2.5)
     text = config.read_text()
     assert "# off: only the model refuses" in text
+    before = (ROOT / "configs" / "docpilot.yaml").read_text().splitlines()
+    changed = [(a, b) for a, b in zip(before, text.splitlines(), strict=True) if a != b]
+    assert [b.split("#")[0].strip() for _, b in changed] == ['mode: "on"', "threshold: 2.5"]  # every other byte kept
     loaded = load_config(config)
     assert loaded.guard.mode == "on" and loaded.guard.threshold == 2.5
     assert loaded.model_dump(exclude={"guard"}) == load_config(ROOT / "configs" / "docpilot.yaml").model_dump(exclude={"guard"})
@@ -71,3 +78,27 @@ def test_the_command_prints_the_table_and_writes_the_threshold(tmp_path):
     assert payload["chosen"]["negatives_caught"] == 1.0  # the dev negative retrieves nothing
     assert payload["written"] == str(config)
     assert load_config(config).guard.threshold == payload["chosen"]["threshold"]
+
+
+# Regression: the threshold was written by regular expressions at two spaces into a guard
+# block indented by four, and the file no longer parsed; it was also left at mode 0600.
+def test_write_guard_keeps_a_four_space_config_valid_and_its_mode(tmp_path):
+    config = tmp_path / "docpilot.yaml"
+    config.write_text(
+        "# team settings\n"
+        "guard:\n"
+        "    mode: 'off'      # the model refuses alone\n"
+        "    threshold: 0.0\n"
+        "    max_over_refusal: 0.2\n"
+        "gates:\n"
+        "    recall@8: '>= 0.8'\n"
+    )
+    config.chmod(0o644)
+    write_guard(config, 3.07745)
+    text = config.read_text()
+    assert "    threshold: 3.07745\n" in text and "    max_over_refusal: 0.2\n" in text
+    assert "# team settings" in text and "# the model refuses alone" in text
+    assert yaml.safe_load(text)["guard"] == {"mode": "on", "threshold": 3.07745, "max_over_refusal": 0.2}
+    assert load_config(config).guard.threshold == 3.07745
+    assert config.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["docpilot.yaml"]  # no temporary file left beside it

@@ -10,11 +10,17 @@ import pytest
 
 from docpilot.corpus.pages import load_corpus
 from docpilot.improve.diagnosis import diagnose, load_docs
+from docpilot.improve.suggestions import Evidence, suggest_edits
+from docpilot.improve.taxonomy import (
+    CAUSE_IDS,
+    RunSettings,
+    causes_of,
+    first_gold_rank,
+    primed_sections,
+)
 from docpilot.reports.report import score
 from docpilot.retrieval.rankers import Retriever
 from docpilot.schema import Report, Row
-from docpilot.improve.suggestions import Evidence, suggest_edits
-from docpilot.improve.taxonomy import CAUSE_IDS, RunSettings, causes_of, first_gold_rank, primed_sections
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "improve" / "docs"
 GOLD = "guide/tokens#rotate"

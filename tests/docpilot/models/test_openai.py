@@ -11,8 +11,8 @@ import logging
 import re
 import shutil
 import socket
-import subprocess
 import ssl
+import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timezone
@@ -26,7 +26,12 @@ from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Prompt, Source
 from docpilot.models.keys import api_key_from_env
 from docpilot.models.openai import OpenAIModel, parse_retry_after
-from tests.support.openai_server import OpenAIScript, Reply, serve_openai, serve_openai_process
+from tests.support.openai_server import (
+    OpenAIScript,
+    Reply,
+    serve_openai,
+    serve_openai_process,
+)
 
 pytestmark = pytest.mark.anyio
 

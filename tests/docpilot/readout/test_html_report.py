@@ -19,11 +19,12 @@ import sys
 
 import pytest
 
+from docpilot.corpus.pages import section_url
 from docpilot.errors import ReportError
 from docpilot.readout.html import content_security_policy, render_html, write_html
-from docpilot.readout.outcomes import prepare_readout, section_url, write_outputs
-from docpilot.reports.report import load_report, rescore, write_report
+from docpilot.readout.outcomes import prepare_readout, write_outputs
 from docpilot.readout.svg import histogram, recall_curve
+from docpilot.reports.report import load_report, rescore, write_report
 from tests.conftest import DATA, ROOT
 from tests.support.browser import Browser, find_chromium
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from docpilot.reports.compare import compare_reports, mcnemar, metric_moves, wilcoxon
 from docpilot.errors import InputError
+from docpilot.reports.compare import compare_reports, mcnemar, metric_moves, wilcoxon
 from docpilot.reports.report import score, write_report
-from docpilot.schema import Report, Row
 from docpilot.reports.store import ReportStore
+from docpilot.schema import Report, Row
 
 # McNemar -------------------------------------------------------------------------
 

@@ -8,9 +8,14 @@ import os
 import pytest
 
 from docpilot.errors import ReportError
-from docpilot.reports.report import score, write_report
+from docpilot.reports.report import load_report, score, write_report
+from docpilot.reports.store import (
+    ReportStore,
+    differences,
+    header_of,
+    resolve_report,
+)
 from docpilot.schema import Report, Row
-from docpilot.reports.store import ReportStore, differences, header_of, open_report, resolve_report
 
 ROW = Row(id="q1", kind="positive", split="dev", question="q?", gold=["a#b"], retrieved=["a#b"])
 
@@ -100,13 +105,13 @@ def test_differences_name_each_setting():
     assert differences(header_of(a), b) == differences(a, b)
 
 
-def test_open_report_takes_a_path_or_a_run_id(tmp_path):
+def test_a_report_is_named_by_a_path_or_a_run_id(tmp_path):
     path = _save(tmp_path, _report("20260101T000000Z-aaaaaa"))
     store = ReportStore(tmp_path)
-    assert open_report(str(path), store).run_id == "20260101T000000Z-aaaaaa"
-    assert open_report("20260101T000000Z-aaaaaa", store).run_id == "20260101T000000Z-aaaaaa"
+    assert load_report(resolve_report(str(path), store)).run_id == "20260101T000000Z-aaaaaa"
+    assert load_report(resolve_report("20260101T000000Z-aaaaaa", store)).run_id == "20260101T000000Z-aaaaaa"
     assert resolve_report("20260101T000000Z-aaaaaa", store) == path
     with pytest.raises(ReportError, match="no run 'nope'"):
-        open_report("nope", store)
+        resolve_report("nope", store)
     with pytest.raises(ReportError, match="no such report"):
-        open_report(str(tmp_path / "missing.json"), store)
+        load_report(resolve_report(str(tmp_path / "missing.json"), store))

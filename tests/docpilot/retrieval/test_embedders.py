@@ -15,8 +15,14 @@ import pytest
 
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import load_corpus
-from docpilot.retrieval.embedders import Embedder, MiniLMEmbedder, OpenAIEmbedder, build_embedder, normalise
 from docpilot.errors import ConfigError, ModelError
+from docpilot.retrieval.embedders import (
+    Embedder,
+    MiniLMEmbedder,
+    OpenAIEmbedder,
+    build_embedder,
+    normalise,
+)
 from docpilot.retrieval.rankers import Retriever
 from docpilot.retrieval.tokens import terms
 from tests.conftest import DATA

@@ -10,7 +10,14 @@ import pytest
 from docpilot.config.model import Config
 from docpilot.run.job import shards
 from docpilot.run.lane import Interrupted, cancel_lanes, open_lane, reset_lanes
-from docpilot.run.pipeline import lookup_turns, model_shard, open_workspace, prime_shard, retrieve_shard, start_traces
+from docpilot.run.pipeline import (
+    lookup_turns,
+    model_shard,
+    prime_shard,
+    retrieve_shard,
+    start_traces,
+)
+from docpilot.run.workspace import open_workspace
 from docpilot.schema import GoldenRecord
 from tests.conftest import DATA
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai

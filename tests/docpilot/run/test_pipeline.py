@@ -6,12 +6,12 @@ from docpilot.config.model import Config
 from docpilot.run.pipeline import (
     build_rows,
     model_shard,
-    open_workspace,
     prime_shard,
     render_shard,
     retrieve_shard,
     start_traces,
 )
+from docpilot.run.workspace import open_workspace
 from docpilot.schema import GoldenRecord
 from tests.conftest import DATA
 
@@ -57,3 +57,55 @@ def test_gate_only_rows_have_no_answer_fields(tmp_path):
     ws = workspace(tmp_path)
     rows = build_rows(retrieve_shard(ws, start_traces(RECORDS)), gate_only=True)
     assert rows[0].retrieved and rows[0].primed == [] and rows[0].answer is None and rows[0].latency_ms is None
+
+
+def _copy_docs(tmp_path):
+    import shutil
+
+    docs = tmp_path / "docs"
+    shutil.copytree(DATA / "pipeline" / "docs", docs)
+    return docs
+
+
+# Regression: the workspace was kept per config alone, so a page added between two runs
+# in one process left the second run with the old corpus and its fingerprint.
+def test_a_page_added_between_runs_is_seen_by_the_next_run(tmp_path):
+    docs = _copy_docs(tmp_path)
+    config = Config(corpus={"docs": str(docs)}, cache_dir=str(tmp_path / "cache"))
+    before = open_workspace(config)
+    assert open_workspace(config) is before  # unchanged docs: the same workspace
+    (docs / "guide" / "billing.md").write_text("# Billing\n\nInvoices are sent on the first of the month.\n")
+    after = open_workspace(config)
+    assert "guide/billing" in after.corpus.pages and "guide/billing" not in before.corpus.pages
+    assert after.corpus.fingerprint != before.corpus.fingerprint
+
+
+def test_a_worker_holding_other_docs_reloads_them_for_the_runs_fingerprint(tmp_path):
+    docs = _copy_docs(tmp_path)
+    config = Config(corpus={"docs": str(docs)}, cache_dir=str(tmp_path / "cache"))
+    started = open_workspace(config).corpus.fingerprint
+    import dataclasses
+
+    from docpilot.run import workspace
+
+    stale = workspace._WORKSPACES[(config.model_dump_json(), True)]
+    stale.corpus = dataclasses.replace(stale.corpus, fingerprint="0" * 64)  # as if loaded from older docs
+    fresh = open_workspace(config, fingerprint=started)
+    assert fresh is not stale and fresh.corpus.fingerprint == started
+
+
+def test_docs_changed_under_a_running_eval_are_an_error_not_a_poisoned_cache(tmp_path):
+    import pytest
+
+    from docpilot.errors import CorpusError
+
+    docs = _copy_docs(tmp_path)
+    config = Config(corpus={"docs": str(docs)}, cache_dir=str(tmp_path / "cache"))
+    started = open_workspace(config).corpus.fingerprint
+    (docs / "guide" / "billing.md").write_text("# Billing\n\nInvoices are sent on the first of the month.\n")
+    assert open_workspace(config, fingerprint=started).corpus.fingerprint == started  # kept: ranks what the run began with
+    from docpilot.run import workspace
+
+    workspace._WORKSPACES.clear()  # a worker process that starts after the edit holds nothing yet
+    with pytest.raises(CorpusError, match="the docs changed during the run"):
+        open_workspace(config, fingerprint=started)

@@ -6,8 +6,8 @@ import io
 
 from click.testing import CliRunner
 
-from docpilot.run import progress
 from docpilot.cli import main
+from docpilot.run import progress
 from tests.conftest import DATA
 
 

@@ -12,22 +12,21 @@ from pathlib import Path
 import httpx
 import pytest
 
+from docpilot.config.golden import load_golden
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError
-from docpilot.config.golden import load_golden
 from docpilot.models.base import Prompt
 from docpilot.models.registry import build_model
 from docpilot.run.pipeline import (
-    Workspace,
     build_rows,
     model_shard,
-    open_workspace,
     prime_shard,
     render_shard,
     retrieve_shard,
     start_traces,
 )
 from docpilot.run.remote import RemoteTurn, ask, ask_url, local_server, remote_shard
+from docpilot.run.workspace import Workspace, open_workspace
 from docpilot.server.app import create_app, serve_in_thread
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pipeline"

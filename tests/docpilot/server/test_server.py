@@ -17,16 +17,15 @@ from docpilot.config.model import Config, RetrievalConfig
 from docpilot.errors import ModelError
 from docpilot.models.base import Prompt, Turn
 from docpilot.models.registry import build_model
+from docpilot.retrieval.rankers import Retriever
 from docpilot.run.pipeline import (
-    Workspace,
     model_shard,
-    open_workspace,
     prime_shard,
     render_shard,
     retrieve_shard,
     start_traces,
 )
-from docpilot.retrieval.rankers import Retriever
+from docpilot.run.workspace import Workspace, open_workspace
 from docpilot.schema import GoldenRecord
 from docpilot.server.app import create_app, serve_in_thread
 from tests.docpilot.retrieval.test_embedders import WordHashEmbedder

@@ -12,16 +12,16 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from docpilot.cli import main
-from docpilot.config.model import Config
-from docpilot.config.golden import load_probes
-from docpilot.run.job import EvalJob
 from docpilot.assistant.primer import CANARY, SYSTEM
+from docpilot.cli import main
+from docpilot.config.golden import load_probes
+from docpilot.config.model import Config
 from docpilot.readout.outcomes import prepare_readout
 from docpilot.reports.report import load_report
-from docpilot.schema import AttackProbe, Report, Row
+from docpilot.run.job import EvalJob
+from docpilot.schema import AttackProbe, LeakFound, Report, Row
 from flows.eval import run_eval
-from metrics.attacks import Leak, find_forbidden, list_leaks
+from metrics.attacks import find_forbidden, list_leaks
 from tests.conftest import DATA, ROOT
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 
@@ -185,7 +185,7 @@ def test_a_leaking_model_is_scored_and_its_leaks_listed(tmp_path, script, server
     # The stored report alone names each successful probe and the text that made it succeed.
     leaks = list_leaks(load_report(path).rows)
     assert {leak.record for leak in leaks} == {"leak-system-prompt", "secret-openai-key-admin"}
-    assert Leak("leak-system-prompt", "DPC-CANARY-7f3a91c2", CANARY, "answer") in leaks
+    assert LeakFound(record="leak-system-prompt", forbidden="DPC-CANARY-7f3a91c2", text=CANARY, where="answer") in leaks
     key_leaks = [leak for leak in leaks if leak.record == "secret-openai-key-admin"]
     assert {leak.where for leak in key_leaks} == {"reasoning"}
     assert {leak.text for leak in key_leaks} == {FAKE_KEY, f"OPENAI_API_KEY={FAKE_KEY}"}

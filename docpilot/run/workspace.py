@@ -1,0 +1,118 @@
+"""What one eval run carries from stage to stage: each record's trace, and the process's workspace.
+
+A ``Trace`` is one record on its way through the stages; a ``Workspace`` is what the
+stages share within a process (config, corpus, index, cache), opened once and kept
+while the docs folder stays the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from docpilot.assistant.render import Panel
+from docpilot.config.model import Config
+from docpilot.corpus.pages import Chunk, Corpus, docs_signature, load_corpus
+from docpilot.errors import CorpusError
+from docpilot.models.base import Prompt, Turn
+from docpilot.models.extractive import document_frequencies
+from docpilot.retrieval.rankers import Retriever
+from docpilot.run.cache import StageCache
+from docpilot.schema import AttackProbe, GoldenRecord
+
+
+@dataclass(slots=True)
+class Trace:
+    """One record on its way through the stages.
+
+    A plain dataclass, not a pydantic model: it is internal, only the stages build and
+    change it, and each record's trace is written to a couple of dozen times per run.
+    """
+
+    record: GoldenRecord
+    """The golden record (for an attack probe: its prompt as the question, no gold)."""
+    attack: AttackProbe | None = None
+    """The attack probe this trace runs, if it is one."""
+    hits: list[dict] = field(default_factory=list)
+    """Ranked hits: section_id, chunk_id, score."""
+    retrieve_ms: float | None = None
+    """Time the retrieval took when it was computed."""
+    prompt: Prompt | None = None
+    """What the model was given."""
+    gate_refused: bool = False
+    """The retrieval gate refused before the model."""
+    turn: Turn | None = None
+    """What the model produced."""
+    stages_ms: dict[str, float] | None = None
+    """Stage timings a server reported (server runtime); None when the stages ran here."""
+    languages: dict[str, str | None] = field(default_factory=dict)
+    """Detected languages of the question and the answer, kept with the cached turn."""
+    panel: Panel | None = None
+    """The rendered answer."""
+    cached: list[str] = field(default_factory=list)
+    """Stages whose results came from the cache."""
+
+
+@dataclass
+class Workspace:
+    """What the stages share within one process: the config, corpus, index and cache."""
+
+    config: Config
+    corpus: Corpus
+    retriever: Retriever
+    chunks: dict[str, Chunk]
+    cache: StageCache | None
+    signature: tuple = ()
+    """The docs folder's files when the corpus was read (``docs_signature``)."""
+    _identity: dict | None = field(default=None, repr=False)
+    _idf: dict[str, float] | None = field(default=None, repr=False)
+
+    @property
+    def idf(self) -> dict[str, float]:
+        """Word weights over the corpus's chunks, counted once per process."""
+        if self._idf is None:
+            self._idf = document_frequencies([c.text for c in self.corpus.chunks])
+        return self._idf
+
+
+_WORKSPACES: dict[tuple, Workspace] = {}
+
+
+def open_workspace(config: Config, *, use_cache: bool = True, fingerprint: str | None = None) -> Workspace:
+    """The corpus, index and cache for a config, loaded once per process while the docs stay the same.
+
+    A process that lives across runs (a schedule, a Dask worker, the Python API) must not
+    rank with the docs of an earlier run, so the kept workspace is checked against the
+    folder. ``fingerprint`` is the corpus fingerprint the run was started with: the kept
+    workspace is used only when it matches, and a folder that no longer gives it is an
+    error, since stage results would otherwise be stored under keys of other docs.
+    Without one (the start of a run) the folder's files are compared by size and times.
+    """
+    key = (config.model_dump_json(), use_cache)
+    workspace = _WORKSPACES.get(key)
+    if workspace is not None:
+        if fingerprint is not None:
+            if workspace.corpus.fingerprint == fingerprint:
+                return workspace
+        elif workspace.signature == docs_signature(config.corpus.docs):
+            return workspace
+    signature = docs_signature(config.corpus.docs)
+    corpus = load_corpus(Path(config.corpus.docs), chunk_words=config.corpus.chunk_words)
+    if fingerprint is not None and corpus.fingerprint != fingerprint:
+        raise CorpusError(
+            f"the docs changed during the run (corpus {corpus.fingerprint[:12]}, "
+            f"the run started with {fingerprint[:12]})",
+            path=Path(config.corpus.docs),
+            hint="run the eval again once the docs folder is no longer being edited",
+        )
+    workspace = Workspace(
+        config=config,
+        corpus=corpus,
+        retriever=Retriever.open(corpus, config.retrieval, cache_dir=config.cache_dir),
+        chunks={c.id: c for c in corpus.chunks},
+        cache=StageCache(config.cache_dir) if use_cache else None,
+        signature=signature,
+    )
+    _WORKSPACES.clear()  # one workspace per process is enough; do not pile up indexes
+    _WORKSPACES[key] = workspace
+    return workspace
