@@ -36,10 +36,15 @@ from docpilot.cli._errors import handle_errors
     type=click.IntRange(1, 64),
     help="Processes that answer (default: one per core, at most --max-concurrency).",
 )
+@click.option(
+    "--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+    help="On a loopback host: also answer requests for this host name (a reverse proxy's); repeatable.",
+)
 @click.option("--access-log", is_flag=True, help="Log one line per request (query values redacted).")
 @handle_errors
 def serve_command(
-    host, port, config_path, docs, provider, model, base_url, no_auth, max_concurrency, queue_depth, workers, access_log
+    host, port, config_path, docs, provider, model, base_url, no_auth, max_concurrency, queue_depth, workers,
+    allow_hosts, access_log,
 ):
     """Answer questions over HTTP: POST /v1/ask streams the answer as server-sent events.
 
@@ -64,6 +69,7 @@ def serve_command(
         max_concurrency=max_concurrency,
         queue_depth=queue_depth,
         local=is_loopback(host),
+        allowed_hosts=frozenset(name.strip().lower() for name in allow_hosts),
     )
     workers = min(workers or default_workers(max_concurrency), max_concurrency)
     sockets = bind(host, port, count=workers)

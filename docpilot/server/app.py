@@ -234,11 +234,13 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     max_question_chars: int = MAX_QUESTION_CHARS,
     local: bool = True,
+    allowed_hosts: frozenset[str] = frozenset(),
 ) -> Starlette:
     """The HTTP app over a loaded workspace and model; ``token`` None serves without auth.
 
-    ``local``: the server listens on a loopback address, so requests must name it in
-    ``Host`` and come from no foreign ``Origin`` (see ``docpilot.server.guards``).
+    ``local``: the server listens on a loopback address, so requests must name it (or
+    one of ``allowed_hosts``, lower case) in ``Host`` and come from no foreign
+    ``Origin`` (see ``docpilot.server.guards``).
     The app owns the model from here on: it closes it (``aclose``) when the server stops.
     ``app.state.slots.in_flight`` counts the questions being answered.
     """
@@ -255,7 +257,7 @@ def create_app(
         request_id = uuid.uuid4().hex[:16]
         taken = False
         try:
-            if local and (foreign := foreign_request(request)) is not None:
+            if local and (foreign := foreign_request(request, allowed_hosts)) is not None:
                 raise _Problem(403, *foreign)
             denied = auth.denial(request, request_id)
             if denied is not None:
@@ -289,7 +291,7 @@ def create_app(
                 slots.give_back()
 
     async def healthz(request: Request) -> Response:
-        if local and (foreign := foreign_request(request)) is not None:
+        if local and (foreign := foreign_request(request, allowed_hosts)) is not None:
             return _error_response(403, *foreign, "-")
         health = Health(
             corpus=workspace.corpus.fingerprint,

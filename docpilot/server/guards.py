@@ -23,28 +23,35 @@ from docpilot.server.auth import is_loopback
 _HOST = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[^:\[\]]+)(?::\d{1,5})?$")
 
 
-def host_is_local(host_header: str) -> bool:
-    """Whether a ``Host`` header (name and optional port) names this machine."""
+def host_is_local(host_header: str, allowed: frozenset[str] = frozenset()) -> bool:
+    """Whether a ``Host`` header (name and optional port) names this machine, or a name in ``allowed``."""
     found = _HOST.match(host_header.strip())
-    return bool(found) and is_loopback(found.group(1))
+    return bool(found) and (is_loopback(found.group(1)) or found.group(1).lower() in allowed)
 
 
-def origin_is_local(origin: str) -> bool:
-    """Whether an ``Origin`` header is a page served from this machine."""
+def origin_is_local(origin: str, allowed: frozenset[str] = frozenset()) -> bool:
+    """Whether an ``Origin`` header is a page served from this machine, or from a name in ``allowed``."""
     try:
         parts = urlsplit(origin.strip())
     except ValueError:
         return False
-    return parts.scheme in ("http", "https") and parts.hostname is not None and is_loopback(parts.hostname)
+    name = parts.hostname
+    return parts.scheme in ("http", "https") and name is not None and (is_loopback(name) or name in allowed)
 
 
-def foreign_request(request: Request) -> tuple[str, str] | None:
-    """Why a request to a loopback server comes from elsewhere, as (code, message); None when it does not."""
+def foreign_request(request: Request, allowed: frozenset[str] = frozenset()) -> tuple[str, str] | None:
+    """Why a request to a loopback server comes from elsewhere, as (code, message); None when it does not.
+
+    ``allowed`` adds host names (lower case) a reverse proxy in front of the server forwards.
+    """
     host = request.headers.get("host", "")
-    if not host_is_local(host):
-        return "host_not_allowed", f"this server answers only to localhost names, not Host {host[:80]!r}"
+    if not host_is_local(host, allowed):
+        return "host_not_allowed", (
+            f"this server answers only to localhost names, not Host {host[:80]!r}; "
+            "a reverse proxy's name is added with `docpilot serve --allow-host NAME`"
+        )
     origin = request.headers.get("origin")
-    if origin is not None and origin != "null" and not origin_is_local(origin):
+    if origin is not None and origin != "null" and not origin_is_local(origin, allowed):
         return "origin_not_allowed", f"requests from pages on {origin[:80]!r} are not allowed"
     if origin == "null":
         return "origin_not_allowed", "requests from sandboxed pages (Origin: null) are not allowed"

@@ -223,3 +223,13 @@ def test_a_turn_that_holds_its_thread_does_not_stop_healthz(workspace):
         finally:
             model.release.set()
             answer.join(30)
+
+
+def test_a_reverse_proxys_name_can_be_allowed(workspace):
+    app = _app(workspace, allowed_hosts=frozenset({"docs.example.com"}))
+    with serve_in_thread(app) as url:
+        body = {"question": ANSWERABLE, "stream": False}
+        allowed = httpx.post(f"{url}/v1/ask", json=body, headers={"Host": "docs.example.com"})
+        other = httpx.post(f"{url}/v1/ask", json=body, headers={"Host": "evil.example"})
+    assert allowed.status_code == 200 and other.status_code == 403
+    assert "--allow-host" in other.json()["error"]["message"]
