@@ -121,7 +121,7 @@ def parse_yaml(text: str, path: Path, *, error: type[InputError] = InputError) -
         loader = _Loader(text)  # the reader already refuses control characters here
         root = loader.get_single_node()
         if root is not None:
-            _check_aliases(root, path, error)
+            check_aliases(root, path, error)
         return root, loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -148,7 +148,7 @@ def parse_yaml(text: str, path: Path, *, error: type[InputError] = InputError) -
             loader.dispose()
 
 
-def _check_aliases(root: yaml.Node, path: Path, error: type[InputError]) -> None:
+def check_aliases(root: yaml.Node, path: Path | str, error: type[InputError] = InputError) -> None:
     """Refuse a document whose aliases expand to more than ``MAX_ALIAS_VALUES`` extra values."""
     sizes: dict[int, int] = {}  # id(node) -> values it stands for, expanded
     distinct = 0

@@ -82,3 +82,15 @@ def test_eval_refuses_a_question_over_the_servers_limit(tmp_path):
     assert result.exit_code == 2, result.output
     assert f"the limit is {MAX_QUESTION_CHARS}" in result.stderr and "golden.yaml" in result.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_page_whose_front_matter_is_an_alias_bomb_is_refused(tmp_path):
+    from docpilot.corpus.pages import load_corpus
+    from docpilot.errors import CorpusError
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("---\n" + _bomb().replace("records:", "title:") + "---\n# Home\n")
+    with pytest.raises(CorpusError, match="aliases expand") as caught:
+        load_corpus(docs)
+    assert "index.md" in str(caught.value)
