@@ -125,6 +125,13 @@ def run_server(
     log_config.setdefault("filters", {})["redact"] = {"()": AccessLogRedactor}
     log_config["handlers"]["access"]["filters"] = ["redact"]
     _raise_file_limit(limits.max_connections)
+    if len(sockets) > 1 and threading.active_count() > 1:
+        # Forking a process that runs threads (a local embedding model's, say) can leave a
+        # worker holding a lock no thread will release; one process is slower but safe.
+        print("docpilot serve: threads are running, so one worker process answers", file=sys.stderr)
+        for extra in sockets[1:]:
+            extra.close()
+        sockets = sockets[:1]
     workers = len(sockets)
     slots = app.state.slots
     total_slots, total_queue = slots.limit, slots.queue_depth
