@@ -69,12 +69,14 @@ def check_output(path: str | Path, what: str = "output") -> Path:
         raise ReportError(f"{path}: cannot check the {what} path: {exc.strerror or exc}; {fix}") from None
     if found is not None and not stat.S_ISREG(found.st_mode):
         kind = "a folder" if stat.S_ISDIR(found.st_mode) else "not a regular file (a device, pipe or socket)"
-        raise ReportError(f"{path}: the {what} path is {kind}, and it is never replaced; {fix}")
+        raise ReportError(f"{path}: cannot write the {what}: the path is {kind}, and it is never replaced; {fix}")
     folder = _nearest_existing(path.parent)
     if not folder.is_dir():
-        raise ReportError(f"{path}: {folder} is not a folder, so the {what} cannot be written under it; {fix}")
+        raise ReportError(f"{path}: cannot write the {what}: {folder} is not a folder; {fix}")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise ReportError(f"{path}: the folder {folder} is not writable; choose a writable folder for the {what}")
+        raise ReportError(
+            f"{path}: cannot write the {what}: the folder {folder} is not writable; choose a writable folder for it"
+        )
     return path
 
 
