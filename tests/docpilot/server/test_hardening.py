@@ -233,3 +233,26 @@ def test_a_reverse_proxys_name_can_be_allowed(workspace):
         other = httpx.post(f"{url}/v1/ask", json=body, headers={"Host": "evil.example"})
     assert allowed.status_code == 200 and other.status_code == 403
     assert "--allow-host" in other.json()["error"]["message"]
+
+
+def test_a_waiter_that_gives_up_leaves_the_line_and_the_count_right():
+    import asyncio
+
+    from docpilot.server.admission import Slots
+
+    async def run() -> tuple[int, int]:
+        slots = Slots(1, queue_depth=2)
+        assert await slots.take()
+        first = asyncio.create_task(slots.take())
+        second = asyncio.create_task(slots.take())
+        await asyncio.sleep(0)
+        assert slots.waiting == 2
+        assert await slots.take() is False  # the line is full: refused at once
+        first.cancel()  # a client that went away while waiting
+        await asyncio.gather(first, return_exceptions=True)
+        slots.give_back()  # the slot goes to the one still waiting
+        assert await second
+        slots.give_back()
+        return slots.in_flight, slots.waiting
+
+    assert asyncio.run(run()) == (0, 0)
