@@ -22,6 +22,7 @@ from typing import Any, TypeVar, overload
 import click
 
 from docpilot.reports.terminal import clean
+from docpilot.config.redact import redact
 from docpilot.errors import DocpilotError
 from docpilot.reports.output import os_fix
 
@@ -56,7 +57,8 @@ class _ErrorHandler(contextlib.ContextDecorator):
         if debug_enabled():
             traceback.print_exception(exc)
         if isinstance(exc, DocpilotError):
-            click.echo(clean(f"error: {exc}"), err=True)  # messages quote ids and values from files
+            # Messages quote ids and values from files, and URLs that may carry credentials.
+            click.echo(clean(redact(f"error: {exc}", shapes=False)), err=True)
             raise SystemExit(exc.exit_code) from None
         if isinstance(exc, OSError) and exc.errno is not None:
             click.echo(clean(f"error: {_os_error(exc)}"), err=True)

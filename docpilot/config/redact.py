@@ -39,8 +39,12 @@ _URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.\-]*://)[^/\s@]
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s\"'<>]+")
 
 
-def redact(text: str, *secrets: str | None) -> str:
-    """``text`` with every secret, key-shaped string, URL credential and URL query value replaced."""
+def redact(text: str, *secrets: str | None, shapes: bool = True) -> str:
+    """``text`` with every secret, key-shaped string, URL credential and URL query value replaced.
+
+    ``shapes=False`` keeps key-shaped strings: for DocPilot's own messages, whose hints
+    may spell out how to set a token (``export DOCPILOT_SERVER_TOKEN=...``).
+    """
     if not text:
         return text
     for secret in (*secrets, *configured_secrets()):
@@ -49,6 +53,8 @@ def redact(text: str, *secrets: str | None) -> str:
                 text = text.replace(value, MARK)
     text = _URL.sub(lambda found: redact_url(found.group(0)), text)
     text = _URL_CREDENTIALS.sub(lambda found: f"{found.group('scheme')}{MARK}@", text)
+    if not shapes:
+        return text
     text = _BEARER.sub(lambda found: f"{found.group(1)} {MARK}", text)
     text = _PAIR.sub(lambda found: f"{found.group('name')}{found.group('sep')}{MARK}", text)
     text = _PREFIXED.sub(MARK, text)

@@ -108,3 +108,13 @@ def test_a_report_stores_no_url_credentials(tmp_path):
     assert result.exit_code == 0, result.output
     stored = out.read_text()
     assert "QQSECRET" not in stored and "admin:pw" not in stored and "127.0.0.1:9/v1" in stored
+
+
+def test_an_error_on_the_command_line_shows_no_url_credentials(tmp_path):
+    pipeline = DATA / "pipeline"
+    result = CliRunner().invoke(main, [
+        "eval", "--docs", str(pipeline / "docs"), "--golden", str(pipeline / "golden.yaml"), "--orchestrator",
+        "inline", "--runtime", "server", "--url", "http://admin:PWSECRET@127.0.0.1:9", "--out", str(tmp_path / "r.json"),
+    ])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "PWSECRET" not in result.output and "127.0.0.1:9" in result.stderr
