@@ -114,7 +114,8 @@ def test_an_error_on_the_command_line_shows_no_url_credentials(tmp_path):
     pipeline = DATA / "pipeline"
     result = CliRunner().invoke(main, [
         "eval", "--docs", str(pipeline / "docs"), "--golden", str(pipeline / "golden.yaml"), "--orchestrator",
-        "inline", "--runtime", "server", "--url", "http://admin:PWSECRET@127.0.0.1:9", "--out", str(tmp_path / "r.json"),
+        "inline", "--runtime", "server", "--url", "http://admin:PWSECRET@127.0.0.1:9",
+        "--out", str(tmp_path / "r.json"),
     ])  # fmt: skip
     assert result.exit_code == 2, result.output
     assert "PWSECRET" not in result.output and "127.0.0.1:9" in result.stderr
