@@ -7,7 +7,13 @@ moment they are used, so they cannot reach a report or a log.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+
+# A folder or page name, or several joined by "/", as reference_pages lists them.
+_PageName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, pattern=r"^[^/].*[^/]$|^[^/]$")]
 
 
 class _Strict(BaseModel):
@@ -44,6 +50,19 @@ class RetrievalConfig(_Strict):
     repeated in a chunk's indexed text."""
     use_vocabulary: bool = True
     """Expand question words with `vocabulary.json` from the docs folder."""
+    reference_pages: list[_PageName] = Field(
+        default_factory=lambda: ["api-ref", "reference", "release-notes", "changelog"]
+    )
+    """Folder or page names that mark generated reference pages and release notes: a
+    page whose id contains one as whole path parts (`api-ref` matches
+    `v3/api-ref/cli/flow`) is a reference page."""
+    reference_slots: int = Field(default=3, ge=0)
+    """At most this many of the first `top_k` sections come from reference pages; the
+    others wait just below them, so the guides that explain a word are not pushed out
+    by the reference pages that merely list it. `top_k` or more turns the limit off."""
+    reference_weight: float = Field(default=1.0, ge=0)
+    """Multiplier of a reference page's BM25 scores; below 1 ranks them lower everywhere
+    (0 leaves them out of BM25's list)."""
     embedder: str = "minilm"
     """Embedding model of `dense` and `hybrid`: `minilm` (all-MiniLM-L6-v2 on the CPU, needs
     the `minilm` extra) or `openai` (any OpenAI-compatible `/v1/embeddings` endpoint)."""

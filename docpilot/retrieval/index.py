@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 import uuid
@@ -44,15 +45,24 @@ from docpilot.retrieval.tokens import terms
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 # Bump when what is stored, or how a chunk's indexed text is built, changes.
-INDEX_FORMAT = "docpilot-index-1"
+INDEX_FORMAT = "docpilot-index-2"
 MANIFEST = "manifest.json"
 _FOLDER_CHARS = 20
 _DONORS = 4  # older indexes searched for vectors to reuse
 _HASH_BYTES = 16
+# Include directives (`{* ../docs_src/app.py hl[3] *}`, `--8<-- "snippet.md"`) name a
+# file that is not in the docs folder: their words ("docs", "src", "py") are paths, and
+# a question about "the docs" should not match every page that includes an example.
+_INCLUDE = re.compile(r"\{\*[^{}\n]*\*\}|^[ \t]*-{2}8<-{2}.*$", re.MULTILINE)
+
+
+def indexed_body(text: str) -> str:
+    """A chunk's text as the index reads it: include directives left out, the rest as written."""
+    return _INCLUDE.sub(" ", text) if ("{*" in text or "8<" in text) else text
 
 
 def lexical_text(corpus: Corpus, chunk: Chunk, settings: RetrievalConfig) -> str:
-    """What BM25 indexes for a chunk: heading path, description and keywords, then the text.
+    """What BM25 indexes for a chunk: heading path, description and keywords, then the text (see ``indexed_body``).
 
     The heading path starts with the page title; it and the page's description and
     keywords are repeated ``title_weight`` and ``description_weight`` times, which is
@@ -63,7 +73,7 @@ def lexical_text(corpus: Corpus, chunk: Chunk, settings: RetrievalConfig) -> str
     about = " ".join(filter(None, [page.description or "", " ".join(page.keywords)]))
     if about:
         parts.extend([about] * settings.description_weight)
-    parts.append(chunk.text)
+    parts.append(indexed_body(chunk.text))
     return "\n".join(parts)
 
 
@@ -71,7 +81,7 @@ def dense_text(corpus: Corpus, chunk: Chunk) -> str:
     """What an embedder reads for a chunk: heading path, description, text (the model truncates the end)."""
     page = corpus.pages[chunk.page_id]
     head = " › ".join(chunk.heading_path)
-    return "\n".join(filter(None, [head, page.description or "", chunk.text]))
+    return "\n".join(filter(None, [head, page.description or "", indexed_body(chunk.text)]))
 
 
 def uses_bm25(settings: RetrievalConfig) -> bool:

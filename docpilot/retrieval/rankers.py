@@ -3,15 +3,18 @@
 Three retrievers (``retrieval.retriever``) share one flow:
 
     bm25     the question's stemmed words, expanded with ``vocabulary.json``, scored
-             against each chunk's heading path, page description and text
+             against each chunk's heading path, page description and text, then
+             multiplied by ``retrieval.reference_weight`` on reference pages
     dense    the question's embedding against each chunk's, by cosine similarity
     hybrid   both ranked lists, fused: a section earns weight / (rrf_k + rank) from
              each list it appears in
 
 Chunk scores fold into sections (a section takes its best chunk), sections outside
 the question's ``scope`` never enter a list, and the top ``k`` sections are returned
-as ``Hit``\\ s. The index behind a retriever is built in memory by the constructor, or
-loaded from disk (and saved after a build) by ``Retriever.open``.
+as ``Hit``\\ s. Generated reference pages and release notes (``reference_pages``) hold
+at most ``reference_slots`` of the first ``top_k`` places, whatever the retriever.
+The index behind a retriever is built in memory by the constructor, or loaded from
+disk (and saved after a build) by ``Retriever.open``.
 """
 
 from __future__ import annotations
@@ -43,10 +46,11 @@ RETRIEVERS = ("bm25", "dense", "hybrid")
 
 # Settings that change where or how fast an index is made, never a ranking.
 _OPERATIONAL = frozenset({"index_dir", "embedding_batch_size", "embedding_timeout_s"})
-_BM25_ONLY = frozenset({"k1", "b", "title_weight", "description_weight", "use_vocabulary"})
+_BM25_ONLY = frozenset({"k1", "b", "title_weight", "description_weight", "use_vocabulary", "reference_weight"})
 _DENSE_ONLY = frozenset({"embedder", "embedding_model", "embedding_base_url", "embedding_dim"})
 _FUSION_ONLY = frozenset({"rrf_k", "bm25_weight", "dense_weight", "fusion_depth"})
 _SCOPE_MASKS = 256
+_CAP_DEPTH = 4  # a capped list ranks this many times top_k sections, to fill the places given up
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,16 @@ def in_scope(page_id: str, scope: list[str] | None) -> bool:
     if scope is None:
         return True
     return any(page_id == p.rstrip("/") or page_id.startswith(p.rstrip("/") + "/") for p in scope)
+
+
+def is_reference_page(page_id: str, names: Sequence[str]) -> bool:
+    """Whether one of ``names`` is whole path parts of the page id.
+
+    ``api-ref`` matches ``v3/api-ref/cli/flow`` and ``api-ref`` itself, never
+    ``api-refs`` or ``my-api-ref``; ``v3/api-ref`` matches only that run of parts.
+    """
+    padded = f"/{page_id}/"
+    return any(f"/{name}/" in padded for name in names)
 
 
 def reciprocal_rank_fusion(
@@ -134,6 +148,10 @@ class Retriever:
         self._page_ids = page_ids
         self._chunk_page = np.array([number[c.page_id] for c in self.chunks], dtype=np.int32)
         self._chunk_section = [c.section_id for c in self.chunks]
+        self._reference = frozenset(p for p in page_ids if is_reference_page(p, self.settings.reference_pages))
+        weights = np.array([self.settings.reference_weight if p in self._reference else 1.0 for p in page_ids])
+        # Most docs folders have no reference pages; then BM25 scores stay untouched.
+        self._chunk_weight = weights[self._chunk_page].astype(np.float32) if (weights != 1.0).any() else None
         self._masks: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
         self.fingerprint = hashlib.sha256(
             json.dumps(
@@ -187,16 +205,28 @@ class Retriever:
         return terms(question) + extra
 
     def search(self, question: str, *, scope: list[str] | None = None, k: int | None = None) -> list[Hit]:
-        """The top ``k`` sections for a question, restricted to ``scope`` when given."""
+        """The top ``k`` sections for a question, restricted to ``scope`` when given.
+
+        Within the first ``top_k`` places at most ``reference_slots`` sections come from
+        reference pages; the ones over that limit follow right after those places.
+        """
         k = k or self.settings.top_k
         mask = self._scope_mask(scope)
         if mask is not None and not mask.any():
             return []
+        capped = bool(self._reference) and self.settings.reference_slots < self.settings.top_k
+        # A capped list looks deeper, so the places a reference section gives up can be filled.
+        depth = max(k, _CAP_DEPTH * self.settings.top_k) if capped else k
+        hits = self._ranked(question, mask, k, depth)
+        return self._cap_references(hits)[:k] if capped else hits
+
+    def _ranked(self, question: str, mask: np.ndarray | None, k: int, want: int) -> list[Hit]:
+        """The ``want`` best sections; hybrid fuses lists as deep as ``k`` asks (or ``fusion_depth``)."""
         retriever = self.settings.retriever
         if retriever == "bm25":
-            return self._lexical_hits(question, mask, k)
+            return self._lexical_hits(question, mask, want)
         if retriever == "dense":
-            return self._dense_hits(question, mask, k)
+            return self._dense_hits(question, mask, want)
         depth = max(k, self.settings.fusion_depth)
         lists = [self._lexical_hits(question, mask, depth), self._dense_hits(question, mask, depth)]
         chunk_of: dict[str, str] = {}
@@ -207,7 +237,27 @@ class Retriever:
         fused = reciprocal_rank_fusion(
             [[h.section_id for h in hits] for hits in lists], weights, k=self.settings.rrf_k
         )
-        return [Hit(section, chunk_of[section], round(score, 6)) for section, score in fused[:k]]
+        return [Hit(section, chunk_of[section], round(score, 6)) for section, score in fused[:want]]
+
+    def _cap_references(self, hits: list[Hit]) -> list[Hit]:
+        """The ranked list with reference sections over ``reference_slots`` moved below the first ``top_k``."""
+        places, slots = self.settings.top_k, self.settings.reference_slots
+        first: list[Hit] = []
+        waiting: list[Hit] = []
+        used = seen = 0
+        for hit in hits:
+            if len(first) == places:
+                break
+            seen += 1
+            if hit.section_id.partition("#")[0] not in self._reference:
+                first.append(hit)
+            elif used < slots:
+                first.append(hit)
+                used += 1
+            else:
+                waiting.append(hit)
+        # With too few other sections the places stay short: the waiting ones follow anyway.
+        return first + waiting + hits[seen:]
 
     def _scope_mask(self, scope: list[str] | None) -> np.ndarray | None:
         """Which chunks a scope allows (None: all); masks are kept for the most recent scopes."""
@@ -231,6 +281,8 @@ class Retriever:
         scores = self._lexical.scores(self.query_terms(question))
         if scores is None:
             return []
+        if self._chunk_weight is not None:
+            scores *= self._chunk_weight
         if mask is not None:
             scores[~mask] = 0.0
         # A chunk sharing no word with the question scores 0 and is no answer.

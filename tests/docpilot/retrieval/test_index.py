@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from docpilot.cli import main
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import load_corpus
-from docpilot.retrieval.index import MANIFEST, index_fingerprint
+from docpilot.retrieval.index import MANIFEST, dense_text, index_fingerprint, indexed_body, lexical_text
 from docpilot.retrieval.rankers import Retriever
 from tests.conftest import DATA
 from tests.docpilot.retrieval.test_embedders import WordHashEmbedder
@@ -150,3 +150,25 @@ def test_docpilot_index_reports_a_missing_docs_folder(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["index", "--docs", str(tmp_path / "nope")])
     assert result.exit_code == 2
     assert "does not exist" in result.output
+
+
+def test_include_directives_are_left_out_of_the_indexed_text(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "static.md").write_text(
+        "# Static files\n\n## Use StaticFiles\n\nMount the folder.\n\n"
+        "{* ../../docs_src/static_files/tutorial001_py310.py hl[2,6] *}\n\n"
+        '--8<-- "snippets/extra.md"\n\nThen open the page.\n'
+    )
+    (docs / "ui.md").write_text("# Docs UI\n\nThe docs page lists the snippets of your API.\n")
+    corpus = load_corpus(docs)
+    section = corpus.sections["static#use-staticfiles"]
+    assert "docs_src" in section.text  # the reader still sees where the example goes
+    chunk = next(c for c in corpus.chunks if c.section_id == section.id)
+    indexed = lexical_text(corpus, chunk, RetrievalConfig())
+    assert "Mount the folder." in indexed and "Then open the page." in indexed
+    assert "docs_src" not in indexed and "8<" not in indexed and "snippets" not in indexed
+    assert "docs_src" not in dense_text(corpus, chunk)
+    hits = Retriever(corpus).search("docs src snippets py")
+    assert {h.section_id.partition("#")[0] for h in hits} == {"ui"}
+    assert indexed_body("a {b} and {*c*} d") == "a {b} and   d"

@@ -231,3 +231,99 @@ def test_the_fingerprint_follows_chunking(tmp_path):
     small = Retriever(load_corpus(DOCS, chunk_words=20))
     large = Retriever(load_corpus(DOCS, chunk_words=220))
     assert small.fingerprint != large.fingerprint
+
+
+# --- reference pages -----------------------------------------------------------------
+
+from pydantic import ValidationError  # noqa: E402
+
+from docpilot.retrieval.rankers import is_reference_page  # noqa: E402
+
+
+@pytest.fixture
+def with_reference(tmp_path):
+    """A guide that answers a question and a generated CLI reference that repeats its words."""
+    docs = tmp_path / "docs"
+    (docs / "guides").mkdir(parents=True)
+    (docs / "v3" / "api-ref" / "cli").mkdir(parents=True)
+    (docs / "guides" / "logging.md").write_text(
+        "# Logging\n\n## Print statements\n\nSet log_prints=True on the flow so print output is captured.\n"
+    )
+    (docs / "v3" / "api-ref" / "cli" / "flow-run.md").write_text(
+        "# flow-run\n\n## prefect flow-run logs\n\nShow the logs of a flow run, with the output of print.\n"
+    )
+    return load_corpus(docs)
+
+
+def test_a_lower_reference_weight_ranks_the_guide_above_the_reference(with_reference):
+    question = "how do I get print output into the run logs"
+    plain = Retriever(with_reference).search(question)
+    assert plain[0].section_id == "v3/api-ref/cli/flow-run#prefect-flow-run-logs"
+    weighted = Retriever(with_reference, RetrievalConfig(reference_weight=0.5)).search(question)
+    assert weighted[0].section_id == "guides/logging#print-statements"
+    reference = next(h for h in weighted if h.section_id == "v3/api-ref/cli/flow-run#prefect-flow-run-logs")
+    unweighted = next(h for h in plain if h.section_id == reference.section_id)
+    assert reference.score == pytest.approx(unweighted.score * 0.5, rel=1e-5)
+    # Weight 0 leaves reference pages out of the list; no names leaves every page as it was.
+    gone = Retriever(with_reference, RetrievalConfig(reference_weight=0.0)).search(question)
+    assert [h.section_id.partition("#")[0] for h in gone] == ["guides/logging"] * len(gone)
+    unnamed = Retriever(with_reference, RetrievalConfig(reference_pages=[], reference_weight=0.5)).search(question)
+    assert [(h.section_id, h.score) for h in unnamed] == [(h.section_id, h.score) for h in plain]
+
+
+@pytest.fixture
+def crowded(tmp_path):
+    """Six CLI reference sections that repeat the question's words, six guide sections that use them once."""
+    docs = tmp_path / "docs"
+    (docs / "api-ref").mkdir(parents=True)
+    commands = "".join(f"## deploy cmd{n}\n\nDeploy schedule deploy schedule option {n}.\n\n" for n in range(6))
+    (docs / "api-ref" / "cli.md").write_text("# CLI\n\n" + commands)
+    steps = "".join(f"## Step {n}\n\nA deploy runs on a schedule, step {n} of the guide.\n\n" for n in range(6))
+    (docs / "guide.md").write_text("# Guide\n\n" + steps)
+    return load_corpus(docs)
+
+
+def test_reference_sections_hold_at_most_reference_slots_of_the_first_places(crowded):
+    question = "deploy on a schedule"
+    free = [h.section_id for h in Retriever(crowded, RetrievalConfig(reference_slots=8)).search(question, k=20)]
+    assert [s.startswith("api-ref/") for s in free[:6]] == [True] * 6  # by score, the reference fills the top
+    capped = [h.section_id for h in Retriever(crowded).search(question, k=20)]
+    references = [s for s in free if s.startswith("api-ref/")]
+    others = [s for s in free if not s.startswith("api-ref/")]
+    # The first 8 places: the 3 best reference sections and the 5 best others, each in score order;
+    # then the reference sections over the limit, then the rest.
+    assert capped[:8] == [s for s in free if s in references[:3] + others[:5]]
+    assert capped[8:] == references[3:] + others[5:]
+    assert sorted(capped) == sorted(free)
+    # k below top_k cuts the capped list; slots of 0 keep the first places for the others.
+    assert [h.section_id for h in Retriever(crowded).search(question, k=4)] == capped[:4]
+    none = [h.section_id for h in Retriever(crowded, RetrievalConfig(reference_slots=0)).search(question, k=20)]
+    assert none == others[:6] + references + others[6:]
+
+
+def test_reference_names_match_whole_path_parts():
+    names = ["api-ref", "release-notes", "v2/reference"]
+    assert is_reference_page("v3/api-ref/cli/flow-run", names)
+    assert is_reference_page("release-notes", names)
+    assert is_reference_page("docs/v2/reference/x", names)
+    assert not is_reference_page("api-refs/x", names)
+    assert not is_reference_page("guide/my-api-ref", names)
+    assert not is_reference_page("reference/x", names)  # only the run "v2/reference" is named
+    assert not is_reference_page("v3/api-ref", [])
+
+
+def test_reference_settings_are_ranking_settings(with_reference):
+    base = Retriever(with_reference)
+    for changed in ({"reference_weight": 0.3}, {"reference_pages": ["api"]}, {"reference_slots": 1}):
+        assert Retriever(with_reference, RetrievalConfig(**changed)).fingerprint != base.fingerprint
+    dense = _retriever(with_reference, "dense")
+    assert _retriever(with_reference, "dense", reference_weight=0.3).fingerprint == dense.fingerprint
+    assert _retriever(with_reference, "dense", reference_slots=1).fingerprint != dense.fingerprint
+
+
+@pytest.mark.parametrize(
+    "bad", [{"reference_weight": -0.1}, {"reference_slots": -1}, {"reference_pages": [""]}, {"reference_pages": ["/api"]}]
+)
+def test_bad_reference_settings_are_rejected(bad):
+    with pytest.raises(ValidationError):
+        RetrievalConfig(**bad)

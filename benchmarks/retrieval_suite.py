@@ -1,0 +1,206 @@
+"""Retrieval quality on every corpus at once: the demo docs, FastAPI, Prefect and SciFact.
+
+For each docs corpus the default retriever ranks the golden set's positives, split by
+split, and the table gives recall@8 and MRR exactly as ``docpilot eval --gate-only``
+reports them (same retriever, same scope, same metrics). Beside them stands a plain
+baseline on the same questions: bm25s with its English stop words and stemmer over
+each chunk's heading path and text, nothing else. SciFact (BEIR) gives test nDCG@10
+for the default settings, through ``benchmarks.beir``; ``dense`` and ``hybrid`` are
+added when the ``minilm`` extra is installed.
+
+    python -m benchmarks.retrieval_suite                      # data in ../shared/data
+    python -m benchmarks.retrieval_suite --data PATH --json
+
+The corpora this project did not write live outside it (``--data``, by default
+``../shared/data`` beside the repository); one that is missing is reported as absent
+and the others still run. ``--set KEY=VALUE`` overrides a retrieval setting for every
+corpus, to measure a change before making it the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+if not __package__:  # run as a file: make the repository's packages importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import bm25s  # noqa: E402
+import Stemmer  # noqa: E402
+
+from benchmarks import beir  # noqa: E402
+from docpilot.config.golden import load_golden  # noqa: E402
+from docpilot.config.model import RetrievalConfig  # noqa: E402
+from docpilot.corpus.pages import Corpus, load_corpus  # noqa: E402
+from docpilot.retrieval.rankers import Retriever, in_scope  # noqa: E402
+from docpilot.schema import GoldenRecord  # noqa: E402
+from metrics.retrieval import recall_at_k, reciprocal_rank  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+SPLITS = ("dev", "test")
+K = 8
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One docs corpus and the golden set written for it."""
+
+    name: str
+    docs: Path
+    golden: Path
+
+
+def suites(data: Path) -> list[Suite]:
+    """The three docs corpora: the project's own manual and two written elsewhere."""
+    return [
+        Suite("demo", ROOT / "docs", ROOT / "evals" / "golden.yaml"),
+        Suite("fastapi", data / "fastapi-docs" / "docs" / "en" / "docs", ROOT / "benchmarks" / "data" / "fastapi-golden.yaml"),
+        Suite("prefect", data / "prefect-docs" / "docs", ROOT / "benchmarks" / "data" / "prefect-golden.yaml"),
+    ]
+
+
+def rank_figures(records: list[GoldenRecord], rank) -> dict[str, float]:
+    """Mean recall@8 and MRR over the positives, as the gate-only summary computes them."""
+    positives = [r for r in records if r.gold]
+    recall = [recall_at_k(rank(r)[:K], r.gold, K) for r in positives]
+    mrr = [reciprocal_rank(rank(r)[:K], r.gold) for r in positives]
+    return {"positives": len(positives), "recall@8": sum(recall) / len(recall), "mrr": sum(mrr) / len(mrr)}
+
+
+class PlainBM25:
+    """The baseline: bm25s defaults, English stop words and stemmer, heading path + text per chunk."""
+
+    def __init__(self, corpus: Corpus) -> None:
+        logging.getLogger("bm25s").setLevel(logging.WARNING)
+        self._stemmer = Stemmer.Stemmer("english")
+        self._chunks = corpus.chunks
+        texts = [" ".join(c.heading_path) + "\n" + c.text for c in corpus.chunks]
+        self._model = bm25s.BM25()
+        self._model.index(self._tokens(texts), show_progress=False)
+
+    def _tokens(self, texts: list[str]):
+        return bm25s.tokenize(texts, stopwords="en", stemmer=self._stemmer, show_progress=False)
+
+    def rank(self, record: GoldenRecord) -> list[str]:
+        """The record's best sections by their best chunk, within its scope."""
+        depth = min(len(self._chunks), 200)
+        found, scores = self._model.retrieve(self._tokens([record.question]), k=depth, show_progress=False)
+        sections: list[str] = []
+        for index, value in zip(found[0], scores[0]):
+            chunk = self._chunks[int(index)]
+            if value > 0 and in_scope(chunk.page_id, record.scope) and chunk.section_id not in sections:
+                sections.append(chunk.section_id)
+        return sections
+
+
+def measure_suite(suite: Suite, settings: RetrievalConfig) -> dict:
+    """Default and baseline figures per split for one corpus, with the index build time."""
+    if not suite.docs.is_dir():
+        return {"corpus": suite.name, "absent": str(suite.docs)}
+    corpus = load_corpus(suite.docs)
+    records = load_golden(suite.golden)
+    started = time.perf_counter()
+    retriever = Retriever(corpus, settings)
+    build_s = time.perf_counter() - started
+    baseline = PlainBM25(corpus)
+    cache: dict[str, list[str]] = {}
+
+    def ranked(record: GoldenRecord) -> list[str]:
+        if record.id not in cache:
+            cache[record.id] = [h.section_id for h in retriever.search(record.question, scope=record.scope)]
+        return cache[record.id]
+
+    splits = {}
+    for split in SPLITS:
+        chosen = [r for r in records if r.split == split]
+        splits[split] = {"default": rank_figures(chosen, ranked), "baseline": rank_figures(chosen, baseline.rank)}
+    return {
+        "corpus": suite.name,
+        "docs": str(suite.docs),
+        "golden": str(suite.golden.relative_to(ROOT)),
+        "pages": len(corpus.pages),
+        "chunks": len(corpus.chunks),
+        "index_build_s": round(build_s, 2),
+        "splits": splits,
+    }
+
+
+def measure_scifact(data: Path, overrides: dict) -> dict:
+    """SciFact test nDCG@10 for the default settings, and for dense and hybrid when MiniLM is installed."""
+    folder = data / "beir-scifact"
+    if not folder.is_dir():
+        return {"absent": str(folder)}
+    found = {"default": beir.measure(folder, "bm25", "test", overrides=overrides)["ndcg@10"]}
+    if importlib.util.find_spec("sentence_transformers") is None:
+        found["dense"] = found["hybrid"] = None  # the minilm extra is not installed
+    else:
+        for name, retriever in (("dense", "minilm"), ("hybrid", "hybrid")):
+            found[name] = beir.measure(folder, retriever, "test", overrides=overrides)["ndcg@10"]
+    return found
+
+
+def run(data: Path, overrides: dict | None = None) -> dict:
+    """Every figure of the table, as one JSON-ready object."""
+    overrides = overrides or {}
+    settings = RetrievalConfig(**overrides)
+    return {
+        "settings": overrides,
+        "corpora": [measure_suite(s, settings) for s in suites(data)],
+        "scifact_test_ndcg@10": measure_scifact(data, overrides),
+    }
+
+
+def table(result: dict) -> str:
+    """The figures as a Markdown table, the way docs/retrieval.md shows them."""
+    lines = [
+        "| corpus | split | positives | recall@8 | MRR | baseline recall@8 | baseline MRR |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for entry in result["corpora"]:
+        if "absent" in entry:
+            lines.append(f"| {entry['corpus']} | – | absent: {entry['absent']} | | | | |")
+            continue
+        for split, figures in entry["splits"].items():
+            ours, base = figures["default"], figures["baseline"]
+            lines.append(
+                f"| {entry['corpus']} ({entry['pages']} pages) | {split} | {ours['positives']} "
+                f"| {ours['recall@8']:.3f} | {ours['mrr']:.3f} | {base['recall@8']:.3f} | {base['mrr']:.3f} |"
+            )
+    scifact = result["scifact_test_ndcg@10"]
+    if "absent" in scifact:
+        lines.append(f"\nSciFact: absent ({scifact['absent']})")
+    else:
+        shown = ", ".join(f"{k} {v:.4f}" if v is not None else f"{k} needs the minilm extra" for k, v in scifact.items())
+        lines.append(f"\nSciFact test nDCG@10: {shown}")
+    builds = ", ".join(f"{e['corpus']} {e['index_build_s']} s" for e in result["corpora"] if "absent" not in e)
+    lines.append(f"Index builds (BM25, in memory): {builds}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding fastapi-docs, prefect-docs, beir-scifact")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a retrieval setting, e.g. --set reference_weight=1 (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    overrides = {}
+    for item in args.sets:
+        key, _, value = item.partition("=")
+        try:
+            overrides[key] = json.loads(value)
+        except ValueError:
+            overrides[key] = value
+    result = run(args.data, overrides)
+    print(json.dumps(result, indent=2) if args.json else table(result))
+
+
+if __name__ == "__main__":
+    main()

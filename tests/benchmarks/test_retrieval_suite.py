@@ -1,0 +1,89 @@
+"""The all-corpora retrieval benchmark, and the golden sets it reads from the real docs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks import retrieval_suite as suite
+from docpilot.config.golden import load_golden, validate_against_corpus
+from docpilot.config.model import RetrievalConfig
+from docpilot.corpus.pages import load_corpus
+from tests.conftest import ROOT, SHARED_DATA
+
+REAL = [s for s in suite.suites(SHARED_DATA) if s.name != "demo"]
+
+
+def _gate_only_summary(docs, golden, split: str) -> dict:
+    completed = subprocess.run(
+        [sys.executable, "-m", "docpilot", "eval", "--gate-only", "--docs", str(docs), "--golden", str(golden),
+         "--split", split, "--orchestrator", "inline", "--json"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )
+    return json.loads(completed.stdout)["summary"]
+
+
+def test_missing_corpora_are_reported_absent_and_the_demo_still_runs(tmp_path):
+    result = suite.run(tmp_path)
+    demo, fastapi, prefect = result["corpora"]
+    assert fastapi["absent"].startswith(str(tmp_path)) and prefect["absent"].startswith(str(tmp_path))
+    assert result["scifact_test_ndcg@10"] == {"absent": str(tmp_path / "beir-scifact")}
+    assert set(demo["splits"]) == {"dev", "test"}
+    text = suite.table(result)
+    assert "| fastapi | – | absent:" in text and "SciFact: absent" in text
+    assert "| demo (" in text
+
+
+def test_the_demo_figures_are_the_gate_only_figures(tmp_path):
+    demo = suite.run(tmp_path)["corpora"][0]
+    for split in ("dev", "test"):
+        summary = _gate_only_summary(ROOT / "docs", ROOT / "evals" / "golden.yaml", split)
+        ours = demo["splits"][split]["default"]
+        assert ours["recall@8"] == pytest.approx(summary["recall@8"], abs=1e-12)
+        assert ours["mrr"] == pytest.approx(summary["mrr"], abs=1e-12)
+
+
+def test_overrides_reach_every_corpus(tmp_path):
+    plain = suite.run(tmp_path)["corpora"][0]["splits"]["dev"]["default"]
+    bare = suite.run(tmp_path, {"title_weight": 0, "description_weight": 0})["corpora"][0]["splits"]["dev"]["default"]
+    assert bare != plain
+
+
+def test_the_baseline_keeps_scope_and_sections_unique():
+    corpus = load_corpus(ROOT / "docs")
+    baseline = suite.PlainBM25(corpus)
+    record = next(r for r in load_golden(ROOT / "evals" / "golden.yaml") if r.gold)
+    everywhere = baseline.rank(record)
+    assert len(everywhere) == len(set(everywhere)) > 8
+    scoped = baseline.rank(record.model_copy(update={"scope": ["metrics"]}))
+    assert scoped and all(s.startswith("metrics/") or s.startswith("metrics#") for s in scoped)
+
+
+@pytest.mark.parametrize("real", REAL, ids=[s.name for s in REAL])
+def test_the_real_docs_golden_sets_resolve_and_are_big_enough(real):
+    if not real.docs.is_dir():
+        pytest.skip(f"{real.docs} is absent (the shared data lives beside the repository)")
+    records = load_golden(real.golden)
+    validate_against_corpus(records, load_corpus(real.docs), real.golden)
+    for split in ("dev", "test"):
+        chosen = [r for r in records if r.split == split]
+        assert sum(1 for r in chosen if r.gold) >= 30
+        assert sum(1 for r in chosen if not r.gold) >= 7
+    assert sum(1 for r in records if r.gold) >= 60 and sum(1 for r in records if not r.gold) >= 15
+    # Most positives name one exact section; the rest name two, or a whole page.
+    single = [r for r in records if len(r.gold) == 1 and not r.gold[0].endswith("#")]
+    assert len(single) > 0.7 * sum(1 for r in records if r.gold)
+
+
+@pytest.mark.parametrize("real", REAL, ids=[s.name for s in REAL])
+def test_the_defaults_beat_the_plain_baseline_on_real_docs(real):
+    if not real.docs.is_dir():
+        pytest.skip(f"{real.docs} is absent (the shared data lives beside the repository)")
+    measured = suite.measure_suite(real, RetrievalConfig())
+    for split, figures in measured["splits"].items():
+        ours, baseline = figures["default"], figures["baseline"]
+        assert ours["recall@8"] >= baseline["recall@8"], split
+        assert ours["mrr"] >= baseline["mrr"], split
