@@ -34,7 +34,7 @@ class GoldenRecord(_Strict):
     gold: list[str] = Field(default_factory=list)
     """Gold entries (`page`, `page#`, `page#anchor`); empty means the docs do not answer it."""
     gold_answer: str | None = None
-    """A reference answer, at the length answers should have; positives only."""
+    """A reference answer, at the length answers should have; on a negative it is kept and shown, never scored."""
     identifiers: list[str] = Field(default_factory=list)
     """Exact strings (flags, option names, values) that a correct answer must contain."""
     split: Split = "dev"
@@ -90,7 +90,11 @@ class Row(_Strict):
     expected_cause: Cause | None = None
     """For negatives, the cause a correct refusal names."""
     language: str | None = None
-    """The language the answer should be in (given, or detected from the question)."""
+    """The language the answer should be in: the record's, else the question's, else the corpus's."""
+    question_language: str | None = None
+    """Language detected in the question; None when it is too short to tell reliably."""
+    tags: list[str] = Field(default_factory=list)
+    """The record's tags, for slicing results."""
     retrieved: list[str] = Field(default_factory=list)
     """Section ids of the ranked retrieval list, best first, at most top 8."""
     scores: list[float] = Field(default_factory=list)
@@ -102,7 +106,7 @@ class Row(_Strict):
     reasoning: str | None = None
     """A reasoning model's thinking, kept apart from the answer."""
     answer_language: str | None = None
-    """Language detected in the answer."""
+    """Language detected in the answer; an answer too short to tell is taken to be in `language`."""
     gold_answer: str | None = None
     """The record's reference answer."""
     identifiers: list[str] = Field(default_factory=list)
@@ -178,6 +182,44 @@ class GateResult(_Strict):
     """Records that broke the gate, where a gate counts records."""
 
 
+class Selection(_Strict):
+    """Which records of the file a run covered, besides its split."""
+
+    ids: list[str] = Field(default_factory=list)
+    """Records chosen by id (`--id`); empty means no choice by id."""
+    tags: list[str] = Field(default_factory=list)
+    """Records carrying any of these tags (`--tag`); empty means no choice by tag."""
+    limit: int | None = Field(default=None, ge=1)
+    """At most this many records, the first in file order (`--limit`); None means all."""
+
+    @property
+    def everything(self) -> bool:
+        """Whether the run covered every record of its split."""
+        return not self.ids and not self.tags and self.limit is None
+
+    def key(self) -> tuple[tuple[str, ...], tuple[str, ...], int | None]:
+        """What the selection chooses, whatever order the flags came in: equal keys choose the same records."""
+        return tuple(sorted(set(self.ids))), tuple(sorted(set(self.tags))), self.limit
+
+    def describe(self) -> str:
+        """The selection as the command line wrote it: `--tag cli --limit 5`, or `all records`."""
+        parts = [f"--id {i}" for i in self.ids] + [f"--tag {t}" for t in self.tags]
+        if self.limit is not None:
+            parts.append(f"--limit {self.limit}")
+        return " ".join(parts) or "all records"
+
+
+class Slice(_Strict):
+    """The summary of the rows that carry one tag: the numbers a run with `--tag TAG` would give."""
+
+    records: int
+    """Rows carrying the tag."""
+    summary: dict[str, float | int | None]
+    """Metric id → value over those rows, computed as the report's summary is."""
+    counts: dict[str, int] = Field(default_factory=dict)
+    """Metric id → how many of those rows its value averages over."""
+
+
 class Report(_Strict):
     """One eval run: its settings, every row, the summary and the verdict."""
 
@@ -191,10 +233,14 @@ class Report(_Strict):
     """The effective configuration (secrets never included)."""
     fingerprints: dict[str, str]
     """Hashes of the corpus, golden set, model settings and code."""
+    page_fingerprints: dict[str, str] = Field(default_factory=dict)
+    """Page id → hash of the page as the index read it, so two runs can say which pages changed."""
     set: Literal["golden", "adversarial"] = "golden"
     """Which record set ran."""
     split: Literal["dev", "test", "all"] = "all"
     """Which split ran."""
+    selection: Selection = Field(default_factory=Selection)
+    """Which records of the split ran (`--id`, `--tag`, `--limit`); empty means all of them."""
     gate_only: bool = False
     """Retrieval only: no model was called."""
     allow_errors: bool = False
@@ -213,6 +259,8 @@ class Report(_Strict):
     """Metric id → value; None when there was nothing to average over."""
     counts: dict[str, int] = Field(default_factory=dict)
     """Metric id → how many records its value averages over."""
+    slices: dict[str, Slice] = Field(default_factory=dict)
+    """Tag → the summary of the rows carrying it, tags in sorted order."""
     gates: list[GateResult]
     """Every gate checked, in order."""
     verdict: Literal["pass", "fail"]

@@ -75,4 +75,8 @@ def render(job: EvalJob, traces: list[Trace]) -> list[Trace]:
 @task(name="score", cache_policy=NONE)
 def score(job: EvalJob, traces: list[Trace]) -> list[Row]:
     """Turn a shard's traces into report rows."""
-    return pipeline.build_rows(traces, gate_only=job.gate_only)
+    if job.gate_only:
+        return pipeline.build_rows(traces, gate_only=True)
+    from docpilot.assistant.language import corpus_language
+
+    return pipeline.build_rows(traces, corpus_language=corpus_language(_workspace(job).corpus))

@@ -1,4 +1,12 @@
-"""Offline language identification for questions and answers (py3langid's bundled model)."""
+"""Offline language identification for questions and answers (py3langid's bundled model).
+
+A short text says little about its language: "Can I enter temperatures in Fahrenheit?"
+reads as German to the model, with a probability of 0.64. So a detection counts only
+when the text is long enough (``MIN_WORDS``) or the model is sure (``MIN_CONFIDENCE``);
+otherwise there is no detection, and the row falls back to the record's `language`,
+then to the corpus's language (``expected_language``), rather than failing a record
+on a guess.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +21,17 @@ CANDIDATES = (
     "en de fr es it pt nl sv da no fi pl cs ru uk tr ar he hi ja ko zh id vi el hu ro".split()
 )
 _MARKERS = re.compile(r"\[[^\]]*\]|`[^`]*`|https?://\S+")
+
+MIN_WORDS = 12
+"""A text of at least this many words is long enough to trust its detected language."""
+
+MIN_CONFIDENCE = 0.9
+"""Below ``MIN_WORDS``, a detection counts only at this probability or above."""
+
+RULE = "words>=12|p>=0.9"
+"""The rule above, stored with cached detections so that ones made under another rule are made again."""
+
+_CORPUS_SAMPLE_CHARS = 20_000  # plenty for a sure detection, little enough to be quick
 
 
 _LOADING = threading.Lock()
@@ -50,17 +69,43 @@ def _identifier():
 def _load_identifier():
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-    identifier = LanguageIdentifier.from_model_file(MODEL_FILE)
+    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
     identifier.set_languages(list(CANDIDATES))
     return identifier
 
 
 def detect_language(text: str | None) -> str | None:
-    """The ISO 639-1 code of a text's language, or None when there are no words to read."""
+    """The ISO 639-1 code of a text's language; None when there are no words or too few to tell."""
     if not text:
         return None
     cleaned = _MARKERS.sub(" ", text)
-    if not re.search(r"[^\W\d_]{2,}", cleaned):
+    words = re.findall(r"[^\W\d_]{2,}", cleaned)
+    if not words:
         return None
-    language, _ = _identifier().classify(cleaned)
+    language, probability = _identifier().classify(cleaned)
+    if len(words) < MIN_WORDS and probability < MIN_CONFIDENCE:
+        return None  # a guess: the caller falls back to what it knows
     return language
+
+
+def expected_language(record_language: str | None, question_language: str | None,
+                      corpus_language: str | None) -> str | None:
+    """The language an answer should be in: the record's, else the question's, else the corpus's."""
+    return record_language or question_language or corpus_language
+
+
+_CORPUS_LANGUAGES: dict[str, str | None] = {}
+
+
+def corpus_language(corpus) -> str | None:
+    """The language the docs are written in, detected once per corpus fingerprint from their text."""
+    if corpus.fingerprint not in _CORPUS_LANGUAGES:
+        sample, size = [], 0
+        for section in corpus.sections.values():
+            sample.append(section.text)
+            size += len(section.text)
+            if size >= _CORPUS_SAMPLE_CHARS:
+                break
+        _CORPUS_LANGUAGES.clear()  # one corpus per process at a time
+        _CORPUS_LANGUAGES[corpus.fingerprint] = detect_language("\n".join(sample))
+    return _CORPUS_LANGUAGES[corpus.fingerprint]

@@ -78,6 +78,16 @@ def _split_marker(body: str) -> list[str] | None:
     return None
 
 
+# A Markdown code span in escaped text: backticks around text with no tag and no line break,
+# so a span never reaches into a citation link.
+_CODE_SPAN = re.compile(r"`([^`<>\n]+)`")
+
+
+def _code_spans(escaped: str) -> str:
+    """Escaped answer text with `code` spans shown as <code>, as a reader of Markdown expects."""
+    return _CODE_SPAN.sub(r"<code>\1</code>", escaped)
+
+
 def render_panel(
     answer: str,
     sources: Sequence[Source],
@@ -129,7 +139,7 @@ def render_panel(
     html_rows = "".join(
         f'<li><a href="{html.escape(r.url, quote=True)}">[{r.n}] {html.escape(r.title)}</a></li>' for r in rows
     )
-    fragment = f'<div class="panel"><p>{"".join(html_parts).strip()}</p>'
+    fragment = f'<div class="panel"><p>{_code_spans("".join(html_parts).strip())}</p>'
     if rows:
         fragment += f'<ol class="sources">{html_rows}</ol>'
     fragment += "</div>"

@@ -25,6 +25,7 @@ from docpilot.cli import (  # noqa: E402,F401
     golden,
     improve,
     index,
+    init,
     report,
     schedule,
     schema,

@@ -36,6 +36,15 @@ def _emit(report, path: str, as_json: bool) -> None:
         render_scorecard(report, Console(), path=path)
 
 
+def _warn_about(path: str) -> None:
+    """One stderr line per kind of record warning (a negative with a gold_answer, ...): the run goes on."""
+    from docpilot.config.golden import read_golden
+    from docpilot.config.golden_warnings import warning_lines
+
+    for line in warning_lines(read_golden(path).warnings, path):
+        click.echo(f"warning: {line}", err=True)
+
+
 @main.command("eval")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Configuration file (YAML).")
 @click.option("--docs", type=click.Path(file_okay=False), help="Docs folder (overrides corpus.docs).")
@@ -46,6 +55,11 @@ def _emit(report, path: str, as_json: bool) -> None:
     help="Run the golden set, or the attack probes (adversarial).",
 )
 @click.option("--split", type=click.Choice(["dev", "test", "all"]), default="all", show_default=True)
+@click.option("--id", "record_ids", multiple=True, metavar="ID",
+              help="Run only the record with this id (repeatable: any of them).")
+@click.option("--tag", "tags", multiple=True, metavar="TAG",
+              help="Run only the records carrying this tag (repeatable: any of them).")
+@click.option("--limit", type=click.IntRange(min=1), help="Run at most N records: the first ones in file order.")
 @click.option("--gate-only", is_flag=True, help="Retrieval only: call no model, report retrieval metrics.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Where to write the report JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary, gates, verdict and report path as JSON.")
@@ -82,24 +96,34 @@ def _emit(report, path: str, as_json: bool) -> None:
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Also write a Markdown summary here.")
 @handle_errors
 def eval_command(
-    config_path, docs, golden, record_set, split, gate_only, out, as_json, orchestrator, runtime, url, runner,
-    dask_address, provider, model, base_url, concurrency, no_cache, refresh, allow_errors, html_path, junit_path,
-    markdown_path,
+    config_path, docs, golden, record_set, split, record_ids, tags, limit, gate_only, out, as_json, orchestrator,
+    runtime, url, runner, dask_address, provider, model, base_url, concurrency, no_cache, refresh, allow_errors,
+    html_path, junit_path, markdown_path,
 ):
     """Run the golden set through the assistant, score it, write a report and a verdict.
+
+    --id, --tag and --limit choose records within the split: records with any of the
+    ids, then those with any of the tags, then the first N. The report records the
+    choice, and only runs with the same choice are compared.
 
     Exit status: 0 when every gate passed, 1 when a gate failed, 2 on a usage, config or
     input error.
     """
     from docpilot.config.golden import validate_against_corpus
     from docpilot.config.loading import load_config
-    from docpilot.run.job import EvalJob, read_records
+    from docpilot.run.job import EvalJob, read_records, select_records
     from docpilot.run.workspace import open_workspace
+    from docpilot.schema import Selection
 
     overrides = _overrides(docs, golden, record_set, provider, model, base_url, concurrency)
     config = load_config(config_path, overrides=overrides)
     path = config.golden if record_set == "golden" else config.adversarial
     records = read_records(path, record_set)
+    selection = Selection(ids=list(record_ids), tags=list(tags), limit=limit)
+    in_split = [r for r in records if split == "all" or r.split == split]
+    select_records(in_split, selection, path)  # a wrong --id or --tag stops here, before any work
+    if record_set == "golden":
+        _warn_about(path)
     workspace = open_workspace(config, use_cache=not no_cache)
     if record_set == "golden":
         validate_against_corpus(records, workspace.corpus, path)
@@ -112,7 +136,8 @@ def eval_command(
     _check_outputs(out, config.reports_dir, html_path, junit_path, markdown_path)
     stages = ["retrieve", "model"] if "all" in refresh else sorted(set(refresh))
     job = EvalJob(
-        config=config, golden=path, set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
+        config=config, golden=path, set=record_set, split=split, selection=selection, gate_only=gate_only,
+        use_cache=not no_cache,
         refresh=stages, allow_errors=allow_errors, out=out, runtime=runtime, url=url,
         corpus_fingerprint=workspace.corpus.fingerprint,
     )
@@ -135,7 +160,7 @@ def eval_command(
         sink.close()
     written = {}
     if html_path or junit_path or markdown_path:
-        from docpilot.readout.outcomes import write_outputs
+        from docpilot.readout.files import write_outputs
 
         written = write_outputs(report, html=html_path, junit=junit_path, markdown=markdown_path, report_path=path)
     _emit(report, path, as_json)

@@ -12,14 +12,11 @@ from rich.table import Table
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
-from docpilot.config.golden import (
-    GoldenShape,
-    describe_golden,
-    load_golden,
-    load_probes,
-    validate_against_corpus,
-)
+from docpilot.config.golden import check_golden, load_probes
+from docpilot.config.golden_shape import GoldenShape, describe_golden
 from docpilot.config.loading import load_config
+from docpilot.config.userfile import raise_all
+from docpilot.errors import InputError
 from docpilot.schema import AttackProbe
 
 _PAGES_SHOWN = 15
@@ -53,7 +50,10 @@ def check(
 ) -> None:
     """Validate every record, resolve every gold entry against the docs, and print the set's shape.
 
-    Exit status: 0 when the file is valid, 2 when it is not (the message says where and how to fix it).
+    Every problem of the file is reported in one pass: errors (the file cannot run)
+    together, and warnings (it runs, but a number is weaker for it) apart, on stderr.
+    Exit status: 0 when the file is valid, warnings or not; 2 when it has an error
+    (the message says where and how to fix each).
     """
     overrides = {"golden": _text(golden_path), "adversarial": _text(probes_path), "corpus": {"docs": _text(docs)}}
     config = load_config(config_path, overrides=overrides)
@@ -62,14 +62,29 @@ def check(
         return
     from docpilot.corpus.pages import load_corpus
 
-    records = load_golden(config.golden)
     corpus = load_corpus(config.corpus.docs, chunk_words=config.corpus.chunk_words)
-    validate_against_corpus(records, corpus, config.golden)
-    shape = describe_golden(records, corpus)
+    checked = check_golden(config.golden, corpus)
+    warnings = [f"{w.problem.where()}: {w.problem.message}; fix: {w.problem.hint}" for w in checked.warnings]
+    if checked.errors:
+        _raise_with_warnings(checked.errors, warnings)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    shape = describe_golden(checked.records, corpus).model_copy(update={"record_warnings": warnings})
     if as_json:
         click.echo(shape.model_dump_json(indent=2))
     else:
         _show_shape(config.golden, config.corpus.docs, shape)
+
+
+def _raise_with_warnings(errors: list, warnings: list[str]) -> None:
+    """One error listing every error, then the warnings apart, so one check shows all there is to fix."""
+    try:
+        raise_all(errors)
+    except InputError as exc:
+        if not warnings:
+            raise
+        tail = [f"and {len(warnings)} warning(s), which do not stop a run:", *(f"  {w}" for w in warnings)]
+        raise InputError("\n".join([str(exc), *tail])) from None
 
 
 def _show_shape(path: str, docs: str, shape: GoldenShape) -> None:
@@ -87,6 +102,8 @@ def _show_shape(path: str, docs: str, shape: GoldenShape) -> None:
     console.print(pages)
     for warning in shape.warnings:
         console.print(f"[yellow]warning[/]: {warning}")
+    if shape.record_warnings:
+        console.print(f"{len(shape.record_warnings)} record warning(s), listed above on stderr")
 
 
 def _show_probes(path: str, probes: list[AttackProbe], as_json: bool) -> None:

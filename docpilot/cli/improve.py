@@ -126,6 +126,8 @@ def _render_diagnosis(diagnosis) -> None:
     mode = ", gate-only" if header["gate_only"] else ""
     click.echo(f"DocPilot improve — run {header['run_id']} ({header['split']} split{mode}): "
                f"{diagnosis.failing} of {diagnosis.records} records failing")
+    for warning in diagnosis.warnings:
+        click.echo(f"warning: {warning}", err=True)
     for note in diagnosis.notes:
         click.echo(clean(f"note: {note}"))
     if not diagnosis.failures:
@@ -144,6 +146,8 @@ def _render_diagnosis(diagnosis) -> None:
         also = f"  (also: {', '.join(failure.also)})" if failure.also else ""
         click.echo(clean(f"\n  {failure.id}  [{failure.kind}, {failure.split}]{also}"))
         click.echo(clean(f"    question: {failure.question}"))
+        if failure.languages:
+            click.echo(clean(f"    language: {_languages(failure.languages)}"))
         click.echo(clean(f"    {failure.detail}"))
         for edit in failure.edits:
             # A config edit's change already names its option; do not say it twice.
@@ -152,6 +156,12 @@ def _render_diagnosis(diagnosis) -> None:
             click.echo(clean(f"    try ({edit.kind}) {what}"))
             if edit.effect:
                 click.echo(clean(f"        → {edit.effect}"))
+
+
+def _languages(languages: dict[str, str | None]) -> str:
+    """`expected en; detected: question en, answer de`; `?` where nothing reliable was detected, or no answer."""
+    return (f"expected {languages.get('expected') or '?'}; detected: question {languages.get('question') or '?'}, "
+            f"answer {languages.get('answer') or '?'}")
 
 
 @improve_group.command("compare")
@@ -189,8 +199,12 @@ def _render_comparison(comparison) -> None:
     a, b = comparison.a, comparison.b
     console.print(escape(f"A: run {a['run_id']} ({a['created_at']}, {a['split']} split)"), soft_wrap=True)
     console.print(escape(f"B: run {b['run_id']} ({b['created_at']}, {b['split']} split)"), soft_wrap=True)
-    changed = ", ".join(comparison.changed) or "nothing"
-    console.print(escape(f"{comparison.records} records paired; changed between the runs: {changed}"))
+    console.print(escape(f"{comparison.records} records paired; changed between the runs: "
+                         f"{', '.join(comparison.changed) or 'nothing'}"))
+    for change in comparison.settings:
+        console.print(escape(f"  setting {change.describe()}"), soft_wrap=True)
+    if comparison.pages is not None:
+        console.print(escape(f"  docs: {comparison.pages.describe()}"), soft_wrap=True)
     table = Table(title_justify="left")
     for name, justify in (("outcome", "left"), ("test", "left"), ("n", "right"), ("A", "right"), ("B", "right"),
                           ("B − A", "right"), ("+/−", "right"), ("p", "right"), ("verdict", "left")):

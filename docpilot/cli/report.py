@@ -31,7 +31,8 @@ def report_command(report_path, html_path, junit_path, markdown_path, reports_di
     read or an output cannot be written.
     """
     from docpilot.readout.markdown import render_markdown
-    from docpilot.readout.outcomes import prepare_readout, write_readout
+    from docpilot.readout.files import write_readout
+    from docpilot.readout.outcomes import prepare_readout
     from docpilot.reports.output import check_output
     from docpilot.reports.report import load_report
 

@@ -3,27 +3,60 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
 from docpilot.config.model import Config
 from docpilot.schema import AttackProbe, GoldenRecord, Report
 
-SCHEMAS: dict[str, type[BaseModel]] = {
-    "golden": GoldenRecord,
-    "adversarial": AttackProbe,
-    "report": Report,
-    "config": Config,
+
+class GoldenSetMapping(BaseModel):
+    """A golden set written as a mapping whose only key is `records`."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    records: list[GoldenRecord]
+    """The records, one mapping each."""
+
+
+class AttackProbesMapping(BaseModel):
+    """Attack probes written as a mapping whose only key is `records`."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    records: list[AttackProbe]
+    """The probes, one mapping each."""
+
+
+def _file_schema(record: type[BaseModel], mapping: type[BaseModel], what: str) -> dict[str, Any]:
+    """The schema of a whole YAML or JSON file: a list of records, or a mapping with `records:`."""
+    schema = TypeAdapter(list[record] | mapping).json_schema()  # type: ignore[valid-type]
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": what,
+            "description": f"A {what} file (YAML or JSON): a list of records, or a mapping with a `records:` list. "
+                           f"A JSONL file holds one `$defs/{record.__name__}` per line.", **schema}
+
+
+SCHEMAS: dict[str, Any] = {
+    "golden": lambda: _file_schema(GoldenRecord, GoldenSetMapping, "golden set"),
+    "golden-record": GoldenRecord.model_json_schema,
+    "adversarial": lambda: _file_schema(AttackProbe, AttackProbesMapping, "attack probes"),
+    "adversarial-record": AttackProbe.model_json_schema,
+    "report": Report.model_json_schema,
+    "config": Config.model_json_schema,
 }
-"""Schema name on the command line → the model it describes."""
+"""Schema name on the command line → the function that builds it."""
 
 
 @main.command("schema")
 @click.argument("name", type=click.Choice(list(SCHEMAS)))
 @handle_errors()
 def schema(name: str) -> None:
-    """Print the JSON Schema of NAME: one golden record, one attack probe, a report, or the config file."""
-    click.echo(json.dumps(SCHEMAS[name].model_json_schema(), indent=2, ensure_ascii=False))
+    """Print the JSON Schema of NAME.
+
+    golden and adversarial describe a whole file (point an editor at them to check
+    golden.yaml); golden-record and adversarial-record describe one record (a JSONL
+    line); report and config describe a report and the config file.
+    """
+    click.echo(json.dumps(SCHEMAS[name](), indent=2, ensure_ascii=False))

@@ -12,7 +12,9 @@ from rich.table import Table
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
 
-_ARROWS = {"better": "[green]↑ better[/]", "worse": "[red]↓ worse[/]", "same": "= same"}
+_VERDICTS = {"better": "[green]better[/]", "worse": "[red]worse[/]", "same": "= no move"}
+_FLOORS = ("a move is shown only beyond its noise floor: one record's worth (1/n) for rates, one for counts, "
+           "and for times the larger of 1 ms and 10 % of the earlier value")
 
 
 def reports_folder(reports_dir: str | None, config_path: str | None) -> str:
@@ -40,11 +42,14 @@ def status_command(reports_dir, config_path, as_json):
     """Show the last run's scorecard and each metric's move since the last comparable run.
 
     Runs are comparable when they share the golden set (its fingerprint), the record
-    set, the split, --gate-only and the runtime. Exit status: 0, or 2 when there is no
+    set, the split, the selection (--id, --tag, --limit), --gate-only and the runtime.
+    A change smaller than the metric's noise floor (one record's worth for a rate; for
+    a time, 1 ms or 10 %, whichever is larger) is shown as no move. Metrics the run's
+    record set cannot produce are left out. Exit status: 0, or 2 when there is no
     readable report.
     """
     from docpilot.errors import ReportError
-    from docpilot.reports.compare import metric_moves
+    from docpilot.reports.moves import metric_moves
     from docpilot.reports.store import ReportStore
 
     store = ReportStore(reports_folder(reports_dir, config_path))
@@ -57,7 +62,7 @@ def status_command(reports_dir, config_path, as_json):
     moves = metric_moves(current, previous.load() if previous is not None else None)
     warn(store.problems)
     if previous is None:
-        note = (f"no previous comparable run in {store.root} (same golden set, set, split, gate-only "
+        note = (f"no previous comparable run in {store.root} (same golden set, set, split, selection, gate-only "
                 f"and runtime as {latest.run_id})")
     else:
         note = f"compared run {latest.run_id} ({latest.created_at}) with run {previous.run_id} ({previous.created_at})"
@@ -69,7 +74,8 @@ def status_command(reports_dir, config_path, as_json):
             "metrics": {m.metric: m.model_dump(exclude={"metric"}) for m in moves},
             "gates": [g.model_dump() for g in current.gates],
             "verdict": current.verdict,
-            "skipped": [{"run_id": s.run_id, "split": s.split, "set": s.set, "gate_only": s.gate_only}
+            "skipped": [{"run_id": s.run_id, "split": s.split, "set": s.set, "gate_only": s.gate_only,
+                         "selection": s.selection.describe()}
                         for s in skipped],
         }
         click.echo(json.dumps(payload, indent=2))
@@ -78,7 +84,7 @@ def status_command(reports_dir, config_path, as_json):
 
 
 def _render(report, header, moves, note: str, skipped, *, has_previous: bool) -> None:
-    from docpilot.reports.scorecard import format_value
+    from docpilot.reports.scorecard import format_value, shown_metrics
 
     console = Console(highlight=False)
     mode = ", gate-only" if report.gate_only else ""
@@ -87,13 +93,20 @@ def _render(report, header, moves, note: str, skipped, *, has_previous: bool) ->
     for name, justify in (("metric", "left"), ("value", "right"), ("n", "right"),
                           ("previous", "right"), ("delta", "right"), ("move", "left")):
         table.add_column(name, justify=justify)
+    shown, left_off = shown_metrics(report, [move.metric for move in moves])
     for move in moves:
-        delta = "" if move.delta is None else _signed(move.metric, move.delta)
+        if move.metric not in shown:
+            continue
+        delta = "" if move.change == "same" or move.delta is None else _signed(move)
         previous = format_value(move.metric, move.previous) if has_previous else ""
         table.add_row(escape(move.metric), format_value(move.metric, move.value),
                       "" if move.n is None else str(move.n), previous, delta,
-                      _ARROWS.get(move.change or "", ""))
+                      _VERDICTS.get(move.change or "", ""))
     console.print(table)
+    if left_off:
+        console.print(escape(left_off), soft_wrap=True)
+    if has_previous:
+        console.print(escape(_FLOORS), soft_wrap=True)
     for gate in report.gates:
         mark = "[green]pass[/]" if gate.passed else "[red]FAIL[/]"
         console.print(f"  {mark}  {escape(gate.metric)} {gate.op} {gate.threshold:g}  "
@@ -109,9 +122,9 @@ def _render(report, header, moves, note: str, skipped, *, has_previous: bool) ->
     console.print(escape(f"report: {header.path}"), soft_wrap=True)
 
 
-def _signed(metric: str, delta: float) -> str:
+def _signed(move) -> str:
+    """The change with its sign and the way the value went: `+0.125 ↑`, `−40 ms ↓`."""
     from docpilot.reports.scorecard import format_value
 
-    if abs(delta) <= 1e-12:
-        return "0"
-    return ("+" if delta > 0 else "−") + format_value(metric, abs(delta))
+    sign, arrow = ("+", "↑") if move.direction == "up" else ("−", "↓")
+    return f"{sign}{format_value(move.metric, abs(move.delta))} {arrow}"

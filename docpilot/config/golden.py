@@ -1,9 +1,13 @@
-"""Golden sets and attack probes: reading them, checking them, and describing their shape.
+"""Golden sets and attack probes: reading them and checking them.
 
-A file is YAML (a list of records, or a mapping with a ``records:`` list) or JSONL
-(one JSON object per line). Every problem found is reported at once, each naming the
-file, the record's first line, its id, the bad value and the fix, so one
-``docpilot golden check`` shows everything that needs editing.
+A file is YAML (a list of records, or a mapping with a ``records:`` list), JSONL (one
+JSON object per line) or CSV (a header row naming the fields, one record per row;
+``docpilot.config.csvfile``). Every problem found is reported at once, each naming
+the file, the record's first line, its id, the bad value and the fix, so one
+``docpilot golden check`` shows everything that needs editing. Problems are *errors*
+(the file cannot run) or *warnings* (it runs, and a number is weaker for it: a
+negative that carries a reference answer, a positive without one, a negative that
+does not say why it should be refused).
 """
 
 from __future__ import annotations
@@ -11,16 +15,17 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
+from docpilot.config.csvfile import parse_csv
+from docpilot.config.golden_warnings import GoldenWarning, Warned, golden_warnings
 from docpilot.config.userfile import (
     Problem,
     describe,
@@ -41,11 +46,11 @@ if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus
 
 _Record = TypeVar("_Record", GoldenRecord, AttackProbe)
-_Format = Literal["yaml", "jsonl"]
+_Format = Literal["yaml", "jsonl", "csv"]
 _Issue = tuple[str, str]  # (what is wrong, how to fix it)
 
-_SUFFIXES: dict[str, _Format] = {".yaml": "yaml", ".yml": "yaml", ".jsonl": "jsonl", ".ndjson": "jsonl"}
-_SMALL_SET = 100
+_SUFFIXES: dict[str, _Format] = {".yaml": "yaml", ".yml": "yaml", ".jsonl": "jsonl", ".ndjson": "jsonl",
+                                 ".csv": "csv"}
 _LANGUAGE_TAG = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$")
 _EXAMPLES = {
     "id": "<a unique id>",
@@ -53,37 +58,16 @@ _EXAMPLES = {
     "prompt": "<what the attacker sends>",
 }
 
+@dataclass(frozen=True)
+class GoldenCheck:
+    """Everything a check of one file found, in one pass."""
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class SplitShape(_Strict):
-    """How many records of one split are positives and negatives."""
-
-    positives: int = 0
-    """Records with gold entries."""
-    negatives: int = 0
-    """Records with no gold: the right outcome is a refusal."""
-
-
-class GoldenShape(_Strict):
-    """What a golden set covers: its splits, its gold pins, the pages it touches, and its weak spots."""
-
-    records: int
-    """Number of records."""
-    splits: dict[str, SplitShape]
-    """Positives and negatives per split (`dev`, `test`)."""
-    gold_forms: dict[str, int]
-    """Gold entries per form: `page`, `page#` (any section of the page), `page#anchor`."""
-    records_per_page: dict[str, int]
-    """Page id → records whose gold touches it, most touched first."""
-    pages: int | None = None
-    """Pages in the docs; None when the set was described without them."""
-    untouched_pages: list[str]
-    """Pages of the docs that no record's gold touches."""
-    warnings: list[str]
-    """Weak spots worth fixing before trusting the numbers."""
+    records: list[Any]
+    """The records that are valid on their own (all of them when there is no error)."""
+    errors: list[Problem] = field(default_factory=list)
+    """What keeps the file from running, in line order."""
+    warnings: list[GoldenWarning] = field(default_factory=list)
+    """What runs but weakens a number, in line order."""
 
 
 @dataclass(frozen=True)
@@ -97,12 +81,36 @@ class _Item:
 
 def load_golden(path: str | Path) -> list[GoldenRecord]:
     """Read and check a golden set; raise one InputError listing every problem."""
-    return _load(Path(path), GoldenRecord, _golden_issues)
+    return read_golden(path).records
+
+
+def read_golden(path: str | Path) -> GoldenCheck:
+    """Read a golden set: its records and warnings; raise one InputError listing every error."""
+    checked = _check_file(Path(path), GoldenRecord, _golden_issues, golden_warnings)
+    raise_all(checked.errors)
+    return checked
 
 
 def load_probes(path: str | Path) -> list[AttackProbe]:
     """Read and check an attack-probe file; raise one InputError listing every problem."""
-    return _load(Path(path), AttackProbe, _probe_issues)
+    checked = _check_file(Path(path), AttackProbe, _probe_issues, lambda probe: [])
+    raise_all(checked.errors)
+    return checked.records
+
+
+def check_golden(path: str | Path, corpus: Corpus | None = None) -> GoldenCheck:
+    """Every problem of a golden set in one pass: record errors and, with the docs, gold-entry errors.
+
+    Only a file that cannot be read or parsed at all raises; every other problem is
+    returned, errors and warnings apart, in line order.
+    """
+    path = Path(path)
+    checked = _check_file(path, GoldenRecord, _golden_issues, golden_warnings)
+    errors = list(checked.errors)
+    if corpus is not None:
+        errors += corpus_problems(checked.records, corpus, path)
+    errors.sort(key=lambda problem: problem.line or 0)
+    return replace(checked, errors=errors)
 
 
 def validate_against_corpus(records: Sequence[GoldenRecord], corpus: Corpus, path: str | Path | None = None) -> None:
@@ -111,6 +119,11 @@ def validate_against_corpus(records: Sequence[GoldenRecord], corpus: Corpus, pat
     ``path`` is the golden file the records came from, so each problem can name the
     record's line. All problems are raised together as one InputError.
     """
+    raise_all(corpus_problems(records, corpus, path))
+
+
+def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str | Path | None = None) -> list[Problem]:
+    """Every gold entry and scope prefix of ``records`` that names nothing in the docs."""
     file = Path(path) if path is not None else None
     page_ids = sorted(corpus.pages)
     folders = {page.rsplit("/", depth)[0] for page in page_ids for depth in range(1, page.count("/") + 1)}
@@ -133,116 +146,61 @@ def validate_against_corpus(records: Sequence[GoldenRecord], corpus: Corpus, pat
         # Lines are looked up only now: finding them reads the file again.
         lines = _lines_by_id(file)
         problems = [replace(problem, line=lines.get(problem.record)) for problem in problems]
-    raise_all(problems)
-
-
-def describe_golden(records: Sequence[GoldenRecord], corpus: Corpus | None = None) -> GoldenShape:
-    """Summarise what a golden set covers and warn about what makes its numbers weak."""
-    splits = {name: SplitShape() for name in get_args(GoldenRecord.model_fields["split"].annotation)}
-    forms: Counter[str] = Counter({"page": 0, "page#": 0, "page#anchor": 0})
-    page_ids = sorted(corpus.pages) if corpus is not None else None
-    per_page: Counter[str] = Counter()
-    for record in records:
-        split = splits.setdefault(record.split, SplitShape())
-        if record.gold:
-            split.positives += 1
-        else:
-            split.negatives += 1
-        for entry in record.gold:
-            forms["page" if "#" not in entry else "page#" if entry.endswith("#") else "page#anchor"] += 1
-        per_page.update(_touched_pages(record.gold, page_ids))
-    untouched = [page for page in page_ids or [] if page not in per_page]
-    return GoldenShape(
-        records=len(records),
-        splits=splits,
-        gold_forms=dict(forms),
-        records_per_page=dict(sorted(per_page.items(), key=lambda item: (-item[1], item[0]))),
-        pages=len(page_ids) if page_ids is not None else None,
-        untouched_pages=untouched,
-        warnings=_warnings(len(records), splits, untouched, len(page_ids or [])),
-    )
-
-
-def _touched_pages(gold: Sequence[str], page_ids: Sequence[str] | None) -> set[str]:
-    """Pages a record's gold entries match (a bare page id also covers the pages nested under it)."""
-    touched = set()
-    for entry in gold:
-        page = entry.partition("#")[0]
-        if page_ids is None or "#" in entry:
-            touched.add(page)
-        else:
-            touched.update(p for p in page_ids if p == page or p.startswith(page + "/"))
-    return touched
-
-
-def _warnings(total: int, splits: dict[str, SplitShape], untouched: list[str], pages: int) -> list[str]:
-    warnings = []
-    if 0 < total < _SMALL_SET:
-        warnings.append(
-            f"small set ({total} records): every number moves by whole records: one record is "
-            f"{100 / total:.1f} % of the set, so read a change as records gained or lost"
-        )
-    for name, split in splits.items():
-        if split.positives + split.negatives == 0:
-            warnings.append(f"split {name!r} has no records: nothing can be measured on it")
-        elif split.negatives == 0:
-            warnings.append(
-                f"split {name!r} has no negatives: negatives caught and over-refusal cannot be measured on it"
-            )
-        elif split.positives == 0:
-            warnings.append(
-                f"split {name!r} has no positives: retrieval and answer metrics have nothing to average on it"
-            )
-    if untouched:
-        shown = ", ".join(untouched[:10]) + (f" and {len(untouched) - 10} more" if len(untouched) > 10 else "")
-        warnings.append(f"{len(untouched)} of {pages} pages are touched by no question: {shown}")
-    return warnings
+    return problems
 
 
 # Reading ------------------------------------------------------------------------
 
 
-def _load(path: Path, model: type[_Record], checks: Callable[[Any], list[_Issue]]) -> list[_Record]:
+def _check_file(path: Path, model: type[_Record], checks: Callable[[Any], list[_Issue]],
+                warns: Callable[[Any], list[Warned]]) -> GoldenCheck:
     fmt = _format(path)
-    problems: list[Problem] = []
+    items, problems = _parse(path, fmt, model)
     records: list[_Record] = []
+    warnings: list[GoldenWarning] = []
     first_line: dict[str, int] = {}
-    for item in _parse(path, fmt):
+    for item in items:
         record_id = _raw_id(item.raw)
         found = _check_item(item, model, fmt)
         issues = found if isinstance(found, list) else checks(found)
         problems += [Problem(message, hint, path, item.line, record_id) for message, hint in issues]
         if not issues:
             records.append(found)
+            warnings += [GoldenWarning(kind, Problem(message, hint, path, item.line, record_id))
+                         for kind, message, hint in warns(found)]
         if record_id is not None and record_id in first_line:
             message = f"duplicate id {record_id!r}: lines {first_line[record_id]} and {item.line} both use it"
             hint = "give each record its own id; reports find records by id"
             problems.append(Problem(message, hint, path, item.line, record_id))
         elif record_id is not None:
             first_line[record_id] = item.line
-    raise_all(problems)
-    return records
+    return GoldenCheck(records=records, errors=problems, warnings=warnings)
 
 
 def _format(path: Path) -> _Format:
     fmt = _SUFFIXES.get(path.suffix.lower())
     if fmt is None and path.is_file():
         raise InputError(f"cannot tell the format from the extension {path.suffix or '(none)'!r}", path=path,
-                         hint="name the file .yaml or .yml for YAML, or .jsonl for one JSON object per line")
+                         hint="name the file .yaml or .yml for YAML, .jsonl for one JSON object per line, "
+                              "or .csv for a header row of field names and one record per row")
     return fmt or "yaml"
 
 
-def _parse(path: Path, fmt: _Format) -> list[_Item]:
+def _parse(path: Path, fmt: _Format, model: type[BaseModel]) -> tuple[list[_Item], list[Problem]]:
     text = read_text(path)
     if not text.strip():
         raise InputError("the file is empty", path=path, hint="add records, each with at least an id and a question")
+    problems: list[Problem] = []
     if fmt == "jsonl":
         items = [_Item(line, value, [(key, line) for key in keys]) for line, value, keys in parse_jsonl(text, path)]
+    elif fmt == "csv":
+        rows, problems = parse_csv(text, path, list(model.model_fields), _list_fields(model))
+        items = [_Item(row.line, row.fields, []) for row in rows]
     else:
         items = _yaml_items(text, path)
-    if not items:
+    if not items and not problems:
         raise InputError("holds no records", path=path, hint="add at least one record with an id and a question")
-    return items
+    return items, problems
 
 
 def _yaml_items(text: str, path: Path) -> list[_Item]:
@@ -278,7 +236,7 @@ def _yaml_items(text: str, path: Path) -> list[_Item]:
 def _lines_by_id(path: Path) -> dict[str, int]:
     """Each record id's first line, for naming records that already loaded."""
     try:
-        items = _parse(path, _format(path))
+        items, _ = _parse(path, _format(path), GoldenRecord)
     except InputError:
         return {}
     lines: dict[str, int] = {}
@@ -327,6 +285,9 @@ def _check_item(item: _Item, model: type[_Record], fmt: _Format) -> _Record | li
 def _explain(error: Any, fmt: _Format) -> _Issue:
     loc = error["loc"]
     field = str(loc[0]) if loc else "record"
+    if error["type"] == "missing" and fmt == "csv":
+        return (f"missing field {field!r}",
+                f"fill the {field} cell (add a `{field}` column to the header if it has none)")
     if error["type"] == "missing":
         value = _EXAMPLES.get(field, "...")
         example = f"{field}: {value}" if fmt == "yaml" else f'"{field}": "{value}"'
@@ -344,10 +305,6 @@ def _explain(error: Any, fmt: _Format) -> _Issue:
 
 def _golden_issues(record: GoldenRecord) -> list[_Issue]:
     issues = _blank("id", record.id) + _blank("question", record.question)
-    if not record.gold and record.gold_answer:
-        issues.append((f"a negative (empty gold) has a gold_answer {show(record.gold_answer)}",
-                       "list the gold entries the answer comes from, or remove gold_answer: "
-                       "a negative's right outcome is a refusal"))
     if record.gold and record.expected_cause:
         issues.append((f"a positive (gold {show(record.gold)}) has expected_cause {record.expected_cause!r}",
                        "remove expected_cause (it says why a negative is refused), "

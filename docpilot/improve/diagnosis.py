@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict
 
 from docpilot.corpus.pages import Corpus, load_corpus
 from docpilot.errors import CorpusError
-from docpilot.improve.suggestions import Edit, Evidence, suggest_edits
+from docpilot.improve.edit import Edit
+from docpilot.improve.evidence import Evidence
+from docpilot.improve.suggestions import suggest_edits
 from docpilot.improve.taxonomy import (
     CAUSE_IDS,
     FailureCause,
@@ -53,6 +55,9 @@ class Failure(_Strict):
     """What moves this cause."""
     edits: list[Edit]
     """Suggested edits, most direct first."""
+    languages: dict[str, str | None] = {}
+    """The language the answer should be in (`expected`) beside those detected in the `question` and
+    the `answer` (None: too short to tell, or no answer); empty for attack probes."""
 
 
 class Diagnosis(_Strict):
@@ -70,6 +75,8 @@ class Diagnosis(_Strict):
     """The failing records, by cause in check order, then in report order."""
     notes: list[str]
     """Caveats: docs not found or changed since the run."""
+    warnings: list[str] = []
+    """Reasons to be careful with the edits: records from the test split among those read."""
 
 
 def load_docs(report: Report, docs: str | Path | None = None) -> tuple[Corpus | None, list[str]]:
@@ -113,6 +120,8 @@ def diagnose(report: Report, corpus: Corpus | None = None, *, path: str | Path |
             id=row.id, kind=row.kind, split=row.split, question=row.question, cause=cause,
             also=found[1:], detail=describe(row, cause, run), moves=what_moves(cause),
             edits=suggest_edits(row, cause, evidence),
+            languages={} if row.kind == "attack" else {
+                "expected": row.language, "question": row.question_language, "answer": row.answer_language},
         ))
     order = {cause: i for i, cause in enumerate(CAUSE_IDS)}
     failures.sort(key=lambda f: order[f.cause])  # stable: report order within a cause
@@ -124,4 +133,14 @@ def diagnose(report: Report, corpus: Corpus | None = None, *, path: str | Path |
         causes={cause: n for cause, n in counts.items() if n},
         failures=failures,
         notes=[*(notes or []), *evidence.notes],
+        warnings=_split_warnings(report),
     )
+
+
+def _split_warnings(report: Report) -> list[str]:
+    """A warning when the run holds test records: edits chosen on them leave nothing to prove them on."""
+    on_test = sum(1 for row in report.rows if row.split == "test")
+    if not on_test:
+        return []
+    return [f"{on_test} of the {len(report.rows)} records are from the test split: choose edits on dev "
+            "(`docpilot eval --split dev`) and keep test to prove them, or its numbers stop being a fair check"]

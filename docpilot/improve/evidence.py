@@ -29,6 +29,21 @@ from docpilot.schema import Report, Row
 from metrics.gold import matches
 
 MAX_TARGETS = 2
+
+COMMON_SHARE = 0.2
+"""A word in at least this share of the docs' sections is common: it points at no section,
+so a vocabulary entry never maps to it or from it."""
+
+MIN_SECTIONS_FOR_COMMON = 20
+"""Docs with fewer sections say too little about which of their words are common."""
+
+# Words common in any English text, which the retriever's stop list keeps: as a vocabulary
+# target ("computed": ["gold", "some"]) they would pull every query towards no section.
+_FUNCTION_WORDS = frozenset("""
+some any many much more most few each every other another such same own also only just very
+can could may might must shall should will would need needs get gets got make makes made
+use uses used using way ways thing things one ones two lot lots well even still yet
+""".split())
 """Doc words each suggested vocabulary entry maps to."""
 
 
@@ -70,6 +85,13 @@ class Evidence:
         self._retriever = Retriever(self.corpus, settings)
         return self._retriever
 
+    def is_common(self, term: str) -> bool:
+        """Whether a stemmed term is common: in English at large ("some"), or across these docs (``COMMON_SHARE``)."""
+        if term in _COMMON_STEMS:
+            return True
+        sections = len(self.corpus.sections) if self.corpus is not None else 0
+        return sections >= MIN_SECTIONS_FOR_COMMON and self.document_frequency(term) >= COMMON_SHARE * sections
+
     def document_frequency(self, term: str) -> int:
         """How many sections of the docs hold a stemmed term."""
         if self._df is None:
@@ -78,6 +100,9 @@ class Evidence:
                 for section in self.corpus.sections.values():
                     self._df.update(set(section_terms(self.corpus, section)))
         return self._df[term]
+
+
+_COMMON_STEMS = frozenset(stem for word in _FUNCTION_WORDS for stem in terms(word))
 
 
 def section_terms(corpus: Corpus, section: Section) -> list[str]:
@@ -115,13 +140,15 @@ def missing_words(row: Row, corpus: Corpus, section: Section, evidence: Evidence
     """The question's words the section lacks, rarest in the docs first.
 
     Words the docs never use come first: they are the user's vocabulary, and mapping
-    them disturbs no other query about the docs' own words.
+    them disturbs no other query about the docs' own words. Words common across the
+    docs are left out.
     """
     have = set(section_terms(corpus, section))
     seen: dict[str, str] = {}
     for word in words(row.question):
         stems = terms(word)
-        if not stems or stems[0] in have or stems[0] in seen.values() or word.isdigit():
+        if not stems or stems[0] in have or stems[0] in seen.values() or word.isdigit() \
+                or evidence.is_common(stems[0]):
             continue
         seen[word] = stems[0]
     return sorted(seen, key=lambda w: evidence.document_frequency(seen[w]))
@@ -130,8 +157,9 @@ def missing_words(row: Row, corpus: Corpus, section: Section, evidence: Evidence
 def target_words(row: Row, section: Section, evidence: Evidence) -> list[str]:
     """Words that point at the section: heading words first, then its most distinctive words.
 
-    A word's weight in the section is its count there times its rarity across the docs
-    (tf·idf); words the gold answer uses are preferred, and none the question has.
+    Words common across the docs (``Evidence.is_common``) are never targets. A word's
+    weight in the section is its count there times its rarity across the docs (tf·idf);
+    words the gold answer uses are preferred, and none the question has.
     """
     asked = set(terms(row.question))
     answer = set(terms(row.gold_answer or ""))
@@ -148,7 +176,8 @@ def target_words(row: Row, section: Section, evidence: Evidence) -> list[str]:
         idf = math.log(1 + sections / max(evidence.document_frequency(stem), 1))
         return stem in title, stem in answer, (body[stem] + (stem in title)) * idf
 
-    ranked = sorted((stem for stem in surface if stem not in asked), key=weight, reverse=True)
+    ranked = sorted((stem for stem in surface if stem not in asked and not evidence.is_common(stem)),
+                    key=weight, reverse=True)
     return [surface[stem] for stem in ranked[:MAX_TARGETS]]
 
 

@@ -14,51 +14,23 @@ import math
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Literal
 
 from docpilot.assistant.language import detect_language
 from docpilot.corpus.pages import Corpus
-from docpilot.improve.evidence import (
-    Evidence,
-    focus_section,
-    missing_words,
-    rank_with,
-    section_terms,
-    target_words,
-)
+from docpilot.improve.edit import Edit
+from docpilot.improve.evidence import Evidence, focus_section, missing_words, rank_with, section_terms, target_words
 from docpilot.improve.taxonomy import RETRIEVAL_DEPTH, first_gold_rank, primed_sections
 from docpilot.retrieval.tokens import terms, words
 from docpilot.schema import Row
 from metrics.answer import normalize_answer, strip_markers
 from metrics.attacks import find_forbidden
 
-EditKind = Literal["vocabulary", "heading", "docs", "config", "prompt", "golden", "investigate"]
-
 MAX_VOCABULARY_KEYS = 2
 """At most this many question words get a vocabulary entry per record (narrow entries are safer)."""
 
 MAX_SIDE_EFFECTS = 10
 """At most this many other records are searched again to show a vocabulary entry's side effects."""
-
-
-class Edit(BaseModel):
-    """One concrete change that may move a failing record."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: EditKind
-    """What is edited: vocabulary.json, a heading, page text, a config option, the prompt,
-    the golden record, or nothing yet (look first)."""
-    target: str
-    """The file, section or option to change."""
-    change: str
-    """The change, in words."""
-    value: Any = None
-    """The change as data: a vocabulary entry, an option's new value."""
-    effect: str | None = None
-    """What the report's data says the change would do; None when it cannot tell."""
 
 
 def suggest_edits(row: Row, cause: str, evidence: Evidence) -> list[Edit]:

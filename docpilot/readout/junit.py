@@ -1,10 +1,15 @@
 """The run as JUnit XML, so a CI system lists each record as a test and each failure beside it.
 
 One ``<testsuite>`` inside ``<testsuites>``: a ``<testcase>`` per record (classname
-``docpilot.<set>.<split>``, name the record id, time its latency), failing with the
-record's cause or the gates it broke, or in ``<error>`` when its turn errored; then
-a ``gate:<metric>`` testcase per gate, failing when the gate failed. A negative in a
-run without a model is ``<skipped>``: only its answer could fail it.
+``docpilot.<set>.<split>``, name the record id, time its latency), then a
+``gate:<metric>`` testcase per gate. The file agrees with the verdict: a testcase
+fails exactly when what it stands for fails the run. A gate's testcase fails when the
+gate failed; a record's fails when it is one of the records a failed gate names (as
+``<error>`` when its turn errored). A record whose own outcome is wrong but which no
+failed gate names (a missed gold section, under a recall gate that held) passes, with
+its cause in ``<system-out>``, so a CI test tab shows it without turning red while
+the job is green. A negative in a run without a model is ``<skipped>``: only its
+answer could fail it.
 
 ElementTree escapes text and attributes; characters XML 1.0 cannot hold at all
 (control characters a model may emit) are replaced first, so the file always parses.
@@ -14,27 +19,13 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
-from docpilot.readout.outcomes import Readout, RecordOutcome, write_atomically
+from docpilot.readout.outcomes import Readout, RecordOutcome
 from docpilot.reports.scorecard import format_value
 from docpilot.schema import GateResult
 
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _MESSAGE_CHARS = 300  # CI viewers show the message on one line: keep it short
-
-# What a record's failure is called when the taxonomy gives no detail.
-_PLAIN = {
-    "error": "the turn ended in an error",
-    "not-retrieved": "positive: no gold section in the top 8",
-    "gold-below-primed": "positive: gold in the top 8 but not among the primed sources",
-    "gate-refused": "positive refused by the retrieval gate",
-    "model-refused": "positive refused by the model",
-    "hallucinated-citation": "the answer cites a source that was not primed",
-    "answered-negative": "negative answered although the docs do not answer it",
-    "attack-succeeded": "attack probe: forbidden content in the reply or reasoning",
-}
-
 
 def render_junit(readout: Readout) -> str:
     """The JUnit XML document for a readout, as a string with an XML declaration."""
@@ -60,24 +51,23 @@ def render_junit(readout: Readout) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(readout: Readout, path: str | Path) -> Path:
-    """Write the JUnit XML atomically to ``path`` and return the path."""
-    return write_atomically(path, render_junit(readout))
-
 
 def _record_case(record: RecordOutcome, readout: Readout) -> ET.Element:
     row = record.row
     seconds = (row.latency_ms or 0.0) / 1000
     case = ET.Element("testcase", {"classname": _clean(f"docpilot.{readout.report.set}.{row.split}"),
                                    "name": _clean(row.id), "time": f"{seconds:.3f}"})
-    if row.error is not None:
-        _child(case, "error", _short(f"the turn errored: {row.error}"), "error", _body(record))
-    elif record.failing:
+    if record.gates and row.error is not None:
+        _child(case, "error", _short(f"the turn errored: {row.error}"), "error", _body(record, _reasons(record)))
+    elif record.gates:
         reasons = _reasons(record)
-        kind = f"gate:{record.gates[0]}" if record.gates else str(record.cause)
-        _child(case, "failure", _short(reasons[0]), kind, _body(record, reasons))
+        _child(case, "failure", _short(reasons[0]), f"gate:{record.gates[0]}", _body(record, reasons))
     elif readout.report.gate_only and row.kind == "negative":
         ET.SubElement(case, "skipped", {"message": "no model ran (--gate-only): a negative is judged by its answer"})
+    elif record.cause is not None:
+        # Readable beside the test, and not a failure: no failed gate counts this record.
+        out = ET.SubElement(case, "system-out")
+        out.text = _clean("outcome (not counted against the verdict): " + _body(record, _reasons(record)))
     return case
 
 
@@ -97,8 +87,7 @@ def _gate_case(gate: GateResult, suite_name: str) -> ET.Element:
 def _reasons(record: RecordOutcome) -> list[str]:
     reasons = [f"breaks the gate {metric}" for metric in record.gates]
     if record.cause is not None:
-        detail = record.detail or _PLAIN.get(record.cause, "")
-        reasons.append(f"{record.cause}: {detail}" if detail else record.cause)
+        reasons.append(f"{record.cause}: {record.detail}" if record.detail else record.cause)
     return reasons
 
 

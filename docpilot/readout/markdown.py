@@ -1,8 +1,9 @@
 """A short Markdown summary of a run, for a CI job summary or a pull-request comment.
 
-A verdict line, a compact metric table with each value's n (and its move when there
-is a previous comparable run), the failed gates with the records that broke them,
-and the first failing records with their causes. Record ids, causes and details are
+A verdict line that says what failed (the gates decide the verdict), a compact metric
+table with each value's n (and its move when there is a previous comparable run), the
+failed gates with the records that broke them, and the first records with a failing
+outcome and their causes. Record ids, causes and details are
 escaped, so a golden set or an answer cannot inject Markdown or HTML into the page
 that shows the summary.
 """
@@ -10,10 +11,9 @@ that shows the summary.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from docpilot.readout.outcomes import Readout, write_atomically
-from docpilot.reports.scorecard import format_value
+from docpilot.readout.outcomes import Readout
+from docpilot.reports.scorecard import format_value, shown_metrics
 
 MAX_RECORDS = 15
 """Failing records listed; the rest are counted."""
@@ -26,17 +26,15 @@ _BOUNDS = {"over_refusal_gate": "over_refusal_gate_upper95", "over_refusal_answe
 # end a table cell; the rest of Markdown's syntax only acts at the start of a line.
 _SPECIAL = re.compile(r"([\\`*_\[\]|<>~&])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_ARROWS = {"better": "↑", "worse": "↓", "same": "="}
 
 
 def render_markdown(readout: Readout, *, max_records: int = MAX_RECORDS) -> str:
     """The summary of a readout, as Markdown text ending in a newline."""
     report = readout.report
-    mark = "✅" if report.verdict == "pass" else "❌"
     mode = ", gate-only" if report.gate_only else ""
     lines = [
-        f"### {mark} DocPilot: {report.verdict.upper()} — {report.set} set, {report.split} split{mode}, "
-        f"{len(report.rows)} records, {len(readout.failing)} failing",
+        f"### {_headline(readout)} — {report.set} set, {report.split} split{_selection(report)}{mode}, "
+        f"{len(report.rows)} records",
         "",
         f"Run `{_code(report.run_id)}` at {_escape(report.created_at)}, orchestrator {_escape(report.orchestrator)}, "
         f"runtime {_escape(report.runtime)}."
@@ -49,9 +47,19 @@ def render_markdown(readout: Readout, *, max_records: int = MAX_RECORDS) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_markdown(readout: Readout, path: str | Path) -> Path:
-    """Write the summary atomically to ``path`` and return the path."""
-    return write_atomically(path, render_markdown(readout))
+def _selection(report) -> str:
+    return "" if report.selection.everything else f" ({_code(report.selection.describe())})"
+
+
+def _headline(readout: Readout) -> str:
+    """The verdict and what decided it: the failed gates, or how many gates held."""
+    gates = readout.report.gates
+    failed = [g for g in gates if not g.passed]
+    if failed:
+        shown = ", ".join(f"`{_code(g.metric)} {_code(g.op)} {g.threshold:g}`" for g in failed)
+        return f"❌ DocPilot: FAIL on {shown}"
+    held = f"{len(gates)} of {len(gates)} gates held" if gates else "no gate to check"
+    return f"✅ DocPilot: PASS, {held}"
 
 
 def _metric_table(readout: Readout) -> list[str]:
@@ -60,8 +68,9 @@ def _metric_table(readout: Readout) -> list[str]:
     header = "| metric | value | n |" + (" move |" if with_moves else "")
     rule = "|---|---:|---:|" + ("---|" if with_moves else "")
     lines, empty = [header, rule], []
+    applicable, left_off = shown_metrics(report, report.summary)
     for metric, value in report.summary.items():
-        if metric in _BOUNDS.values() or metric.startswith("stage_"):
+        if metric in _BOUNDS.values() or metric.startswith("stage_") or metric not in applicable:
             continue  # bounds sit beside their rate; per-stage times live in the HTML report
         if value is None:
             empty.append(metric)
@@ -78,6 +87,8 @@ def _metric_table(readout: Readout) -> list[str]:
     lines.append("")
     if empty:
         lines += ["No value (nothing to average over): " + ", ".join(f"`{_code(m)}`" for m in empty) + ".", ""]
+    if left_off:
+        lines += [_escape(left_off[0].upper() + left_off[1:]) + ".", ""]
     return lines
 
 
@@ -85,10 +96,7 @@ def _move(metric: str, readout: Readout) -> str:
     move = readout.moves.get(metric)
     if move is None or move.delta is None:
         return ""
-    if abs(move.delta) <= 1e-12:
-        return "="
-    sign = "+" if move.delta > 0 else "−"
-    return _escape(f"{sign}{format_value(metric, abs(move.delta))} {_ARROWS.get(move.change or '', '')}".rstrip())
+    return _escape(move.text(format_value(metric, abs(move.delta))))
 
 
 def _failed_gates(readout: Readout) -> list[str]:
@@ -111,7 +119,9 @@ def _failing_records(readout: Readout, max_records: int) -> list[str]:
     failing = readout.failing
     if not failing:
         return ["No record failed."]
-    lines = [f"**Failing records** ({len(failing)})", "", "| record | kind | split | cause |", "|---|---|---|---|"]
+    lines = [f"**Records with a failing outcome** ({len(failing)}): each counts in its metrics; "
+             "only the gates above decide the verdict.", "",
+             "| record | kind | split | cause |", "|---|---|---|---|"]
     for record in failing[:max_records]:
         reasons = ([record.cause] if record.cause else []) + [f"gate {g}" for g in record.gates]
         cause = _escape(", ".join(reasons))

@@ -1,15 +1,11 @@
 """What the readable reports (HTML, JUnit XML, Markdown) share: each record's outcome and the previous run.
 
 A *readout* is a report prepared for reading: for every record, whether it failed
-and why (the failure taxonomy of ``docpilot.improve.diagnosis``), the rank of its first gold
-section and its answer F1; and each metric's move since the previous comparable run
-(``docpilot.reports.store``). The three formats render the same readout, so they never
-disagree about which records failed.
-
-Both the failure taxonomy and the report store are optional here: without the
-taxonomy a record still fails on the plain facts of its row (an error, gold not
-retrieved, a refused positive, an answered negative, an invented citation, a leak)
-but carries no cause; without the store there is no move.
+and why (the failure taxonomy of ``docpilot.improve.taxonomy``), the rank of its
+first gold section and its answer F1; and each metric's move since the previous
+comparable run (``docpilot.reports.store``). The three formats render the same
+readout, so they never disagree about which records failed. Writing them to files
+is ``docpilot.readout.files``.
 """
 
 from __future__ import annotations
@@ -21,10 +17,11 @@ from pathlib import Path
 from typing import Literal
 
 from docpilot.errors import ReportError
-from docpilot.reports.output import write_atomically  # the one writer; html, junit and markdown use it from here
+from docpilot.improve.taxonomy import causes_of, describe, run_settings
+from docpilot.reports.moves import metric_moves
+from docpilot.reports.store import ReportStore, comparison_key
 from docpilot.schema import Report, Row
 from metrics.answer import answer_f1
-from metrics.attacks import attack_succeeded
 from metrics.gold import is_relevant
 
 RETRIEVAL_DEPTH = 8
@@ -46,7 +43,7 @@ class RecordOutcome:
     f1: float | None
     """Answer F1, for positives with a gold answer in a run that called the model."""
     cause: str | None
-    """Why the record fails (a taxonomy cause id, or a plain reason without the taxonomy); None when it passes."""
+    """Why the record fails (a cause id of the failure taxonomy); None when it passes."""
     detail: str = ""
     """The facts behind the cause, in one line."""
     also: tuple[str, ...] = ()
@@ -75,8 +72,19 @@ class MetricMove:
     """The previous run's value."""
     delta: float | None
     """This run's value minus the previous one; None when either is null."""
+    direction: Literal["up", "down", "same"] | None
+    """Which way the value went; `same` below the metric's noise floor; None when it cannot be told."""
     change: Change | None
-    """Which way the move goes for the metric's direction; None when it cannot be told."""
+    """Whether the move is good or bad for the metric; `same` below the noise floor; None when it cannot be told."""
+
+    def text(self, shown: str) -> str:
+        """The move in words: `+0.125 ↑ better`, `−40 ms ↓ better`, `= same`; ``shown`` is |delta| formatted."""
+        if self.change == "same":
+            return "= same"
+        if self.delta is None or self.direction is None:
+            return ""
+        sign, arrow = ("+", "↑") if self.direction == "up" else ("−", "↓")
+        return f"{sign}{shown} {arrow} {self.change or ''}".rstrip()
 
 
 @dataclass(frozen=True)
@@ -87,8 +95,6 @@ class Readout:
     """The report itself."""
     records: list[RecordOutcome]
     """One outcome per row, in report order."""
-    causes_known: bool
-    """Whether causes come from the failure taxonomy (else records fail on plain facts only)."""
     previous_run: str | None = None
     """Run id of the previous comparable run; None when there is none or no store to ask."""
     comparison_note: str | None = None
@@ -110,59 +116,19 @@ def prepare_readout(
     The previous run is looked for in ``reports_dir`` when given, else in the folder
     of ``report_path`` and the report's own ``reports_dir`` setting.
     """
-    causes = _taxonomy_causes(report)
+    run = run_settings(report)
     failed_gates = _failed_gate_records(report)
     anchors = _anchors(row.id for row in report.rows)
     records = []
     for row, anchor in zip(report.rows, anchors, strict=True):
-        if causes is None:
-            cause, detail, also = _plain_failure(row, gate_only=report.gate_only), "", ()
-        else:
-            cause, detail, also = causes.get(row.id, (None, "", ()))
+        found = causes_of(row, run)
+        cause, detail, also = (found[0], describe(row, found[0], run), tuple(found[1:])) if found else (None, "", ())
         records.append(RecordOutcome(
             row=row, anchor=anchor, first_gold_rank=_first_gold_rank(row), f1=_f1(row, report.gate_only),
             cause=cause, detail=detail, also=also, gates=tuple(failed_gates.get(row.id, ())),
         ))
     previous, note, moves = _moves(report, _folders(report, report_path, reports_dir))
-    return Readout(report=report, records=records, causes_known=causes is not None,
-                   previous_run=previous, comparison_note=note, moves=moves)
-
-
-def write_outputs(
-    report: Report,
-    *,
-    html: str | Path | None = None,
-    junit: str | Path | None = None,
-    markdown: str | Path | None = None,
-    report_path: str | Path | None = None,
-    reports_dir: str | Path | None = None,
-) -> dict[str, Path]:
-    """Write the asked-for readable forms of ``report``; returns format (html, junit, markdown) → path.
-
-    Each file is written atomically. ``report_path`` and ``reports_dir`` say where
-    to look for the previous comparable run (see ``prepare_readout``).
-    """
-    if not (html or junit or markdown):
-        return {}
-    readout = prepare_readout(report, report_path=report_path, reports_dir=reports_dir)
-    return write_readout(readout, html=html, junit=junit, markdown=markdown)
-
-
-def write_readout(
-    readout: Readout,
-    *,
-    html: str | Path | None = None,
-    junit: str | Path | None = None,
-    markdown: str | Path | None = None,
-) -> dict[str, Path]:
-    """Write the asked-for forms of a prepared readout; returns format → path, in that order."""
-    from docpilot.readout.html import render_html
-    from docpilot.readout.junit import render_junit
-    from docpilot.readout.markdown import render_markdown
-
-    renderers = {"html": render_html, "junit": render_junit, "markdown": render_markdown}
-    targets = {name: Path(p) for name, p in (("html", html), ("junit", junit), ("markdown", markdown)) if p}
-    return {name: write_atomically(path, renderers[name](readout)) for name, path in targets.items()}
+    return Readout(report=report, records=records, previous_run=previous, comparison_note=note, moves=moves)
 
 
 
@@ -178,35 +144,6 @@ def _f1(row: Row, gate_only: bool) -> float | None:
     if gate_only or row.kind != "positive" or not row.gold or row.gold_answer is None:
         return None
     return answer_f1(row)
-
-
-def _plain_failure(row: Row, *, gate_only: bool) -> str | None:
-    """Why a record fails, read from its row alone, for when the failure taxonomy is unavailable."""
-    if row.error is not None:
-        return "error"
-    positive = row.kind == "positive" and bool(row.gold)
-    if positive and _first_gold_rank(row) is None:
-        return "not-retrieved"
-    if gate_only:
-        return None
-    if positive and row.refused:
-        return "gate-refused" if row.refused_by == "gate" else "model-refused"
-    if row.kind != "attack" and row.hallucinated:
-        return "hallucinated-citation"
-    if row.kind == "negative" and row.answered:
-        return "answered-negative"
-    if row.kind == "attack" and attack_succeeded(row):
-        return "attack-succeeded"
-    return None
-
-
-def _taxonomy_causes(report: Report) -> dict[str, tuple[str, str, tuple[str, ...]]] | None:
-    """Record id → (cause, detail, further causes) from the failure taxonomy; None without it."""
-    try:
-        from docpilot.improve.diagnosis import diagnose
-    except ImportError:
-        return None
-    return {f.id: (f.cause, f.detail, tuple(f.also)) for f in diagnose(report).failures}
 
 
 def _failed_gate_records(report: Report) -> dict[str, list[str]]:
@@ -249,12 +186,7 @@ def _folders(report: Report, report_path: str | Path | None, reports_dir: str | 
 
 
 def _moves(report: Report, folders: list[Path]) -> tuple[str | None, str | None, dict[str, MetricMove]]:
-    """Previous comparable run id, a note on the comparison, and the moves; no store → (None, None, {})."""
-    try:
-        from docpilot.reports.compare import metric_moves
-        from docpilot.reports.store import ReportStore, comparison_key
-    except ImportError:
-        return None, None, {}
+    """Previous comparable run id, a note on the comparison, and the moves."""
     key = comparison_key(report)
     best = None
     for folder in folders:
@@ -267,12 +199,12 @@ def _moves(report: Report, folders: list[Path]) -> tuple[str | None, str | None,
                 break  # the store lists newest first: the first match is this folder's newest
     shown = ", ".join(str(f) for f in folders) or "no reports folder"
     if best is None:
-        return None, (f"No previous comparable run in {shown} (same golden set, set, split, "
+        return None, (f"No previous comparable run in {shown} (same golden set, set, split, selection, "
                       "gate-only and runtime)"), {}
     try:
         previous = best.load()
     except ReportError as exc:
         return None, f"The previous comparable run {best.run_id} could not be read: {exc}", {}
-    moves = {m.metric: MetricMove(previous=m.previous, delta=m.delta, change=m.change)
+    moves = {m.metric: MetricMove(previous=m.previous, delta=m.delta, direction=m.direction, change=m.change)
              for m in metric_moves(report, previous)}
     return best.run_id, f"Moves since run {best.run_id} ({best.created_at})", moves

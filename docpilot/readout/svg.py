@@ -21,6 +21,9 @@ HEIGHT = 220
 """Height of every plot."""
 
 _LEFT, _RIGHT, _TOP, _BOTTOM = 44, 16, 18, 40  # margins around the plotting area
+# The histograms keep a band above the bars for the p50 and p95 labels, one line each,
+# so a label never sits on a bar, however tall.
+_LABEL_BAND = 26
 
 # Bin edges of the time histograms, in ms: a 1-2-5 ladder, so a run of 1 ms turns and
 # one of 20 s turns both get readable bins without a scale chosen per run.
@@ -82,20 +85,21 @@ def histogram(values: Sequence[float], *, title: str, unit: str = "ms") -> str:
     counts = [0] * (len(edges) - 1)
     for value in data:
         counts[_bin_of(value, edges)] += 1
-    plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
+    top_y = _TOP + _LABEL_BAND  # the tallest bar's top
+    plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - top_y - _BOTTOM
     bar_w = plot_w / len(counts)
     top = max(counts)
 
     parts = [_open(title)]
-    parts.append(f'<line class="grid" x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{_TOP + plot_h}" y2="{_TOP + plot_h}"/>')
-    parts.append(f'<text class="tick" x="{_LEFT - 6}" y="{_TOP + plot_h + 4}" text-anchor="end">0</text>')
-    parts.append(f'<text class="tick" x="{_LEFT - 6}" y="{_TOP + 4}" text-anchor="end">{top}</text>')
+    parts.append(f'<line class="grid" x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{top_y + plot_h}" y2="{top_y + plot_h}"/>')
+    parts.append(f'<text class="tick" x="{_LEFT - 6}" y="{top_y + plot_h + 4}" text-anchor="end">0</text>')
+    parts.append(f'<text class="tick" x="{_LEFT - 6}" y="{top_y + 4}" text-anchor="end">{top}</text>')
     for i, count in enumerate(counts):
         h = count / top * plot_h
         x0 = _LEFT + i * bar_w
         label = f"{_format_edge(edges[i])}–{_format_edge(edges[i + 1])} {unit}: {count}"
         parts.append(
-            f'<rect class="bar" x="{x0 + 1:.1f}" y="{_TOP + plot_h - h:.1f}" width="{max(bar_w - 2, 1):.1f}" '
+            f'<rect class="bar" x="{x0 + 1:.1f}" y="{top_y + plot_h - h:.1f}" width="{max(bar_w - 2, 1):.1f}" '
             f'height="{h:.1f}"><title>{html.escape(label)}</title></rect>'
         )
     step = max(1, math.ceil(len(edges) / 9))  # at most ~9 edge labels, so they never overlap
@@ -111,9 +115,12 @@ def histogram(values: Sequence[float], *, title: str, unit: str = "ms") -> str:
         if value is None:
             continue
         position = _LEFT + _position(value, edges) * bar_w
-        parts.append(f'<line class="marker" x1="{position:.1f}" x2="{position:.1f}" y1="{_TOP}" '
-                     f'y2="{_TOP + plot_h}"/>')
-        parts.append(f'<text class="label" x="{position + 3:.1f}" y="{_TOP + 10 + rank * 12}">'
+        label_y = _TOP + rank * 12  # in the band above the bars, p50 above p95
+        parts.append(f'<line class="marker" x1="{position:.1f}" x2="{position:.1f}" y1="{label_y + 2}" '
+                     f'y2="{top_y + plot_h}"/>')
+        # A label on the right half reads leftwards from its line, so it stays inside the plot.
+        anchor, x = ("end", position - 3) if position > _LEFT + plot_w / 2 else ("start", position + 3)
+        parts.append(f'<text class="label" x="{x:.1f}" y="{label_y}" text-anchor="{anchor}">'
                      f'{name} {html.escape(_format_edge(value))}</text>')
     parts.append("</svg>")
     return "".join(parts)

@@ -1,7 +1,7 @@
 """Comparing two runs: how each number moved, and whether a change is more than noise.
 
-``metric_moves`` sets a run's summary beside an earlier one's (what ``docpilot
-status`` shows). ``compare_reports`` is the stronger check: it pairs the two runs
+``docpilot.reports.moves`` sets a run's summary beside an earlier one's (what
+``docpilot status`` shows). ``compare_reports`` is the stronger check: it pairs the two runs
 record by record and tests each outcome on the pairs, because with a few dozen
 records a summary can move by a few points from noise alone, while a paired test sees
 which records changed and in which direction.
@@ -27,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats
 
 from docpilot.errors import InputError
+from docpilot.reports.changes import PageChanges, SettingChange, page_changes, setting_changes
 from docpilot.reports.store import ReportStore, differences, header_of
 from docpilot.schema import Report, Row
-from metrics import registry
 from metrics.answer import answer_f1
 from metrics.attacks import attack_succeeded
 from metrics.gold import is_relevant
@@ -49,47 +49,6 @@ _ZERO = 1e-12  # differences this small are rounding, not change
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class Move(_Strict):
-    """One metric of a run beside its value in an earlier run."""
-
-    metric: str
-    """Metric id."""
-    value: float | int | None
-    """This run's value."""
-    n: int | None
-    """How many records this run's value is computed over."""
-    previous: float | int | None
-    """The earlier run's value; None when it had none or there is no earlier run."""
-    delta: float | None
-    """value − previous; None when either is None."""
-    change: Literal["better", "worse", "same"] | None
-    """Which way the move goes for the metric's direction; None when it cannot be told."""
-
-
-def metric_moves(current: Report, previous: Report | None) -> list[Move]:
-    """Every metric of ``current``'s summary, in report order, with its move since ``previous``."""
-    moves = []
-    for metric, value in current.summary.items():
-        before = previous.summary.get(metric) if previous is not None else None
-        delta = None if value is None or before is None else value - before
-        moves.append(Move(
-            metric=metric, value=value, n=current.counts.get(metric), previous=before,
-            delta=delta, change=_change(metric, delta),
-        ))
-    return moves
-
-
-def _change(metric: str, delta: float | None) -> Literal["better", "worse", "same"] | None:
-    if delta is None:
-        return None
-    if abs(delta) <= _ZERO:
-        return "same"
-    if not registry.is_metric_id(metric):
-        return None  # a metric this version does not know: its direction is unknown
-    higher = registry.get(metric).higher_is_better
-    return "better" if (delta > 0) == higher else "worse"
 
 
 # Paired tests ------------------------------------------------------------------
@@ -204,6 +163,10 @@ class Comparison(_Strict):
     """Record ids only run B has."""
     changed: list[str]
     """Fingerprints that differ (corpus, model, config, code): what the change was."""
+    settings: list[SettingChange] = Field(default_factory=list)
+    """Each configuration key that differs, with its value in A and in B."""
+    pages: PageChanges | None = None
+    """The pages of the docs that differ; None when the corpus is the same."""
     warnings: list[str]
     """Reasons to distrust the comparison."""
     tests: list[PairedTest]
@@ -280,6 +243,7 @@ def compare_reports(a: Report, b: Report, *, store: ReportStore | None = None,
     return Comparison(
         a=header_of(a, paths[0]).describe(), b=header_of(b, paths[1]).describe(), records=len(shared),
         only_a=only_a, only_b=only_b, changed=changed, warnings=warnings, tests=tests,
+        settings=setting_changes(a, b), pages=page_changes(a, b) if "corpus" in changed else None,
     )
 
 

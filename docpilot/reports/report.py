@@ -135,21 +135,27 @@ def leaks_of(rows) -> list[LeakFound]:
 
 
 def rescore(report: Report) -> Report:
-    """The report with summary, counts, gates and verdict recomputed from its rows alone."""
+    """The report with summary, counts, slices, gates and verdict recomputed from its rows alone."""
+    from metrics.slices import slice_by_tag
+
     conditions = report.config.get("gates", {}) or {}
     summary, counts, gates, outcome = score(
         report.rows, conditions, gate_only=report.gate_only, allow_errors=report.allow_errors,
         record_set=report.set,
     )
     leaks = leaks_of(report.rows)
-    update = {"summary": summary, "counts": counts, "gates": gates, "verdict": outcome, "leaks": leaks}
+    slices = slice_by_tag(report.rows, gate_only=report.gate_only)
+    update = {"summary": summary, "counts": counts, "slices": slices, "gates": gates, "verdict": outcome,
+              "leaks": leaks}
     return report.model_copy(update=update)
 
 
-def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fingerprint: str) -> Report:
+def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fingerprint: str,
+                    page_fingerprints: dict[str, str] | None = None) -> Report:
     """The report of one run: its settings and fingerprints, rows, summary and verdict."""
     from docpilot.config.loading import public_config
     from docpilot.models.registry import model_identity
+    from metrics.slices import slice_by_tag
 
     # Credentials in a base_url and a configured key quoted in an error are removed here,
     # before the report is stored and every readout (HTML, JUnit, Markdown) is made from it.
@@ -171,9 +177,11 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         created_at=now_iso(),
         config=config,
         fingerprints=fingerprints,
+        page_fingerprints=page_fingerprints or {},
         set=job.set,
         runtime=job.runtime,
         split=job.split,
+        selection=job.selection,
         gate_only=job.gate_only,
         allow_errors=job.allow_errors,
         cache_stats=cache_stats(rows, gate_only=job.gate_only, runtime=job.runtime),
@@ -182,6 +190,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         rows=rows,
         summary=summary,
         counts=counts,
+        slices=slice_by_tag(rows, gate_only=job.gate_only),
         gates=gates,
         verdict=outcome,
         leaks=leaks_of(rows),

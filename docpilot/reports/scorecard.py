@@ -1,6 +1,13 @@
-"""The scorecard printed at the end of a run: each number with its n, the gates, the verdict."""
+"""The scorecard printed at the end of a run: each number with its n, a table per tag, the gates, the verdict.
+
+Metrics the run's record set cannot produce (attack metrics in a golden run, question
+metrics in an attack run) are left off, with one line naming them, so a short run is
+not a page of ``n/a``. A metric a gate reads is always shown.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from rich.console import Console
 from rich.markup import escape
@@ -8,9 +15,24 @@ from rich.table import Table
 
 from docpilot.reports.terminal import clean
 from docpilot.schema import Report
+from metrics import registry
 
 _COUNTS = {"hallucinated_citations", "scope_violations", "unlinked_answers", "unlinked_negatives", "errors"}
 _BOUNDS = {"over_refusal_gate": "over_refusal_gate_upper95", "over_refusal_answer": "over_refusal_answer_upper95"}
+_QUESTION_FAMILIES = ("retrieval", "answer", "citations", "refusals")
+
+HEADLINE = {
+    "golden": ("recall@8", "ndcg@8", "answer_f1", "citation_precision", "negatives_caught", "over_refusal_answer",
+               "latency_p50"),
+    "adversarial": ("attack_success_rate", "refusal_accuracy", "safe_answer_rate", "latency_p50"),
+}
+"""Record set → the metrics the HTML report's per-tag table shows, where the run has them."""
+
+TERMINAL_HEADLINE = {
+    "golden": ("recall@8", "answer_f1", "negatives_caught"),
+    "adversarial": ("attack_success_rate", "refusal_accuracy"),
+}
+"""The fewer metrics of the terminal's per-tag table, so it fits 80 columns."""
 
 
 def format_value(metric: str, value: float | int | None) -> str:
@@ -24,15 +46,54 @@ def format_value(metric: str, value: float | int | None) -> str:
     return f"{value:.3f}"
 
 
+def applies(metric: str, record_set: str) -> bool:
+    """Whether a record set can produce the metric: attack metrics need probes, question metrics questions."""
+    if not registry.is_metric_id(metric):
+        return True  # a metric this version does not know: show it rather than hide it
+    family = registry.get(metric).family
+    if family == "attacks":
+        return record_set == "adversarial"
+    if family in _QUESTION_FAMILIES:
+        return record_set == "golden" or metric == "errors"
+    return True  # times, measured in every run
+
+
+def shown_metrics(report: Report, metrics: Iterable[str]) -> tuple[set[str], str]:
+    """The metrics to show for ``report``, and one line naming those left off (empty when none are)."""
+    gated = {gate.metric for gate in report.gates}
+    metrics = list(metrics)
+    shown = {m for m in metrics if applies(m, report.set) or m in gated}
+    hidden = [m for m in metrics if m not in shown and m not in _BOUNDS.values()]
+    if not hidden:
+        return shown, ""
+    why = ("a golden run has no attack probes" if report.set == "golden"
+           else "an attack run has no golden questions")
+    return shown, f"left off, as {why} to measure them on: {', '.join(hidden)}"
+
+
+def headline_metrics(report: Report, *, terminal: bool = False) -> list[str]:
+    """The metrics of the per-tag table: the set's headline ones that the run reports.
+
+    A gate-only run has retrieval only, so its table shows recall@8, MRR and nDCG@8.
+    """
+    if report.gate_only:
+        return [m for m in ("recall@8", "mrr", "ndcg@8") if m in report.summary]
+    chosen = (TERMINAL_HEADLINE if terminal else HEADLINE).get(report.set, ())
+    return [m for m in chosen if m in report.summary]
+
+
 def render_scorecard(report: Report, console: Console, *, path: str | None = None) -> None:
-    """Print the report's summary, gates and verdict."""
-    table = Table(title=f"DocPilot scorecard — {report.split} split, {len(report.rows)} records", title_justify="left")
+    """Print the report's summary, the per-tag table, the gates and the verdict."""
+    shown, left_off = shown_metrics(report, report.summary)
+    table = Table(title=f"DocPilot scorecard — {report.split} split, {len(report.rows)} records"
+                        + ("" if report.selection.everything else f" ({report.selection.describe()})"),
+                  title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("n", justify="right")
     table.add_column("note")
     for metric, value in report.summary.items():
-        if metric in _BOUNDS.values():
+        if metric in _BOUNDS.values() or metric not in shown:
             continue
         note = ""
         if metric in _BOUNDS and report.summary.get(_BOUNDS[metric]) is not None:
@@ -40,13 +101,16 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
         n = report.counts.get(metric)
         table.add_row(metric, format_value(metric, value), "" if n is None else str(n), note)
     console.print(table)
+    if left_off:
+        console.print(left_off, highlight=False, markup=False, soft_wrap=True)
+    _render_slices(report, console)
     for gate in report.gates:
         mark = "[green]pass[/]" if gate.passed else "[red]FAIL[/]"
         value = format_value(gate.metric, gate.value)
         line = f"  {mark}  {gate.metric} {gate.op} {gate.threshold:g}  (value {value})"
         if gate.records and not gate.passed:
-            shown = ", ".join(gate.records[:10]) + (" …" if len(gate.records) > 10 else "")
-            line += f"  records: {escape(clean(shown))}"  # ids come from the golden file: no markup, no escapes
+            shown_ids = ", ".join(gate.records[:10]) + (" …" if len(gate.records) > 10 else "")
+            line += f"  records: {escape(clean(shown_ids))}"  # ids come from the golden file: no markup, no escapes
         console.print(line, highlight=False)
     if report.leaks:
         probes = len({leak.record for leak in report.leaks})
@@ -64,4 +128,19 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
         highlight=False,
     )
     if path:
-        console.print(f"report: {path}", highlight=False, soft_wrap=True)
+        console.print(f"report: {path}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _render_slices(report: Report, console: Console) -> None:
+    """One row per tag with the headline metrics, the numbers a run with --tag TAG would give."""
+    if not report.slices:
+        return
+    metrics = headline_metrics(report, terminal=True)
+    table = Table(title="by tag (the numbers a run with --tag TAG gives)", title_justify="left")
+    table.add_column("tag", no_wrap=True)
+    table.add_column("records", justify="right")
+    for metric in metrics:
+        table.add_column(metric, justify="right")
+    for tag, piece in report.slices.items():
+        table.add_row(escape(tag), str(piece.records), *(format_value(m, piece.summary.get(m)) for m in metrics))
+    console.print(table)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from docpilot.errors import ReportError
 from docpilot.reports.report import load_report
-from docpilot.schema import Report
+from docpilot.schema import Report, Selection
 
 _RUN_ID_TIME = re.compile(r"^(\d{8}T\d{6}Z)")
 
@@ -43,6 +43,8 @@ class StoredReport(BaseModel):
     """Which record set ran."""
     split: Literal["dev", "test", "all"] = "all"
     """Which split ran."""
+    selection: Selection = Selection()
+    """Which records of the split ran; empty for all of them (and for reports older than the field)."""
     gate_only: bool = False
     """Retrieval only: no model was called."""
     runtime: Literal["local", "server"] = "local"
@@ -64,6 +66,7 @@ class StoredReport(BaseModel):
             "path": None if self.path is None else str(self.path),
             "set": self.set,
             "split": self.split,
+            "selection": self.selection.describe(),
             "gate_only": self.gate_only,
             "runtime": self.runtime,
             "verdict": self.verdict,
@@ -72,19 +75,20 @@ class StoredReport(BaseModel):
 
 def header_of(report: Report, path: str | Path | None = None) -> StoredReport:
     """The header of a loaded report."""
-    data = report.model_dump(include={"run_id", "created_at", "fingerprints", "set", "split",
+    data = report.model_dump(include={"run_id", "created_at", "fingerprints", "set", "split", "selection",
                                       "gate_only", "runtime", "verdict"})
     return StoredReport.model_validate({**data, "path": None if path is None else Path(path)})
 
 
-COMPARABLE_FIELDS: tuple[str, ...] = ("golden", "set", "split", "gate_only", "runtime")
+COMPARABLE_FIELDS: tuple[str, ...] = ("golden", "set", "split", "selection", "gate_only", "runtime")
 """What two runs must share for their numbers to be compared: the golden set's
-fingerprint, the record set, the split, the mode and the runtime."""
+fingerprint, the record set, the split, the selection of records, the mode and the runtime."""
 
 
 def comparison_key(report: StoredReport | Report) -> tuple[object, ...]:
     """The values of ``COMPARABLE_FIELDS`` for one run."""
-    return (report.fingerprints.get("golden"), report.set, report.split, report.gate_only, report.runtime)
+    return (report.fingerprints.get("golden"), report.set, report.split, report.selection.key(),
+            report.gate_only, report.runtime)
 
 
 def differences(a: StoredReport | Report, b: StoredReport | Report) -> list[str]:
@@ -94,6 +98,8 @@ def differences(a: StoredReport | Report, b: StoredReport | Report) -> list[str]
         if left != right:
             if name == "golden":
                 found.append("the golden set differs (fingerprints.golden)")
+            elif name == "selection":
+                found.append(f"selection differs ({a.selection.describe()} vs {b.selection.describe()})")
             else:
                 found.append(f"{name} differs ({left} vs {right})")
     return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -11,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from docpilot.config.golden import load_golden, load_probes
 from docpilot.config.model import Config
-from docpilot.schema import GoldenRecord
+from docpilot.errors import InputError
+from docpilot.schema import GoldenRecord, Selection
 
 
 class EvalJob(BaseModel):
@@ -27,6 +29,8 @@ class EvalJob(BaseModel):
     """Which record set runs: questions with known answers, or attack probes."""
     split: Literal["dev", "test", "all"] = "all"
     """Which records run."""
+    selection: Selection = Field(default_factory=Selection)
+    """Which records of the split run (`--id`, `--tag`, `--limit`); empty means all of them."""
     gate_only: bool = False
     """Retrieval only: no model is called."""
     use_cache: bool = True
@@ -65,11 +69,47 @@ def read_records(path: str, kind: str = "golden") -> list:
 
 
 def job_records(job: EvalJob) -> list[GoldenRecord]:
-    """The job's records, in file order, filtered to its split."""
+    """The job's records, in file order, filtered to its split and its selection."""
     records = read_records(job.golden, job.set)
-    if job.split == "all":
+    if job.split != "all":
+        records = [r for r in records if r.split == job.split]
+    return select_records(records, job.selection, job.golden)
+
+
+def select_records(records: list, selection: Selection, path: str | None = None) -> list:
+    """The records a selection keeps, in file order: any of its ids, then any of its tags, then the first N.
+
+    An id the records do not hold, a tag none of them carries, or a selection that
+    keeps nothing is an InputError naming what to choose from.
+    """
+    if selection.everything:
         return records
-    return [r for r in records if r.split == job.split]
+    kept = records
+    if selection.ids:
+        known = {r.id for r in records}
+        missing = [i for i in selection.ids if i not in known]
+        if missing:
+            near = difflib.get_close_matches(missing[0], sorted(known), n=3)
+            raise InputError(f"--id {', '.join(missing)}: no such record in this split", path=path,
+                             hint=(f"did you mean {', '.join(near)}? " if near else "")
+                             + "ids are the records' `id` fields; `docpilot golden check` lists the set")
+        chosen = set(selection.ids)
+        kept = [r for r in kept if r.id in chosen]
+    if selection.tags:
+        known_tags = sorted({t for r in records for t in r.tags})
+        missing = [t for t in selection.tags if t not in known_tags]
+        if missing:
+            shown = ", ".join(known_tags[:20]) or "none: no record has tags"
+            raise InputError(f"--tag {', '.join(missing)}: no record in this split carries it", path=path,
+                             hint=f"tags in use: {shown}")
+        wanted = set(selection.tags)
+        kept = [r for r in kept if wanted.intersection(r.tags)]
+    if selection.limit is not None:
+        kept = kept[: selection.limit]
+    if not kept:
+        raise InputError(f"the selection {selection.describe()} keeps no record", path=path,
+                         hint="an --id and a --tag both apply: choose records that match both, or drop one")
+    return kept
 
 
 def shards(items: Sequence, size: int, *, first: int | None = None) -> Iterator[list]:

@@ -13,7 +13,8 @@ import time
 from collections.abc import Sequence
 
 from docpilot.assistant.guard import gate_refuses
-from docpilot.assistant.language import detect_language
+from docpilot.assistant.language import RULE as LANGUAGE_RULE
+from docpilot.assistant.language import detect_language, expected_language
 from docpilot.assistant.language import ready as language_ready
 from docpilot.assistant.primer import PROMPT_VERSION, prime
 from docpilot.assistant.render import render_panel
@@ -83,6 +84,7 @@ def _languages(trace: Trace) -> dict[str, str | None]:
     return {
         "question": detect_language(trace.record.question),
         "answer": detect_language(turn.answer) if answered else None,
+        "rule": LANGUAGE_RULE,
     }
 
 
@@ -161,12 +163,23 @@ def render_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     return traces
 
 
-def build_rows(traces: list[Trace], *, gate_only: bool = False) -> list[Row]:
-    """One report row per trace: what the scorer reads."""
-    return [_row(t, gate_only=gate_only) for t in traces]
+def build_rows(traces: list[Trace], *, gate_only: bool = False, corpus_language: str | None = None) -> list[Row]:
+    """One report row per trace: what the scorer reads.
+
+    ``corpus_language`` is the docs' language, which a record expects when neither it
+    nor its question says which (``docpilot.assistant.language.expected_language``).
+    """
+    return [_row(t, gate_only=gate_only, corpus_language=corpus_language) for t in traces]
 
 
-def _row(trace: Trace, *, gate_only: bool) -> Row:
+def _detected(trace: Trace, which: str, text: str | None) -> str | None:
+    # Detections stored under the current rule are reused; others are made again.
+    if trace.languages.get("rule") == LANGUAGE_RULE and which in trace.languages:
+        return trace.languages[which]
+    return detect_language(text)
+
+
+def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None) -> Row:
     # The fields are gathered first and the row is built once: cheaper than setting
     # them one by one on a built row, a thousand rows at a time.
     record = trace.record
@@ -179,6 +192,7 @@ def _row(trace: Trace, *, gate_only: bool) -> Row:
         scope=record.scope,
         expected_cause=record.expected_cause,
         language=record.language,
+        tags=record.tags,
         retrieved=[h["section_id"] for h in trace.hits],
         scores=[h["score"] for h in trace.hits],
         gold_answer=record.gold_answer,
@@ -191,7 +205,9 @@ def _row(trace: Trace, *, gate_only: bool) -> Row:
         if trace.retrieve_ms is not None:
             row["stages_ms"] = {"retrieve": round(trace.retrieve_ms, 3)}
         return Row(**row)
-    row["language"] = record.language or trace.languages.get("question") or detect_language(record.question)
+    question_language = _detected(trace, "question", record.question)
+    row["question_language"] = question_language
+    row["language"] = expected_language(record.language, question_language, corpus_language)
     if trace.prompt is not None:
         row["primed"] = [s.section_id for s in trace.prompt.sources]
     stages = {"retrieve": trace.retrieve_ms or 0.0}
@@ -218,7 +234,8 @@ def _row(trace: Trace, *, gate_only: bool) -> Row:
         )
         shown = not turn.refused and turn.error is None
         if shown and turn.answer is not None:
-            row["answer_language"] = trace.languages.get("answer") or detect_language(turn.answer)
+            # An answer too short to tell is taken to be in the language it should be in.
+            row["answer_language"] = _detected(trace, "answer", turn.answer) or row["language"]
     if trace.panel is not None and shown:
         panel = trace.panel
         row.update(markers=panel.markers, citations=panel.citations, hallucinated=panel.hallucinated,

@@ -7,7 +7,9 @@ and the helpers would run on, holding a port and memory, until someone found the
 
 ``watch_children`` starts one small watcher process per eval process. Twice a second
 it notes the eval's descendants; once the eval is gone it stops those that are still
-running (SIGTERM, then SIGKILL after a grace period). Each is recognised by its
+running (SIGTERM, then SIGKILL after a grace period). An eval that exits on its own
+stops its helpers itself and then the watcher, at exit, so nothing is left running
+either way. Each is recognised by its
 process id and its start time together, so a process id reused by the system after
 a helper ended is never touched. Linux only (it reads ``/proc``); elsewhere it does
 nothing.
@@ -17,6 +19,7 @@ nothing.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -38,12 +41,21 @@ def watch_children() -> None:
     if _started_for == os.getpid() or not Path("/proc/self/stat").exists():
         return
     _started_for = os.getpid()
-    subprocess.Popen(
+    watcher = subprocess.Popen(
         [sys.executable, "-m", "docpilot.run.reaper", str(os.getpid())],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,  # Ctrl-C in the terminal must not stop the watcher before the eval
         close_fds=True,
     )  # fmt: skip
+    # Registered before any helper starts, so it runs after their own exit handlers (such
+    # as Prefect's, which stops its temporary server): the watcher goes last.
+    atexit.register(_stop_watcher, watcher)
+
+
+def _stop_watcher(watcher: subprocess.Popen) -> None:
+    if watcher.poll() is None:
+        watcher.kill()
+        watcher.wait()
 
 
 def _stat(pid: int) -> tuple[str, int] | None:

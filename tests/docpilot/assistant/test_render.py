@@ -60,3 +60,11 @@ def test_html_escapes_everything_from_the_model():
 def test_a_refusal_shows_no_sources():
     panel = render_panel("REFUSE: not-answerable", SOURCES, url, refused=True)
     assert panel.sources == [] and panel.links == 0 and "does not answer" in panel.markdown
+
+
+def test_code_spans_show_as_code_and_stay_escaped():
+    # Regression: answers showed raw backticks around commands instead of inline code.
+    panel = render_panel("Run `acme rollback` [2], not `<script>` or a lone ` tick.", SOURCES, url)
+    assert "Run <code>acme rollback</code> <a class=\"cite\"" in panel.html
+    assert "<code>&lt;script&gt;</code>" in panel.html and "a lone ` tick" in panel.html
+    assert "`acme rollback`" in panel.markdown  # the Markdown form keeps Markdown's own syntax

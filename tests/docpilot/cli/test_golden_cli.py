@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
-from docpilot.config.golden import GoldenShape
+from docpilot.config.golden_shape import GoldenShape
 from docpilot.errors import InputError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "golden"
@@ -180,3 +180,38 @@ def test_works_as_a_context_manager():
 
     result = CliRunner().invoke(command)
     assert result.exit_code == 2 and result.stderr == "error: nope\n"
+
+
+# One pass, errors and warnings apart -----------------------------------------------
+
+
+def test_warnings_are_listed_apart_and_do_not_fail_the_check(workdir):
+    path = DATA / "negative_with_answer.yaml"
+    result = _check("--golden", str(path), "--docs", str(DOCS), "--json")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(f"warning: {path}:1, record 'pricing': a negative (empty gold) carries a "
+                                    "gold_answer")
+    shape = GoldenShape.model_validate_json(result.stdout)
+    assert len(shape.record_warnings) == 1 and "never scored" in shape.record_warnings[0]
+
+
+def test_a_csv_set_checks_like_its_yaml_twin(workdir):
+    from_csv = _check("--golden", str(DATA / "valid.csv"), "--docs", str(DOCS), "--json")
+    from_yaml = _check("--golden", str(DATA / "valid.yaml"), "--docs", str(DOCS), "--json")
+    assert from_csv.exit_code == from_yaml.exit_code == 0
+    csv_shape, yaml_shape = (GoldenShape.model_validate_json(r.stdout) for r in (from_csv, from_yaml))
+    assert csv_shape.model_dump(exclude={"record_warnings"}) == yaml_shape.model_dump(exclude={"record_warnings"})
+
+
+def test_schema_and_gold_entry_errors_come_in_one_run_with_the_warnings_after(workdir, tmp_path):
+    # Regression: gold-entry errors showed only once the schema errors were fixed and the check run again.
+    path = tmp_path / "golden.yaml"
+    path.write_text("- {id: a, question: Q?, gold: [index], split: train}\n"
+                    "- {id: b, question: Q?, gold: [guide/nowhere], gold_answer: A.}\n"
+                    "- {id: c, question: Q?}\n", encoding="utf-8")
+    result = _check("--golden", str(path), "--docs", str(DOCS))
+    assert result.exit_code == 2 and result.stdout == ""
+    err = result.stderr
+    assert "2 problems:" in err and "split is text 'train'" in err and "'guide/nowhere' names no page" in err
+    assert err.index("guide/nowhere") < err.index("and 1 warning(s), which do not stop a run:")
+    assert f"{path}:3, record 'c': a negative has no expected_cause" in err

@@ -76,10 +76,11 @@ def test_options_before_or_after_the_report(reports):
         result = _improve(*args)
         assert result.exit_code == 0, result.output
         data = json.loads(result.stdout)
-        assert set(data) == {"report", "records", "failing", "causes", "failures", "notes"}
+        assert set(data) == {"report", "records", "failing", "causes", "failures", "notes", "warnings"}
         assert data["causes"] == {"not-retrieved": 1, "answered-negative": 1}
         failure = data["failures"][0]
-        assert set(failure) == {"id", "kind", "split", "question", "cause", "also", "detail", "moves", "edits"}
+        assert set(failure) == {"id", "kind", "split", "question", "cause", "also", "detail", "moves", "edits",
+                                "languages"}
         assert failure["edits"][0]["kind"] == "vocabulary"
         assert set(failure["edits"][0]) == {"kind", "target", "change", "value", "effect"}
 
@@ -128,7 +129,7 @@ def test_compare_json_by_run_id(reports):
     result = _improve("compare", RUN_A, RUN_B, "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert set(data) == {"a", "b", "records", "only_a", "only_b", "changed", "warnings", "tests"}
+    assert set(data) == {"a", "b", "records", "only_a", "only_b", "changed", "settings", "pages", "warnings", "tests"}
     assert data["a"]["run_id"] == RUN_A and data["changed"] == ["config"]
     assert data["b"]["path"] == str(reports / f"{RUN_B}.json")
     hit = next(t for t in data["tests"] if t["outcome"] == "hit@8")
@@ -151,6 +152,18 @@ def test_help_names_both_forms():
     result = _improve("--help")
     assert result.exit_code == 0
     assert "[REPORT] | compare A B" in result.stdout
+
+
+def test_improve_warns_when_it_reads_test_records_and_shows_languages(reports):
+    path = _save(reports, RUN_A, fixed=False)  # both records are on the test split
+    result = _improve(str(path))
+    assert result.exit_code == 0, result.output
+    assert "warning: 2 of the 2 records are from the test split: choose edits on dev" in result.stderr
+    assert "language: expected en; detected: question ?, answer en" in result.stdout  # phone
+    data = json.loads(_improve(str(path), "--json").stdout)
+    assert data["warnings"][0].startswith("2 of the 2 records are from the test split")
+    phone = next(f for f in data["failures"] if f["id"] == "phone")
+    assert phone["languages"] == {"expected": "en", "question": None, "answer": "en"}
 
 
 # Regression: improve printed a record id's terminal escapes raw (an OSC title change, a screen clear).

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from docpilot.cli import main
+from tests.conftest import ROOT
 
 
 @pytest.mark.parametrize(
     ("name", "properties"),
     [
-        ("golden", {"id", "question", "gold", "gold_answer", "split", "expected_cause", "scope"}),
-        ("adversarial", {"id", "prompt", "forbidden", "expect"}),
+        ("golden-record", {"id", "question", "gold", "gold_answer", "split", "expected_cause", "scope"}),
+        ("adversarial-record", {"id", "prompt", "forbidden", "expect"}),
         ("report", {"schema_version", "run_id", "rows", "summary", "gates", "verdict"}),
         ("config", {"corpus", "retrieval", "model", "guard", "gates", "shard_size"}),
     ],
@@ -29,7 +32,7 @@ def test_schema_is_json_with_the_model_fields(name, properties):
 
 
 def test_golden_schema_names_the_allowed_values():
-    schema = json.loads(CliRunner().invoke(main, ["schema", "golden"]).stdout)
+    schema = json.loads(CliRunner().invoke(main, ["schema", "golden-record"]).stdout)
     assert schema["properties"]["split"]["enum"] == ["dev", "test"]
     assert schema["required"] == ["id", "question"]
 
@@ -37,3 +40,16 @@ def test_golden_schema_names_the_allowed_values():
 def test_unknown_schema_is_a_usage_error():
     result = CliRunner().invoke(main, ["schema", "rows"])
     assert result.exit_code == 2 and "golden" in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize(("name", "path"), [("golden", "evals/golden.yaml"), ("adversarial", "evals/adversarial.yaml")])
+def test_the_file_schema_validates_a_whole_file(name, path):
+    # Regression: the golden schema described one record, so an editor pointed at it flagged golden.yaml.
+    schema = json.loads(CliRunner().invoke(main, ["schema", name]).stdout)
+    data = yaml.safe_load((ROOT / path).read_text(encoding="utf-8"))
+    jsonschema.validate(data, schema)
+    jsonschema.validate({"records": data}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate([{**data[0], "questoin": "typo"}], schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"record": data}, schema)

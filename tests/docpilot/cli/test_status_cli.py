@@ -60,7 +60,7 @@ def test_moves_since_the_previous_comparable_run(reports):
     result = _status()
     assert result.exit_code == 0, result.output
     out = result.stdout.replace("\n", " ")
-    assert "+0.250" in out and "↑ better" in out
+    assert "+0.250 ↑" in out and "better" in out and "↓ worse" not in out
     assert "compared run 20260103T000000Z-cccccc" in out and "with run 20260101T000000Z-aaaaaa" in out
     assert "passed over runs that differ: 20260102T000000Z-bbbbbb (test" in out
 
@@ -75,7 +75,8 @@ def test_json_shape(reports):
     assert data["report"]["run_id"] == "20260102T000000Z-bbbbbb"
     assert data["previous"]["run_id"] == "20260101T000000Z-aaaaaa"
     recall = data["metrics"]["recall@8"]
-    assert recall == {"value": 0.75, "n": 4, "previous": 1.0, "delta": -0.25, "change": "worse"}
+    assert recall == {"value": 0.75, "n": 4, "previous": 1.0, "delta": -0.25, "floor": 0.25, "direction": "down",
+                      "change": "worse"}
     assert data["gates"][0]["metric"] == "recall@8" and data["verdict"] == "pass"
 
 
@@ -98,6 +99,38 @@ def test_an_unreadable_report_is_a_warning_not_a_failure(reports):
     result = _status()
     assert result.exit_code == 0, result.output
     assert "warning:" in result.stderr and "broken" in result.stderr
+
+
+def test_a_change_below_the_noise_floor_is_no_move(reports):
+    # Regression: `stage_retrieve_p50 +0.00 ms ↓ worse` was shown for a sub-millisecond change.
+    before = _save(reports, "20260101T000000Z-aaaaaa", hits=2)
+    after = before.model_copy(update={"run_id": "20260102T000000Z-bbbbbb", "created_at": "2026-01-02T00:00:00+00:00",
+                                      "summary": {**before.summary, "stage_retrieve_p50": 0.004,
+                                                  "latency_p50": 1000.0, "recall@8": 0.5 + 0.1}})
+    write_report(before.model_copy(update={"summary": {**before.summary, "stage_retrieve_p50": 0.002,
+                                                       "latency_p50": 950.0}}),
+                 reports / "20260101T000000Z-aaaaaa.json")
+    write_report(after, reports / "20260102T000000Z-bbbbbb.json")
+    data = json.loads(_status("--json").stdout)["metrics"]
+    # 0.002 ms on a 1 ms floor, 50 ms on a 95 ms floor (10 %), 0.1 on one record's worth (1/4): none moved
+    for metric in ("stage_retrieve_p50", "latency_p50", "recall@8"):
+        assert (data[metric]["direction"], data[metric]["change"]) == ("same", "same"), metric
+    out = " ".join(_status().stdout.split())
+    assert "+0.00 ms" not in out and "worse" not in out and "= no move" in out
+    assert "a move is shown only beyond its noise floor" in out
+
+
+def test_direction_and_verdict_are_apart_for_times(reports):
+    before = _save(reports, "20260101T000000Z-aaaaaa", hits=2)
+    write_report(before.model_copy(update={"summary": {**before.summary, "latency_p50": 100.0}}),
+                 reports / "20260101T000000Z-aaaaaa.json")
+    after = before.model_copy(update={"run_id": "20260102T000000Z-bbbbbb", "created_at": "2026-01-02T00:00:00+00:00",
+                                      "summary": {**before.summary, "latency_p50": 150.0}})
+    write_report(after, reports / "20260102T000000Z-bbbbbb.json")
+    latency = json.loads(_status("--json").stdout)["metrics"]["latency_p50"]
+    assert (latency["direction"], latency["change"], latency["floor"]) == ("up", "worse", 10.0)
+    line = next(line for line in _status().stdout.splitlines() if "latency_p50" in line)
+    assert "+50 ms ↑" in line and "worse" in line
 
 
 # Regression: a deeply nested *.json in the reports folder crashed status.

@@ -11,12 +11,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from docpilot.config.golden import (
-    describe_golden,
-    load_golden,
-    load_probes,
-    validate_against_corpus,
-)
+from docpilot.config.golden import load_golden, load_probes, validate_against_corpus
+from docpilot.config.golden_shape import describe_golden
 from docpilot.corpus.pages import load_corpus
 from docpilot.errors import DocpilotError, InputError
 from docpilot.schema import AttackProbe, GoldenRecord
@@ -113,7 +109,7 @@ def test_folder_instead_of_file(tmp_path):
 def test_unknown_extension_says_which_are_known(tmp_path):
     path = tmp_path / "golden.txt"
     path.write_text("- id: a\n  question: q\n", encoding="utf-8")
-    assert "name the file .yaml or .yml for YAML, or .jsonl" in str(_error(path))
+    assert "name the file .yaml or .yml for YAML, .jsonl for one JSON object per line, or .csv" in str(_error(path))
 
 
 def test_unknown_top_level_key_suggests_records(tmp_path):

@@ -21,8 +21,9 @@ import pytest
 
 from docpilot.corpus.pages import section_url
 from docpilot.errors import ReportError
-from docpilot.readout.html import content_security_policy, render_html, write_html
-from docpilot.readout.outcomes import prepare_readout, write_outputs
+from docpilot.readout.files import write_outputs, write_readout
+from docpilot.readout.html import content_security_policy, render_html
+from docpilot.readout.outcomes import prepare_readout
 from docpilot.readout.svg import histogram, recall_curve
 from docpilot.reports.report import load_report, rescore, write_report
 from tests.conftest import DATA, ROOT
@@ -127,27 +128,6 @@ def test_the_records_table_marks_failing_rows_for_the_filters(page_html, readout
     assert '<span class="bad">miss</span>' in page_html and '<span class="ok">hit</span> (1)' in page_html
 
 
-def test_without_the_failure_taxonomy_records_fail_on_plain_facts_and_the_cause_column_goes(
-        report, tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "docpilot.improve.diagnosis", None)  # makes `import docpilot.improve.diagnosis` fail
-    readout = prepare_readout(report, reports_dir=tmp_path)
-    assert not readout.causes_known
-    # low answer F1 needs the taxonomy; the plain facts still catch the rest
-    assert {r.row.id for r in readout.failing} == FAILING - {INJECTED_ID}
-    assert {r.row.id: r.cause for r in readout.failing}["pos-refused"] == "model-refused"
-    page = render_html(readout)
-    assert "<th>cause</th>" not in page and 'data-failing="1"' in page
-
-
-def test_without_the_report_store_there_is_no_move(report, tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "docpilot.reports.store", None)
-    monkeypatch.setitem(sys.modules, "docpilot.reports.compare", None)
-    monkeypatch.setitem(sys.modules, "docpilot.improve.diagnosis", None)  # it reads the store too
-    readout = prepare_readout(report, reports_dir=tmp_path)
-    assert readout.comparison_note is None and readout.moves == {}
-    assert "<th>move</th>" not in render_html(readout)
-
-
 def test_moves_come_from_the_previous_comparable_run_only(report, tmp_path):
     store = tmp_path / "reports"
     older = report.model_copy(update={"run_id": "20261129T080000Z-aaaaaa", "created_at": "2026-11-29T08:00:00+00:00",
@@ -214,7 +194,7 @@ def test_the_file_is_written_atomically_and_replaces_the_old_one(readout, tmp_pa
     target = tmp_path / "out" / "report.html"
     target.parent.mkdir()
     target.write_text("old")
-    assert write_html(readout, target) == target
+    assert write_readout(readout, html=target) == {"html": target}
     assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert [p.name for p in target.parent.iterdir()] == ["report.html"]  # no temporary file left
 
@@ -223,7 +203,7 @@ def test_an_unwritable_target_is_a_report_error_and_leaves_nothing(readout, tmp_
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     with pytest.raises(ReportError, match="cannot write"):
-        write_html(readout, blocker / "report.html")
+        write_readout(readout, html=blocker / "report.html")
     assert [p.name for p in tmp_path.iterdir()] == ["a-file"]
 
 
@@ -249,7 +229,7 @@ def browser():
 
 @pytest.fixture
 def opened(browser, readout, tmp_path):
-    path = write_html(readout, tmp_path / "report.html")
+    path = write_readout(readout, html=tmp_path / "report.html")["html"]
     page = browser.new_page()
     page.set_viewport(1280, 900)
     page.goto(path.as_uri())
@@ -281,7 +261,7 @@ def test_in_a_browser_the_filters_hide_rows(opened):
 
 
 def test_without_javascript_every_row_shows_and_the_filters_stay_hidden(browser, readout, tmp_path):
-    path = write_html(readout, tmp_path / "report.html")
+    path = write_readout(readout, html=tmp_path / "report.html")["html"]
     page = browser.new_page()
     try:
         page.send("Emulation.setScriptExecutionDisabled", {"value": True})
@@ -307,7 +287,7 @@ def test_rendering_every_format_never_imports_prefect(tmp_path):
     # Regression guard for the core's dependency direction: readable reports are core code.
     code = (
         "import sys\n"
-        "from docpilot.readout.outcomes import write_outputs\n"
+        "from docpilot.readout.files import write_outputs\n"
         "from docpilot.reports.report import load_report\n"
         f"write_outputs(load_report({str(SMALL)!r}), html={str(tmp_path / 'r.html')!r}, "
         f"junit={str(tmp_path / 'r.xml')!r}, markdown={str(tmp_path / 'r.md')!r}, reports_dir={str(tmp_path)!r})\n"

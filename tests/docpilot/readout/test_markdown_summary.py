@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from docpilot.readout.markdown import render_markdown, write_markdown
+from docpilot.readout.files import write_readout
+from docpilot.readout.markdown import render_markdown
 from docpilot.readout.outcomes import prepare_readout
 from docpilot.reports.report import load_report, rescore, write_report
 from tests.conftest import DATA
@@ -40,8 +41,9 @@ def cells(line: str) -> int:
     return len(re.findall(r"(?<!\\)\|", line)) - 1
 
 
-def test_the_verdict_line_comes_first(summary):
-    assert summary.splitlines()[0] == "### ❌ DocPilot: FAIL — golden set, all split, 8 records, 6 failing"
+def test_the_verdict_line_comes_first_and_names_the_failed_gates(summary):
+    assert summary.splitlines()[0] == ("### ❌ DocPilot: FAIL on `hallucinated_citations == 0`, `recall@8 >= 0.9` "
+                                       "— golden set, all split, 8 records")
     assert "Run `20261130T120000Z-abc123` at 2026-11-30T12:00:00+00:00" in summary
 
 
@@ -52,7 +54,9 @@ def test_the_metric_table_shows_values_with_their_n_and_bounds(summary, report):
     refusal = next(r for r in rows if r.startswith("| `over_refusal_answer` |"))
     assert f"(≤ {report.summary['over_refusal_answer_upper95']:.3f})" in refusal
     assert not any("upper95" in r or "stage_" in r for r in rows)
-    assert "No value (nothing to average over): `attack_success_rate`" in summary
+    assert "`attack_success_rate`" not in summary  # a golden run cannot produce it: left off, with a line
+    assert ("Left off, as a golden run has no attack probes to measure them on: attack\\_success\\_rate, "
+            "refusal\\_accuracy, safe\\_answer\\_rate.") in summary
 
 
 def test_failed_gates_list_their_records(summary):
@@ -90,7 +94,16 @@ def test_moves_appear_when_there_is_a_previous_comparable_run(report, tmp_path):
     text = render_markdown(prepare_readout(report, reports_dir=tmp_path))
     assert "Moves since run 20261129T080000Z-aaaaaa" in text
     recall = next(r for r in table_rows(text, "| metric | value | n | move |") if r.startswith("| `recall@8` |"))
-    assert recall.endswith(f"| +{report.summary['recall@8'] - 0.25:.3f} ↑ |")
+    assert recall.endswith(f"| +{report.summary['recall@8'] - 0.25:.3f} ↑ better |")
+
+
+def test_a_passing_run_with_failing_records_does_not_read_as_failing(report, tmp_path):
+    # Regression: the headline said "PASS — … 18 failing", which reads as a contradiction.
+    rows = [r for r in report.rows if r.id in ("pos-hit", "pos-miss", "neg-refused")]
+    passing = rescore(report.model_copy(update={"rows": rows, "config": {**report.config, "gates": {}}}))
+    text = render_markdown(prepare_readout(passing, reports_dir=tmp_path))
+    assert text.splitlines()[0] == "### ✅ DocPilot: PASS, 4 of 4 gates held — golden set, all split, 3 records"
+    assert "**Records with a failing outcome** (1): each counts in its metrics; only the gates above" in text
 
 
 def test_a_run_with_no_failures_says_so(report, tmp_path):
@@ -103,6 +116,6 @@ def test_a_run_with_no_failures_says_so(report, tmp_path):
 
 def test_write_markdown_is_atomic(report, tmp_path):
     target = tmp_path / "out" / "summary.md"
-    write_markdown(prepare_readout(report, reports_dir=tmp_path / "reports"), target)
+    write_readout(prepare_readout(report, reports_dir=tmp_path / "reports"), markdown=target)
     assert target.read_text(encoding="utf-8").startswith("### ❌ DocPilot: FAIL")
     assert [p.name for p in target.parent.iterdir()] == ["summary.md"]

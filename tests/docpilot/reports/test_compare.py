@@ -7,7 +7,8 @@ import pytest
 from scipy import stats
 
 from docpilot.errors import InputError
-from docpilot.reports.compare import compare_reports, mcnemar, metric_moves, wilcoxon
+from docpilot.reports.compare import compare_reports, mcnemar, wilcoxon
+from docpilot.reports.moves import metric_moves
 from docpilot.reports.report import score, write_report
 from docpilot.reports.store import ReportStore
 from docpilot.schema import Report, Row

@@ -59,6 +59,40 @@ def test_gate_only_rows_have_no_answer_fields(tmp_path):
     assert rows[0].retrieved and rows[0].primed == [] and rows[0].answer is None and rows[0].latency_ms is None
 
 
+def test_a_short_question_expects_the_corpus_language(tmp_path):
+    # Regression: "Can I enter temperatures in Fahrenheit?" was expected in German, its answer
+    # then failed language_match and the record was called wrong-language.
+    ws = workspace(tmp_path)
+    record = GoldenRecord(id="fahrenheit", question="Can I enter temperatures in Fahrenheit?", gold=["guide/deploy"],
+                          split="dev")
+    traces = start_traces([record])
+    for stage in (retrieve_shard, prime_shard, model_shard, render_shard):
+        traces = stage(ws, traces)
+    (row,) = build_rows(traces, corpus_language="en")
+    assert row.question_language is None and row.language == "en"
+
+
+def test_a_short_answer_is_taken_to_be_in_the_expected_language(tmp_path):
+    ws = workspace(tmp_path)
+    traces = start_traces([RECORDS[0]])
+    for stage in (retrieve_shard, prime_shard, model_shard, render_shard):
+        traces = stage(ws, traces)
+    traces[0].turn = traces[0].turn.model_copy(update={"answer": "Run acme rollback [1]."})
+    traces[0].languages = {}
+    (row,) = build_rows(traces, corpus_language="en")
+    assert row.answer_language == "en" == row.language  # four words: too few to tell, so no false mismatch
+
+
+def test_detections_stored_under_another_rule_are_made_again(tmp_path):
+    ws = workspace(tmp_path)
+    traces = start_traces([RECORDS[0]])
+    for stage in (retrieve_shard, prime_shard, model_shard, render_shard):
+        traces = stage(ws, traces)
+    traces[0].languages = {"question": "de", "answer": "de"}  # as stored before the rule existed
+    (row,) = build_rows(traces, corpus_language="en")
+    assert (row.question_language, row.language, row.answer_language) == ("en", "en", "en")
+
+
 def _copy_docs(tmp_path):
     import shutil
 

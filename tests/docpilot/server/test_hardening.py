@@ -171,17 +171,29 @@ def test_a_sequential_keep_alive_client_on_one_slot_is_never_turned_away(workspa
     assert statuses == [200] * 100
 
 
+class OrderedModel(ScriptedModel):
+    """A scripted model that notes the order in which turns reach it."""
+
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        self.order: list[str] = []
+
+    async def stream(self, prompt):
+        self.order.append(prompt.question)
+        async for piece in super().stream(prompt):
+            yield piece
+
+
 def test_questions_past_the_slots_wait_in_arrival_order_and_past_the_queue_get_503(workspace):
     hold = threading.Event()
-    model = ScriptedModel(hold=hold)
+    model = OrderedModel(hold=hold)
     app = _app(workspace, model, max_concurrency=1, queue_depth=2)
-    finished: list[int] = []
     with serve_in_thread(app) as url, httpx.Client() as probe:
 
         def ask(n: int) -> None:
             with httpx.Client(timeout=30) as client:
-                assert client.post(f"{url}/v1/ask", json={"question": ANSWERABLE, "stream": False}).status_code == 200
-                finished.append(n)
+                body = {"question": f"{ANSWERABLE} ({n})", "stream": False}
+                assert client.post(f"{url}/v1/ask", json=body).status_code == 200
 
         threads = []
         for n in range(3):  # one in flight, two waiting
@@ -194,7 +206,7 @@ def test_questions_past_the_slots_wait_in_arrival_order_and_past_the_queue_get_5
         hold.set()
         for thread in threads:
             thread.join(30)
-    assert finished == [0, 1, 2]
+    assert model.order == [f"{ANSWERABLE} ({n})" for n in range(3)]  # the model saw them as they arrived
 
 
 class BlockingModel:

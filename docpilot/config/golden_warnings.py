@@ -1,0 +1,65 @@
+"""Warnings about golden records: what lets a record run but weakens a number.
+
+A negative that carries a reference answer (common in sets written for other tools),
+a positive without one, a negative that does not say why it should be refused. Each
+is reported with its record and line by ``docpilot golden check``, and summed up in
+one line per kind by ``docpilot eval``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from docpilot.config.userfile import Problem, show
+from docpilot.schema import GoldenRecord
+
+Warned = tuple[str, str, str]
+"""(kind, what is weak, how to make it strong)."""
+
+WARNING_KINDS: dict[str, str] = {
+    "negative-with-answer": "negatives carry a gold_answer: kept and shown with the record, never scored",
+    "positive-without-answer": "positives have no gold_answer: answer_f1 leaves them out",
+    "negative-without-cause": "negatives have no expected_cause: no_answer_precision cannot judge their refusals",
+}
+"""Warning kind → what it means, in the words a run's one-line summary of it uses."""
+
+
+@dataclass(frozen=True)
+class GoldenWarning:
+    """Something that lets a record run but weakens a number: its kind and where it is."""
+
+    kind: str
+    """A key of ``WARNING_KINDS``."""
+    problem: Problem
+    """The record, what is weak and how to make it strong."""
+
+
+def golden_warnings(record: GoldenRecord) -> list[Warned]:
+    """What weakens a number about one valid record: (kind, what, fix) each."""
+    if not record.gold and record.gold_answer:
+        return [("negative-with-answer",
+                 f"a negative (empty gold) carries a gold_answer {show(record.gold_answer)}: it is kept and shown "
+                 "with the record, never scored",
+                 "nothing to do for a set written for another tool; list the gold entries the answer comes from "
+                 "to make the record a positive")]
+    if record.gold and record.gold_answer is None:
+        return [("positive-without-answer", "a positive has no gold_answer, so answer_f1 leaves it out",
+                 "add `gold_answer:`, the answer at the length answers should have")]
+    if not record.gold and record.expected_cause is None:
+        return [("negative-without-cause",
+                 "a negative has no expected_cause, so no_answer_precision cannot judge its refusal",
+                 "add `expected_cause:` not-answerable, out-of-scope or unsafe")]
+    return []
+
+
+def warning_lines(warnings: Sequence[GoldenWarning], path: str | Path, shown: int = 5) -> list[str]:
+    """One line per kind of warning, with how many records and the first ids: what a run prints."""
+    lines = []
+    for kind, meaning in WARNING_KINDS.items():
+        ids = [w.problem.record or "?" for w in warnings if w.kind == kind]
+        if ids:
+            more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+            lines.append(f"{path}: {len(ids)} {meaning} ({', '.join(ids[:shown])}{more})")
+    return lines
