@@ -97,14 +97,26 @@ def _uvicorn(
     return _FirstProcess(config, children) if children else uvicorn.Server(config)
 
 
-def _raise_file_limit(connections: int) -> None:
-    """Lift the soft open-file limit toward the hard one, so the connection cap is reached before it."""
+_SPARE_FILES = 256
+"""Descriptors kept free of connections: the docs, the cache, the log and the workers need some."""
+
+
+def _connection_cap(connections: int) -> int:
+    """Lift the soft open-file limit toward the hard one; the cap that then stays below it.
+
+    A cap above the file limit would let ``accept`` fail first (1,100 half-open
+    connections once stopped a server at the common limit of 1,024).
+    """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = connections + 256  # the docs, the cache and the log need descriptors too
+    wanted = connections + _SPARE_FILES
     if soft != resource.RLIM_INFINITY and soft < wanted:
         target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return connections
+    return max(1, min(connections, soft - _SPARE_FILES))
 
 
 def _die_with_parent(parent: int) -> None:
@@ -124,7 +136,7 @@ def run_server(
     log_config["loggers"]["docpilot"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     log_config.setdefault("filters", {})["redact"] = {"()": AccessLogRedactor}
     log_config["handlers"]["access"]["filters"] = ["redact"]
-    _raise_file_limit(limits.max_connections)
+    cap = _connection_cap(limits.max_connections)
     if len(sockets) > 1 and threading.active_count() > 1:
         # Forking a process that runs threads (a local embedding model's, say) can leave a
         # worker holding a lock no thread will release; one process is slower but safe.
@@ -152,7 +164,7 @@ def run_server(
             sock.close()
     slots.limit = share(total_slots, workers, index)
     slots.queue_depth = share(total_queue, workers, index)
-    limits = Limits(limits.header_timeout_s, limits.max_header_bytes, max(1, limits.max_connections // workers))
+    limits = Limits(limits.header_timeout_s, limits.max_header_bytes, max(1, cap // workers))
     server = _uvicorn(app, limits, access_log=access_log, log_config=log_config, children=children)
     try:
         server.run(sockets=[mine])

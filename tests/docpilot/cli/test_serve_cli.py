@@ -172,3 +172,38 @@ def test_the_access_log_keeps_query_values_out(tmp_path):
         process.wait(timeout=15)
     text = log.read_text()
     assert "/healthz?token=" in text and "SECRET-in-query" not in text
+
+
+# Regression: at the common file limit of 1,024, 1,100 half-open connections stopped the server.
+def test_under_a_low_file_limit_the_connection_cap_stays_below_it_and_healthz_answers(tmp_path):
+    import resource
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512))
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    log = tmp_path / "serve.log"
+    command = [sys.executable, "-c", "from docpilot.cli import main; main(prog_name='docpilot')",
+               "serve", "--port", "0", "--no-auth", "--docs", str(DOCS), "--workers", "1"]  # fmt: skip
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
+                                   preexec_fn=low_limit)  # fmt: skip
+    stalled = []
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"listening on (http://\S+)", log.read_text())):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        url = found.group(1)
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        for _ in range(600):  # more than the file limit allows
+            sock = socket.create_connection((host, int(port)))
+            sock.sendall(b"GET /hea")
+            stalled.append(sock)
+        assert httpx.get(f"{url}/healthz", headers={"Connection": "close"}, timeout=10).status_code == 200
+        assert process.poll() is None
+    finally:
+        for sock in stalled:
+            sock.close()
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=15)
