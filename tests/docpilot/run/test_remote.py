@@ -141,7 +141,7 @@ def test_no_server_is_an_error_not_an_exception():
 
 def test_a_busy_server_is_retried_after_retry_after():
     model = HeldModel()
-    with serve_in_thread(create_app(_workspace(), model, token=None, max_concurrency=1)) as base:
+    with serve_in_thread(create_app(_workspace(), model, token=None, max_concurrency=1, queue_depth=0)) as base:
 
         async def run() -> tuple[RemoteTurn, RemoteTurn]:
             async with httpx.AsyncClient() as client:
