@@ -32,6 +32,8 @@ class Slots:
         self.configured = limit  # the server's whole limit; ``limit`` becomes one worker's share of it
         self.queue_depth = queue_depth
         self.in_flight = 0
+        self.turned_away = 0
+        """Questions refused with 503 since the server started: the line was full."""
         self._waiting: deque[asyncio.Future[None]] = deque()
 
     @property
@@ -45,6 +47,7 @@ class Slots:
             self.in_flight += 1
             return True
         if len(self._waiting) >= self.queue_depth:
+            self.turned_away += 1
             return False
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append(turn)

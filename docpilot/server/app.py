@@ -300,6 +300,8 @@ def create_app(
             auth="bearer" if auth.enabled else "off",
             in_flight=slots.in_flight,
             max_concurrency=slots.configured,
+            waiting=slots.waiting,
+            turned_away=slots.turned_away,
         )
         return JSONResponse(health.model_dump())
 

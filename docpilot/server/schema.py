@@ -228,6 +228,10 @@ class Health(_Strict):
     """Questions being answered right now by the worker process that answered this request."""
     max_concurrency: int
     """Questions answered at once over every worker before new ones wait in line."""
+    waiting: int = 0
+    """Questions of this worker process waiting in line for a slot."""
+    turned_away: int = 0
+    """Questions this worker process refused with 503 since it started, the line being full."""
 
 
 EVENT_MODELS: dict[str, type[BaseModel]] = {
