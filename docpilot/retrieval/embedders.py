@@ -33,6 +33,7 @@ import numpy as np
 from scipy import sparse
 
 from docpilot.config.model import RetrievalConfig
+from docpilot.config.redact import redact
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.keys import api_key_from_env
 from docpilot.models.wire import parse_retry_after
@@ -294,8 +295,12 @@ class OpenAIEmbedder:
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         rows: list[np.ndarray] = []
-        for start in range(0, len(texts), self.batch_size):
-            rows.append(self._embed_batch(list(texts[start : start + self.batch_size])))
+        try:
+            for start in range(0, len(texts), self.batch_size):
+                rows.append(self._embed_batch(list(texts[start : start + self.batch_size])))
+        except ModelError as exc:
+            # The URL, the service's reply and the exception text may all carry a key or credentials.
+            raise ModelError(redact(str(exc), self._api_key)) from None
         matrix = normalise(np.concatenate(rows))
         if self._dim is None:
             self._dim = matrix.shape[1]
@@ -340,8 +345,8 @@ class OpenAIEmbedder:
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def _excerpt(self, text: str) -> str:
-        flat = " ".join(text.split())[:200]
-        return flat.replace(self._api_key, "[redacted]") if self._api_key else flat
+        # Redacted before the cut, so the cut never keeps the start of a key.
+        return redact(" ".join(text.split()), self._api_key)[:200]
 
     def _read(self, response: httpx.Response, expected: int) -> np.ndarray:
         try:
