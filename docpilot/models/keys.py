@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 
 KEY_VARIABLES: tuple[str, ...] = ("DOCPILOT_API_KEY", "OPENAI_API_KEY")
 """Environment variables read for the key, in order."""
-# Keys echoed back by a service ("Incorrect API key provided: sk-...") are hidden too.
-_KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-*.]{6,}")
 
 
 def api_key_from_env(env: Mapping[str, str] = os.environ) -> str | None:
@@ -19,10 +16,3 @@ def api_key_from_env(env: Mapping[str, str] = os.environ) -> str | None:
         if value:
             return value
     return None
-
-
-def redact(text: str, api_key: str | None) -> str:
-    """``text`` with ``api_key`` and anything shaped like an OpenAI key replaced by ``[redacted]``."""
-    if api_key:
-        text = text.replace(api_key, "[redacted]")
-    return _KEYLIKE.sub("[redacted]", text)

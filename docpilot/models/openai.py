@@ -44,6 +44,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
+from docpilot.config.redact import redact
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Prompt, Turn, finish_piece
 from docpilot.models.connection import (
@@ -52,7 +53,6 @@ from docpilot.models.connection import (
     new_session,
     tls_context,
 )
-from docpilot.models.keys import redact
 from docpilot.models.wire import EventReader, PartialTurn, excerpt, parse_retry_after
 
 _log = logging.getLogger(__name__)

@@ -17,9 +17,10 @@ from collections.abc import Iterator
 import httpx
 
 from docpilot.config.model import Config
+from docpilot.config.redact import redact
 from docpilot.errors import ConfigError
 from docpilot.models.connection import tls_context
-from docpilot.models.keys import api_key_from_env, redact
+from docpilot.models.keys import api_key_from_env
 from docpilot.models.wire import excerpt
 
 _FATAL = {
