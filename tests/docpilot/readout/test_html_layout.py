@@ -59,7 +59,7 @@ def page_html(report, tmp_path):
 def test_each_family_has_one_heading_and_errors_sits_under_answer(page_html):
     # Regression: a second "answer" heading held only `errors`, listed after the citation metrics.
     families = re.findall(r'<tr class="family"><th colspan="\d">(\w+)</th></tr>', page_html)
-    assert families == ["retrieval", "answer", "citations", "refusals", "latency"]
+    assert families == ["retrieval", "answer", "citations", "refusals", "latency", "usage"]
     answer = page_html.split('<th colspan="5">answer</th>')[1].split('<tr class="family">')[0]
     assert '<td class="mono">errors</td>' in answer
 
