@@ -8,8 +8,10 @@ after it arrived (``tests.support.latency_server``), and runs `docpilot eval` ag
    API configured, so ``auto`` runs inline), as a user types it: its wall time from
    start to exit against the ideal N × latency / concurrency, beside the stages' own
    wall time from the report;
-2. with --prefect-server (start one for the run) or --prefect-api URL: the same whole
-   command with that API configured (``auto`` then runs under Prefect), ÷ the inline one;
+2. with --prefect-server (start one for the run, with its services, as `prefect server
+   start` runs) or --prefect-api URL: the same whole command with that API configured
+   (``auto`` then runs under Prefect), ÷ the inline one, and the flow run and its task
+   runs as the server recorded them;
 3. in this process (imports done), the stages' wall time of a cold run against the
    ideal and against the physical limit ⌈N / concurrency⌉ × latency;
 4. re-run with nothing changed, ``--repeat`` times: model calls (counted by the server)
