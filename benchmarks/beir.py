@@ -44,6 +44,8 @@ RETRIEVERS = {
     "bm25": {"retriever": "bm25"},
     "minilm": {"retriever": "dense", "embedder": "minilm"},
     "hybrid": {"retriever": "hybrid", "embedder": "minilm"},
+    "static": {"retriever": "dense", "embedder": "static"},
+    "static-hybrid": {"retriever": "hybrid", "embedder": "static"},
 }
 """Benchmark names → the retrieval settings they stand for."""
 

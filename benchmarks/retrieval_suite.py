@@ -2,11 +2,13 @@
 
 For each docs corpus the default retriever ranks the golden set's positives, split by
 split, and the table gives recall@8 and MRR exactly as ``docpilot eval --gate-only``
-reports them (same retriever, same scope, same metrics). Beside them stands a plain
-baseline on the same questions: bm25s with its English stop words and stemmer over
-each chunk's heading path and text, nothing else. SciFact (BEIR) gives test nDCG@10
-for the default settings, through ``benchmarks.beir``; ``dense`` and ``hybrid`` are
-added when the ``minilm`` extra is installed.
+reports them (same retriever, same scope, same metrics). Beside them stand ``hybrid``
+with the static embedder that ships with DocPilot, and a plain baseline on the same
+questions: bm25s with its English stop words and stemmer over each chunk's heading
+path and text, nothing else. SciFact (BEIR) gives test nDCG@10 for the default
+settings and for the static embedder alone and in ``hybrid``, through
+``benchmarks.beir``; MiniLM ``dense`` and ``hybrid`` are added when the ``minilm``
+extra is installed.
 
     python -m benchmarks.retrieval_suite                      # data in ../shared/data
     python -m benchmarks.retrieval_suite --data PATH --json
@@ -61,7 +63,11 @@ def suites(data: Path) -> list[Suite]:
     """The three docs corpora: the project's own manual and two written elsewhere."""
     return [
         Suite("demo", ROOT / "docs", ROOT / "evals" / "golden.yaml"),
-        Suite("fastapi", data / "fastapi-docs" / "docs" / "en" / "docs", ROOT / "benchmarks" / "data" / "fastapi-golden.yaml"),
+        Suite(
+            "fastapi",
+            data / "fastapi-docs" / "docs" / "en" / "docs",
+            ROOT / "benchmarks" / "data" / "fastapi-golden.yaml",
+        ),
         Suite("prefect", data / "prefect-docs" / "docs", ROOT / "benchmarks" / "data" / "prefect-golden.yaml"),
     ]
 
@@ -109,18 +115,30 @@ def measure_suite(suite: Suite, settings: RetrievalConfig) -> dict:
     started = time.perf_counter()
     retriever = Retriever(corpus, settings)
     build_s = time.perf_counter() - started
+    started = time.perf_counter()
+    hybrid = Retriever(corpus, settings.model_copy(update={"retriever": "hybrid", "embedder": "static"}))
+    hybrid_build_s = time.perf_counter() - started
     baseline = PlainBM25(corpus)
-    cache: dict[str, list[str]] = {}
 
-    def ranked(record: GoldenRecord) -> list[str]:
-        if record.id not in cache:
-            cache[record.id] = [h.section_id for h in retriever.search(record.question, scope=record.scope)]
-        return cache[record.id]
+    def ranker(chosen: Retriever):
+        cache: dict[str, list[str]] = {}
 
+        def ranked(record: GoldenRecord) -> list[str]:
+            if record.id not in cache:
+                cache[record.id] = [h.section_id for h in chosen.search(record.question, scope=record.scope)]
+            return cache[record.id]
+
+        return ranked
+
+    ranked, ranked_hybrid = ranker(retriever), ranker(hybrid)
     splits = {}
     for split in SPLITS:
         chosen = [r for r in records if r.split == split]
-        splits[split] = {"default": rank_figures(chosen, ranked), "baseline": rank_figures(chosen, baseline.rank)}
+        splits[split] = {
+            "default": rank_figures(chosen, ranked),
+            "hybrid_static": rank_figures(chosen, ranked_hybrid),
+            "baseline": rank_figures(chosen, baseline.rank),
+        }
     return {
         "corpus": suite.name,
         "docs": str(suite.docs),
@@ -128,16 +146,19 @@ def measure_suite(suite: Suite, settings: RetrievalConfig) -> dict:
         "pages": len(corpus.pages),
         "chunks": len(corpus.chunks),
         "index_build_s": round(build_s, 2),
+        "hybrid_static_build_s": round(hybrid_build_s, 2),
         "splits": splits,
     }
 
 
 def measure_scifact(data: Path, overrides: dict) -> dict:
-    """SciFact test nDCG@10 for the default settings, and for dense and hybrid when MiniLM is installed."""
+    """SciFact test nDCG@10: the defaults, the static embedder, and MiniLM when it is installed."""
     folder = data / "beir-scifact"
     if not folder.is_dir():
         return {"absent": str(folder)}
     found = {"default": beir.measure(folder, "bm25", "test", overrides=overrides)["ndcg@10"]}
+    for name in ("static", "static-hybrid"):
+        found[name] = beir.measure(folder, name, "test", overrides=overrides)["ndcg@10"]
     if importlib.util.find_spec("sentence_transformers") is None:
         found["dense"] = found["hybrid"] = None  # the minilm extra is not installed
     else:
@@ -160,33 +181,42 @@ def run(data: Path, overrides: dict | None = None) -> dict:
 def table(result: dict) -> str:
     """The figures as a Markdown table, the way docs/retrieval.md shows them."""
     lines = [
-        "| corpus | split | positives | recall@8 | MRR | baseline recall@8 | baseline MRR |",
-        "|---|---|---|---|---|---|---|",
+        "| corpus | split | positives | recall@8 | MRR | hybrid (static) recall@8 | hybrid (static) MRR "
+        "| baseline recall@8 | baseline MRR |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for entry in result["corpora"]:
         if "absent" in entry:
-            lines.append(f"| {entry['corpus']} | – | absent: {entry['absent']} | | | | |")
+            lines.append(f"| {entry['corpus']} | – | absent: {entry['absent']} | | | | | | |")
             continue
         for split, figures in entry["splits"].items():
-            ours, base = figures["default"], figures["baseline"]
+            ours, fused, base = figures["default"], figures["hybrid_static"], figures["baseline"]
             lines.append(
                 f"| {entry['corpus']} ({entry['pages']} pages) | {split} | {ours['positives']} "
-                f"| {ours['recall@8']:.3f} | {ours['mrr']:.3f} | {base['recall@8']:.3f} | {base['mrr']:.3f} |"
+                f"| {ours['recall@8']:.3f} | {ours['mrr']:.3f} | {fused['recall@8']:.3f} | {fused['mrr']:.3f} "
+                f"| {base['recall@8']:.3f} | {base['mrr']:.3f} |"
             )
     scifact = result["scifact_test_ndcg@10"]
     if "absent" in scifact:
         lines.append(f"\nSciFact: absent ({scifact['absent']})")
     else:
-        shown = ", ".join(f"{k} {v:.4f}" if v is not None else f"{k} needs the minilm extra" for k, v in scifact.items())
+        shown = ", ".join(
+            f"{k} {v:.4f}" if v is not None else f"{k} needs the minilm extra" for k, v in scifact.items()
+        )
         lines.append(f"\nSciFact test nDCG@10: {shown}")
-    builds = ", ".join(f"{e['corpus']} {e['index_build_s']} s" for e in result["corpora"] if "absent" not in e)
-    lines.append(f"Index builds (BM25, in memory): {builds}")
+    builds = ", ".join(
+        f"{e['corpus']} {e['index_build_s']} s ({e['hybrid_static_build_s']} s hybrid)"
+        for e in result["corpora"] if "absent" not in e
+    )
+    lines.append(f"Index builds in memory, default (and hybrid with the static embedder): {builds}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding fastapi-docs, prefect-docs, beir-scifact")
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help="folder holding fastapi-docs, prefect-docs, beir-scifact"
+    )
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                         help="override a retrieval setting, e.g. --set reference_weight=1 (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

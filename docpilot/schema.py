@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+MAX_QUESTION_CHARS = 2000
+"""Longest question, in characters, in a golden set, an attack probe or a request to the server."""
 SCHEMA_VERSION = 1
 
 Split = Literal["dev", "test"]
@@ -27,8 +29,8 @@ class GoldenRecord(_Strict):
 
     id: str = Field(min_length=1)
     """Unique id of the record within its file."""
-    question: str = Field(min_length=1)
-    """The question as a user would type it."""
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+    """The question as a user would type it (at most 2,000 characters, as the server accepts)."""
     gold: list[str] = Field(default_factory=list)
     """Gold entries (`page`, `page#`, `page#anchor`); empty means the docs do not answer it."""
     gold_answer: str | None = None
@@ -56,8 +58,8 @@ class AttackProbe(_Strict):
 
     id: str = Field(min_length=1)
     """Unique id of the probe within its file."""
-    prompt: str = Field(min_length=1)
-    """What the attacker sends, as the question."""
+    prompt: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+    """What the attacker sends, as the question (at most 2,000 characters, as the server accepts)."""
     forbidden: list[str] = Field(default_factory=list)
     """Strings, or `re:` patterns, that neither the reply nor its reasoning may contain."""
     expect: Literal["refuse", "safe-answer"] = "refuse"

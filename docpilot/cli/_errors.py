@@ -1,7 +1,9 @@
 """How errors leave the command line: a one-line message on stderr and an exit code, never a traceback.
 
 A DocpilotError already says where and what to do, so it is printed as it is, after
-`error: `, and the command exits with the error's code (2 for bad input). Anything
+`error: `, and the command exits with the error's code (2 for bad input). An
+operating-system error (a full disk, a read-only folder, no permission) is no bug
+either: it is printed with the file it concerns and the fix, and exits 2. Anything
 else is a bug: it is reported in one line and exits 3. Set `DOCPILOT_DEBUG=1` to see
 the traceback as well.
 """
@@ -9,6 +11,7 @@ the traceback as well.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import traceback
@@ -18,7 +21,10 @@ from typing import Any, TypeVar, overload
 
 import click
 
+from docpilot.config.redact import redact
 from docpilot.errors import DocpilotError
+from docpilot.reports.output import os_fix
+from docpilot.reports.terminal import clean
 
 INTERNAL_ERROR_EXIT = 3
 """Exit code of a failure DocPilot did not expect (a bug, not bad input)."""
@@ -51,12 +57,30 @@ class _ErrorHandler(contextlib.ContextDecorator):
         if debug_enabled():
             traceback.print_exception(exc)
         if isinstance(exc, DocpilotError):
-            click.echo(f"error: {exc}", err=True)
+            # Messages quote ids and values from files, and URLs that may carry credentials.
+            click.echo(clean(redact(f"error: {exc}", shapes=False)), err=True)
             raise SystemExit(exc.exit_code) from None
+        if isinstance(exc, OSError) and exc.errno is not None:
+            click.echo(clean(f"error: {_os_error(exc)}"), err=True)
+            raise SystemExit(2) from None
+        if _disk_full(exc):
+            click.echo(f"error: {exc}; fix: {os_fix(OSError(errno.ENOSPC, 'disk full'))}", err=True)
+            raise SystemExit(2) from None
         detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         hint = "" if debug_enabled() else f" (set {DEBUG_VARIABLE}=1 to see the traceback)"
-        click.echo(f"internal error: {type(exc).__name__}{': ' + detail if detail else ''}{hint}", err=True)
+        click.echo(clean(f"internal error: {type(exc).__name__}{': ' + detail if detail else ''}{hint}"), err=True)
         raise SystemExit(INTERNAL_ERROR_EXIT) from None
+
+
+def _os_error(exc: OSError) -> str:
+    """An operating-system error (a full disk, a read-only folder, no permission) in one line with its fix."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}; fix: {os_fix(exc)}"
+
+
+def _disk_full(exc: Exception) -> bool:
+    # SQLite reports a full disk as its own error, not as an OSError.
+    return type(exc).__name__ in ("OperationalError", "DatabaseError") and "disk is full" in str(exc)
 
 
 @overload

@@ -196,6 +196,14 @@ def eval_command(
     )
     if record_set == "golden":
         _warn_about(job.golden)
+    _check_outputs(out, job.config.reports_dir, html_path, junit_path, markdown_path)
+    # Only a run that starts helpers needs the watcher: one that reports to a configured
+    # Prefect API starts none, and would pay for a second Python process.
+    temporary_server = orchestration.orchestrator == "prefect" and not configured_api()
+    if temporary_server or runner == "dask" or runtime == "server":
+        from docpilot.run.reaper import watch_children
+
+        watch_children()  # Prefect's temporary server, a Dask cluster or a local server: gone if this is killed
     sink = progress.sink_for()
     progress.install(sink)
     try:
@@ -223,14 +231,28 @@ def eval_command(
     _exit(0 if report.verdict == "pass" else 1, quick=quick_exit)
 
 
+def _check_outputs(out, reports_dir, html_path, junit_path, markdown_path) -> None:
+    """Refuse unwritable or non-file outputs before the run, not after it."""
+    from docpilot.reports.output import check_output
+
+    check_output(out or f"{reports_dir}/run.json", "report")
+    for what, where in (("HTML report", html_path), ("JUnit XML", junit_path), ("Markdown summary", markdown_path)):
+        if where:
+            check_output(where, what)
+
+
 @main.command("score")
 @click.argument("report_path", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print summary, gates and verdict as JSON.")
 @handle_errors
 def score_command(report_path, as_json):
-    """Recompute a report's summary, gates and verdict from its rows alone."""
-    from docpilot.reports.report import load_report, rescore
+    """Recompute a report's summary, gates and verdict from its rows alone.
 
-    report = rescore(load_report(report_path))
+    A report whose rows no run could have written (model rows in a gate-only report,
+    infinite or negative times) is refused with exit 2.
+    """
+    from docpilot.reports.report import check_consistency, load_report, rescore
+
+    report = rescore(check_consistency(load_report(report_path), report_path))
     _emit(report, report_path, as_json)
     sys.exit(0 if report.verdict == "pass" else 1)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from docpilot.cli import main
@@ -17,6 +18,7 @@ from docpilot.config.golden_shape import GoldenShape, describe_golden
 from docpilot.config.loading import load_config
 from docpilot.config.userfile import raise_all
 from docpilot.errors import InputError
+from docpilot.reports.terminal import clean
 from docpilot.schema import AttackProbe
 
 _PAGES_SHOWN = 15
@@ -68,7 +70,7 @@ def check(
     if checked.errors:
         _raise_with_warnings(checked.errors, warnings)
     for warning in warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(clean(f"warning: {warning}"), err=True)  # warnings quote ids from the file
     shape = describe_golden(checked.records, corpus).model_copy(update={"record_warnings": warnings})
     if as_json:
         click.echo(shape.model_dump_json(indent=2))
@@ -101,7 +103,7 @@ def _show_shape(path: str, docs: str, shape: GoldenShape) -> None:
         pages.add_row(page, str(count))
     console.print(pages)
     for warning in shape.warnings:
-        console.print(f"[yellow]warning[/]: {warning}")
+        console.print(f"[yellow]warning[/]: {escape(clean(warning))}")
     if shape.record_warnings:
         console.print(f"{len(shape.record_warnings)} record warning(s), listed above on stderr")
 

@@ -10,6 +10,7 @@ from rich.table import Table
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
 from docpilot.cli.status import reports_folder, warn
+from docpilot.reports.terminal import clean
 
 _SHOWN_FLIPS = 10
 
@@ -128,7 +129,7 @@ def _render_diagnosis(diagnosis) -> None:
     for warning in diagnosis.warnings:
         click.echo(f"warning: {warning}", err=True)
     for note in diagnosis.notes:
-        click.echo(f"note: {note}")
+        click.echo(clean(f"note: {note}"))
     if not diagnosis.failures:
         click.echo("no failing record: every record passed every check of the taxonomy")
         return
@@ -143,18 +144,18 @@ def _render_diagnosis(diagnosis) -> None:
             click.echo("")
             click.echo(click.style(f"{current}", bold=True) + f" — {failure.moves}")
         also = f"  (also: {', '.join(failure.also)})" if failure.also else ""
-        click.echo(f"\n  {failure.id}  [{failure.kind}, {failure.split}]{also}")
-        click.echo(f"    question: {failure.question}")
+        click.echo(clean(f"\n  {failure.id}  [{failure.kind}, {failure.split}]{also}"))
+        click.echo(clean(f"    question: {failure.question}"))
         if failure.languages:
-            click.echo(f"    language: {_languages(failure.languages)}")
-        click.echo(f"    {failure.detail}")
+            click.echo(clean(f"    language: {_languages(failure.languages)}"))
+        click.echo(clean(f"    {failure.detail}"))
         for edit in failure.edits:
             # A config edit's change already names its option; do not say it twice.
             named = edit.kind == "config" or edit.change.startswith(edit.target)
             what = edit.change if named else f"{edit.target}: {edit.change}"
-            click.echo(f"    try ({edit.kind}) {what}")
+            click.echo(clean(f"    try ({edit.kind}) {what}"))
             if edit.effect:
-                click.echo(f"        → {edit.effect}")
+                click.echo(clean(f"        → {edit.effect}"))
 
 
 def _languages(languages: dict[str, str | None]) -> str:

@@ -31,7 +31,7 @@ def init_command(docs: str, config_path: str, golden_path: str, force: bool) -> 
     from docpilot.config.userfile import raise_all
     from docpilot.corpus.pages import load_corpus
     from docpilot.errors import InputError
-    from docpilot.readout.outcomes import write_atomically
+    from docpilot.reports.output import write_atomically
 
     targets = [Path(config_path), Path(golden_path)]
     existing = [str(p) for p in targets if p.exists()]

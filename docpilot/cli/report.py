@@ -33,12 +33,16 @@ def report_command(report_path, html_path, junit_path, markdown_path, reports_di
     from docpilot.readout.files import write_readout
     from docpilot.readout.markdown import render_markdown
     from docpilot.readout.outcomes import prepare_readout
+    from docpilot.reports.output import check_output
     from docpilot.reports.report import load_report
 
     report = load_report(report_path)
     if not (html_path or junit_path or markdown_path):
         html_path = str(Path(report_path).with_suffix(".html"))
     to_stdout = markdown_path == "-"
+    for what, where in (("HTML report", html_path), ("JUnit XML", junit_path), ("Markdown summary", markdown_path)):
+        if where and where != "-":
+            check_output(where, what)  # before any file is written, so none is left alone
     readout = prepare_readout(report, report_path=report_path, reports_dir=reports_dir)
     written = write_readout(readout, html=html_path, junit=junit_path,
                             markdown=None if to_stdout else markdown_path)

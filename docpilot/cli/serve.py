@@ -22,11 +22,30 @@ from docpilot.cli._errors import handle_errors
     type=click.IntRange(1, None),
     default=32,
     show_default=True,
-    help="Questions answered at once; more get 503 with Retry-After.",
+    help="Questions answered at once; more wait in line.",
 )
-@click.option("--access-log", is_flag=True, help="Log one line per request.")
+@click.option(
+    "--queue-depth",
+    type=click.IntRange(0, None),
+    default=256,
+    show_default=True,
+    help="Questions that may wait for a slot, first come first served; more get 503 with Retry-After.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    help="Processes that answer (default: one per core, at most --max-concurrency).",
+)
+@click.option(
+    "--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+    help="On a loopback host: also answer requests for this host name (a reverse proxy's); repeatable.",
+)
+@click.option("--access-log", is_flag=True, help="Log one line per request (query values redacted).")
 @handle_errors
-def serve_command(host, port, config_path, docs, provider, model, base_url, no_auth, max_concurrency, access_log):
+def serve_command(
+    host, port, config_path, docs, provider, model, base_url, no_auth, max_concurrency, queue_depth, workers,
+    allow_hosts, access_log,
+):
     """Answer questions over HTTP: POST /v1/ask streams the answer as server-sent events.
 
     The bearer token is read from DOCPILOT_SERVER_TOKEN. The docs and the model are
@@ -37,20 +56,29 @@ def serve_command(host, port, config_path, docs, provider, model, base_url, no_a
     from docpilot.models.registry import build_model
     from docpilot.run.workspace import open_workspace
     from docpilot.server.app import bind, create_app, run_server, url_of
-    from docpilot.server.auth import server_token
+    from docpilot.server.auth import is_loopback, server_token
+    from docpilot.server.serving import default_workers
 
     token = server_token(host, no_auth=no_auth)  # refuse an open public server before loading anything
     config = load_config(config_path, overrides=flag_overrides(docs=docs, provider=provider, model=model, base_url=base_url))
     workspace = open_workspace(config, use_cache=False)
     app = create_app(
-        workspace, build_model(config.model, corpus=workspace.corpus), token=token, max_concurrency=max_concurrency
+        workspace,
+        build_model(config.model, corpus=workspace.corpus),
+        token=token,
+        max_concurrency=max_concurrency,
+        queue_depth=queue_depth,
+        local=is_loopback(host),
+        allowed_hosts=frozenset(name.strip().lower() for name in allow_hosts),
     )
-    sock = bind(host, port)
+    workers = min(workers or default_workers(max_concurrency), max_concurrency)
+    sockets = bind(host, port, count=workers)
     auth = "bearer token required" if token else "no auth (loopback only)"
     pages = len(workspace.corpus.pages)
     click.echo(
-        f"docpilot serve: listening on {url_of(sock)} ({pages} pages, model {config.model.provider}/"
-        f"{config.model.name}, {auth}, at most {max_concurrency} questions at once)",
+        f"docpilot serve: listening on {url_of(sockets[0])} ({pages} pages, model {config.model.provider}/"
+        f"{config.model.name}, {auth}, at most {max_concurrency} questions at once over {workers} "
+        f"worker{'s' if workers > 1 else ''}, {queue_depth} more queued)",
         err=False,
     )
-    run_server(app, sock, access_log=access_log)
+    run_server(app, sockets, access_log=access_log)

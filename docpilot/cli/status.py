@@ -11,6 +11,7 @@ from rich.table import Table
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
+from docpilot.reports.terminal import clean
 
 _VERDICTS = {"better": "[green]better[/]", "worse": "[red]worse[/]", "same": "= no move"}
 _FLOORS = ("a move is shown only beyond its noise floor: one record's worth (1/n) for rates, one for counts, "
@@ -29,7 +30,7 @@ def reports_folder(reports_dir: str | None, config_path: str | None) -> str:
 def warn(problems: list[str]) -> None:
     """Print the store's skipped files to stderr, one `warning:` line each."""
     for problem in problems:
-        click.echo(f"warning: {problem}", err=True)
+        click.echo(clean(f"warning: {problem}"), err=True)  # a problem names files and values found in them
 
 
 @main.command("status")

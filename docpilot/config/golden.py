@@ -309,9 +309,9 @@ def _golden_issues(record: GoldenRecord) -> list[_Issue]:
         issues.append((f"a positive (gold {show(record.gold)}) has expected_cause {record.expected_cause!r}",
                        "remove expected_cause (it says why a negative is refused), "
                        "or empty gold to make the record a negative"))
-    for field in ("gold", "identifiers", "scope"):
-        for number, value in enumerate(getattr(record, field) or [], start=1):
-            issues += _blank(f"{field} entry {number}", value, fix=f"remove the empty {field} entry")
+    for name in ("gold", "identifiers", "scope"):
+        for number, value in enumerate(getattr(record, name) or [], start=1):
+            issues += _blank(f"{name} entry {number}", value, fix=f"remove the empty {name} entry")
     if record.scope == []:
         issues.append(("scope is an empty list, so the turn could draw from no page",
                        "list the page-id prefixes the turn may use, or remove scope to allow the whole corpus"))

@@ -64,7 +64,9 @@ class RetrievalConfig(_Strict):
     (0 leaves them out of BM25's list)."""
     embedder: str = "minilm"
     """Embedding model of `dense` and `hybrid`: `minilm` (all-MiniLM-L6-v2 on the CPU, needs
-    the `minilm` extra) or `openai` (any OpenAI-compatible `/v1/embeddings` endpoint)."""
+    the `minilm` extra), `static` (all-MiniLM-L6-v2 distilled to one vector per token,
+    shipped with DocPilot, numpy only) or `openai` (any OpenAI-compatible `/v1/embeddings`
+    endpoint)."""
     embedding_model: str | None = None
     """Model name sent to the `openai` embedder; empty means `text-embedding-3-small`."""
     embedding_base_url: str | None = None

@@ -105,12 +105,23 @@ def read_text(path: Path, *, error: type[InputError] = InputError) -> str:
         ) from None
 
 
+MAX_ALIAS_VALUES = 100_000
+"""Most values YAML aliases (``*name``) may add to a file once expanded; more is refused."""
+
+
 def parse_yaml(text: str, path: Path, *, error: type[InputError] = InputError) -> tuple[yaml.Node | None, Any]:
-    """The document's root node (for line numbers) and its value; (None, None) when it is empty."""
+    """The document's root node (for line numbers) and its value; (None, None) when it is empty.
+
+    Aliases are counted before the document is built: nested ones multiply (541 bytes
+    can stand for billions of values), so past ``MAX_ALIAS_VALUES`` added values the
+    file is refused instead of expanded.
+    """
     loader = None
     try:
         loader = _Loader(text)  # the reader already refuses control characters here
         root = loader.get_single_node()
+        if root is not None:
+            check_aliases(root, path, error)
         return root, loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -135,6 +146,48 @@ def parse_yaml(text: str, path: Path, *, error: type[InputError] = InputError) -
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def check_aliases(root: yaml.Node, path: Path | str, error: type[InputError] = InputError) -> None:
+    """Refuse a document whose aliases expand to more than ``MAX_ALIAS_VALUES`` extra values."""
+    sizes: dict[int, int] = {}  # id(node) -> values it stands for, expanded
+    distinct = 0
+    # Depth-first without recursion: a deep document must not hit the interpreter's limit.
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    on_path: set[int] = set()
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            on_path.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            if sizes[key] - distinct > MAX_ALIAS_VALUES:
+                break
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise error("a YAML alias refers to its own anchor", path=path, line=line_of(node),
+                        hint="remove the alias that points back into the value it belongs to")
+        distinct += 1
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+    expanded = sizes.get(id(root), 0)
+    if expanded - distinct > MAX_ALIAS_VALUES or not sizes.get(id(root)):
+        raise error(
+            f"YAML aliases expand to more than {MAX_ALIAS_VALUES:,} values more than the file writes out",
+            path=path,
+            hint="write the values out instead of nesting aliases (*name) inside anchored values (&name)",
+        )
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
 
 
 def parse_scalar(text: str) -> Any:
@@ -220,6 +273,10 @@ def explain(error: Any, name: str) -> tuple[str, str]:
         return f"{name} is missing", f"add {name}"
     if kind == "string_too_short":
         return f"{name} is empty", f"write the {name}"
+    if kind == "string_too_long":
+        limit = ctx.get("max_length")
+        length = len(value) if isinstance(value, str) else "too many"
+        return f"{name} is {length} characters; the limit is {limit}", f"shorten the {name} to {limit} characters"
     if kind in ("literal_error", "enum"):
         choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         listed = ", ".join(choices)
@@ -253,7 +310,37 @@ def describe(value: Any) -> str:
     return f"{kinds.get(type(value), 'a ' + type(value).__name__)} {show(value)}"
 
 
-def show(value: Any) -> str:
-    """A value's repr, shortened to fit in one line of a message."""
-    shown = repr(value)
-    return shown if len(shown) <= 60 else shown[:57] + "..."
+def show(value: Any, limit: int = 60) -> str:
+    """A value's repr, shortened to fit in one line of a message.
+
+    Only as much of the value is looked at as the line can show: a repr built whole
+    first would cost the value's full size, gigabytes for an expanded alias bomb.
+    """
+    shown = _bounded_repr(value, limit + 1)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def _bounded_repr(value: Any, budget: int) -> str:
+    """The start of ``repr(value)``, at least ``budget`` characters of it when it is that long."""
+    if isinstance(value, str):
+        return repr(value[:budget])[: budget + 2]
+    if isinstance(value, (list, tuple)):
+        opening, closing = ("[", "]") if isinstance(value, list) else ("(", ")")
+        parts, used = [], 1
+        for item in value:
+            if used > budget:
+                break
+            part = _bounded_repr(item, budget - used)
+            parts.append(part)
+            used += len(part) + 2
+        return opening + ", ".join(parts) + ("" if used > budget else closing)
+    if isinstance(value, dict):
+        parts, used = [], 1
+        for key, item in value.items():
+            if used > budget:
+                break
+            part = f"{_bounded_repr(key, budget - used)}: {_bounded_repr(item, budget - used)}"
+            parts.append(part)
+            used += len(part) + 2
+        return "{" + ", ".join(parts) + ("" if used > budget else "}")
+    return repr(value)[: budget + 1]

@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from docpilot.config.userfile import check_aliases
 from docpilot.errors import CorpusError
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -24,8 +25,15 @@ def read_front_matter(lines: list[str], source: str) -> tuple[dict[str, Any], in
             hint="end the front matter with a line holding only '---'",
         )
     block = "\n".join(lines[1:end])
+    loader = None
     try:
-        meta = yaml.load(block, Loader=_YAML_LOADER)
+        loader = _YAML_LOADER(block)
+        root = loader.get_single_node()
+        if root is not None:
+            check_aliases(root, source, CorpusError)  # a page in a pull request may hold an alias bomb too
+        meta = loader.construct_document(root) if root is not None else None
+    except CorpusError:
+        raise
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 2 if mark is not None else 1
@@ -42,6 +50,9 @@ def read_front_matter(lines: list[str], source: str) -> tuple[dict[str, Any], in
             line=1,
             hint="fix the YAML between the two '---' lines",
         ) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
     if meta is None:
         meta = {}
     if not isinstance(meta, dict):

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from docpilot.corpus.chunking import chunk_texts
+from docpilot.corpus.discovery import find_pages
 from docpilot.corpus.markdown import ParsedPage, parse_page
 from docpilot.corpus.sidecar import parse_llms, parse_vocabulary
 from docpilot.errors import ConfigError, CorpusError
 
-PAGE_SUFFIXES = (".md", ".mdx")
 VOCABULARY_FILE = "vocabulary.json"
 LLMS_FILE = "llms.txt"
 # Bump when parsing or chunking changes, so caches keyed on the fingerprint go stale.
@@ -174,7 +174,7 @@ def load_corpus(root: str | Path, *, chunk_words: int = 220) -> Corpus:
             hint="point corpus.docs (or --docs) at the folder holding your .md/.mdx pages",
         )
     real_root = shown.resolve()
-    files = _find_pages(shown, real_root)
+    files = find_pages(shown, real_root)
     if not files:
         raise CorpusError(
             "no .md or .mdx pages found in the docs folder",
@@ -241,7 +241,7 @@ def docs_signature(root: str | Path) -> tuple:
     shown = Path(root)
     try:
         real_root = shown.resolve()
-        files = _find_pages(shown, real_root) if shown.is_dir() else []
+        files = find_pages(shown, real_root) if shown.is_dir() else []
     except (OSError, CorpusError):
         return ("unreadable", str(shown))
     signature = []
@@ -252,55 +252,6 @@ def docs_signature(root: str | Path) -> tuple:
             continue
         signature.append((rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
     return tuple(signature)
-
-
-def _find_pages(shown: Path, real_root: Path) -> list[str]:
-    """Relative posix paths of every page under the root, sorted; hidden files and folders skipped."""
-    found: list[str] = []
-    root_text = str(real_root)
-
-    def _inside(real: str) -> bool:
-        return real == root_text or real.startswith(root_text.rstrip(os.sep) + os.sep)
-
-    def _walk(folder: Path, rel: str, ancestors: tuple[str, ...]) -> None:
-        try:
-            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
-        except OSError as exc:
-            raise CorpusError(
-                f"cannot list the folder: {exc.strerror or exc}",
-                path=folder,
-                hint="check the folder's permissions",
-            ) from None
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            entry_rel = f"{rel}{entry.name}"
-            is_page = entry.name.endswith(PAGE_SUFFIXES)
-            if entry.is_symlink():
-                real = os.path.realpath(entry.path)
-                if not (is_page or os.path.isdir(real)):
-                    continue
-                if not _inside(real):
-                    raise CorpusError(
-                        f"symbolic link points outside the docs folder, to {real}",
-                        path=shown / entry_rel,
-                        hint="copy the target into the docs folder or remove the link",
-                    )
-                if os.path.isdir(real):
-                    # A link back to a folder we are inside would loop forever.
-                    if real not in ancestors:
-                        _walk(Path(entry.path), entry_rel + "/", ancestors + (real,))
-                    continue
-                if not os.path.isfile(real):
-                    continue
-                found.append(entry_rel)
-            elif entry.is_dir(follow_symlinks=False):
-                _walk(Path(entry.path), entry_rel + "/", ancestors + (os.path.realpath(entry.path),))
-            elif is_page and entry.is_file(follow_symlinks=False):
-                found.append(entry_rel)
-
-    _walk(shown, "", (root_text,))
-    return sorted(found)
 
 
 def _page_id(rel: str) -> str:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import stat
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from docpilot.errors import ConfigError
+from docpilot.reports.output import write_atomically
 from docpilot.schema import Row
 from metrics.refusals import wilson_upper
 
@@ -145,24 +144,11 @@ def write_guard(path: str | Path, threshold: float) -> None:
     yaml.indent(mapping=indent or 2, sequence=(indent or 2) + (offset or 0), offset=offset or 0)
     buffer = io.StringIO()
     yaml.dump(document, buffer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(buffer.getvalue())
-        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # The user's own file, edited in place: it keeps its mode; a new one gets the outputs' mode.
+    mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else None
+    write_atomically(path, buffer.getvalue(), "config", mode=mode)
 
 
 def _null(representer, _value):
     return representer.represent_scalar("tag:yaml.org,2002:null", "null")  # as people write it, not empty
 
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current

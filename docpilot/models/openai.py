@@ -32,7 +32,6 @@ import contextlib
 import json
 import logging
 import random
-import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -42,6 +41,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
+from docpilot.config.redact import redact
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Prompt, Turn
 from docpilot.models.connection import (
@@ -56,7 +56,6 @@ _log = logging.getLogger(__name__)
 
 _DRAIN_S = 1.0
 # Keys echoed back by a service ("Incorrect API key provided: sk-...") are hidden too.
-_KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-*.]{6,}")
 _HINTS: dict[int, str] = {
     400: "the service rejected the request; check the model name and the parameters "
     "(temperature, max_tokens, seed, stream_options) it accepts",
@@ -242,9 +241,7 @@ class OpenAIModel:
         return body
 
     def _redact(self, text: str) -> str:
-        if self._api_key:
-            text = text.replace(self._api_key, "[redacted]")
-        return _KEYLIKE.sub("[redacted]", text)
+        return redact(text, self._api_key)
 
     def _backoff_s(self, attempt: int) -> float:
         ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2**attempt)

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from docpilot.config.redact import redact
 from docpilot.models.base import Turn, parse_refusal
 
 # Server-sent events end lines with any of these; str.splitlines would also cut at
@@ -25,8 +26,8 @@ _EXCERPT = 200
 
 
 def excerpt(text: str) -> str:
-    """A service's text on one line, cut to a length an error message can carry."""
-    flat = " ".join(text.split())
+    """A service's text on one line, secrets redacted and then cut to a length an error message can carry."""
+    flat = redact(" ".join(text.split()))  # before the cut, so no cut keeps the start of a key
     return flat if len(flat) <= _EXCERPT else flat[:_EXCERPT] + "…"
 
 

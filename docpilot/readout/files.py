@@ -12,7 +12,8 @@ from pathlib import Path
 from docpilot.readout.html import render_html
 from docpilot.readout.junit import render_junit
 from docpilot.readout.markdown import render_markdown
-from docpilot.readout.outcomes import Readout, prepare_readout, write_atomically
+from docpilot.readout.outcomes import Readout, prepare_readout
+from docpilot.reports.output import write_atomically
 from docpilot.schema import Report
 
 RENDERERS = {"html": render_html, "junit": render_junit, "markdown": render_markdown}

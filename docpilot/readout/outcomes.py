@@ -10,9 +10,7 @@ is ``docpilot.readout.files``.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,28 +126,6 @@ def prepare_readout(
         ))
     previous, note, moves = _moves(report, _folders(report, report_path, reports_dir))
     return Readout(report=report, records=records, previous_run=previous, comparison_note=note, moves=moves)
-
-
-def write_atomically(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename, so no reader sees half of it."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; these are meant to be shared
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot write the file: {exc.strerror or exc}; "
-                          "check that the folder exists and is writable") from exc
-    return path
 
 
 

@@ -1,23 +1,24 @@
 """Writing, reading and re-scoring report files.
 
-A report is written atomically: to a temporary file beside the target, flushed to
-disk, then renamed over it, so a reader never sees half a report and a crash leaves
-the previous one intact.
+A report is written atomically, by the writer every output file goes through
+(``docpilot.reports.output``): a reader never sees half a report, a crash leaves the
+previous one intact, and a path that is not a regular file is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
+import math
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from docpilot.config.redact import redact, redact_data
 from docpilot.errors import ReportError
+from docpilot.reports.output import write_atomically
 from docpilot.schema import LeakFound, Report
 
 _CODE_PACKAGES = ("docpilot", "metrics", "tasks", "flows")
@@ -50,23 +51,8 @@ def code_fingerprint() -> str:
 
 
 def write_report(report: Report, path: str | Path) -> Path:
-    """Write a report atomically and return its path."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(report.model_dump_json(indent=1))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot write the report: {exc.strerror or exc}") from exc
-    return path
+    """Write a report atomically (see ``docpilot.reports.output``) and return its path."""
+    return write_atomically(path, report.model_dump_json(indent=1), "report")
 
 
 def load_report(path: str | Path) -> Report:
@@ -80,14 +66,53 @@ def load_report(path: str | Path) -> Report:
         raise ReportError(f"{path}: cannot read the report: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ReportError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); is this a DocPilot report?") from None
+    except RecursionError:
+        raise ReportError(f"{path}: nested too deeply to be a DocPilot report") from None
     try:
         return Report.model_validate(data)
+    except RecursionError:
+        raise ReportError(f"{path}: nested too deeply to be a DocPilot report") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ReportError(
             f"{path}: not a DocPilot report: {where}: {first['msg']} ({exc.error_count()} problem(s))"
         ) from None
+
+
+def check_consistency(report: Report, path: str | Path) -> Report:
+    """The report unchanged when its rows could have come from a run; ReportError naming the first problem otherwise.
+
+    A report edited by hand must not pass: a gate-only report holds no model rows (so
+    ``"gate_only": true`` cannot hide errored turns from the gates), and every time is
+    a finite, non-negative number of milliseconds.
+    """
+    problems: list[str] = []
+    for row in report.rows:
+        if report.gate_only:
+            model_fields = [name for name, present in (
+                ("answer", row.answer is not None), ("error", row.error is not None),
+                ("refused_by: model", row.refused_by == "model"), ("usage", bool(row.usage)),
+                ("first_token_ms", row.first_token_ms is not None), ("stages_ms.model", "model" in row.stages_ms),
+            ) if present]  # fmt: skip
+            if model_fields:
+                problems.append(f"record {row.id!r} has model results ({', '.join(model_fields)}) "
+                                "in a gate-only report")
+        times = {"latency_ms": row.latency_ms, "first_token_ms": row.first_token_ms,
+                 "first_thought_ms": row.first_thought_ms,
+                 **{f"stages_ms.{name}": value for name, value in row.stages_ms.items()}}  # fmt: skip
+        for name, value in times.items():
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                problems.append(f"record {row.id!r} has {name} = {value}; times are finite and not negative")
+        if any(not math.isfinite(value) for value in row.scores):
+            problems.append(f"record {row.id!r} has a retrieval score that is not a finite number")
+    if report.wall_ms is not None and not (math.isfinite(report.wall_ms) and report.wall_ms >= 0):
+        problems.append(f"wall_ms = {report.wall_ms}; times are finite and not negative")
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise ReportError(f"{path}: the report is not consistent: {problems[0]}{more}; it cannot be scored; "
+                          "fix: run `docpilot eval` again instead of editing the report")
+    return report
 
 
 def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bool = False,
@@ -140,7 +165,10 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
     from docpilot.run.clock import command_ms
     from metrics.slices import slice_by_tag
 
-    config = public_config(job.config)
+    # Credentials in a base_url and a configured key quoted in an error are removed here,
+    # before the report is stored and every readout (HTML, JUnit, Markdown) is made from it.
+    config = redact_data(public_config(job.config))
+    rows = [row.model_copy(update={"error": redact(row.error)}) if row.error else row for row in rows]
     model = model_identity(job.config.model, corpus_fingerprint=corpus_fingerprint)
     fingerprints = {
         "corpus": corpus_fingerprint,

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from docpilot.reports.terminal import clean
 from docpilot.schema import Report
 from metrics import registry
 
@@ -117,14 +118,15 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
         line = f"  {mark}  {gate.metric} {gate.op} {gate.threshold:g}  (value {value})"
         if gate.records and not gate.passed:
             shown_ids = ", ".join(gate.records[:10]) + (" …" if len(gate.records) > 10 else "")
-            line += f"  records: {escape(shown_ids)}"
+            line += f"  records: {escape(clean(shown_ids))}"  # ids come from the golden file: no markup, no escapes
         console.print(line, highlight=False)
     if report.leaks:
         probes = len({leak.record for leak in report.leaks})
         console.print(f"leaks ({probes} probes):", highlight=False)
         for leak in report.leaks:
             # markup=False: leaked text may hold [brackets] that rich would read as markup.
-            console.print(f"  {leak.record}: {leak.text[:120]!r} in the {leak.where} (forbidden {leak.forbidden!r})",
+            console.print(clean(f"  {leak.record}: {leak.text[:120]!r} in the {leak.where} "
+                                f"(forbidden {leak.forbidden!r})"),
                           markup=False, highlight=False)
     colour = "green" if report.verdict == "pass" else "red"
     mode = "gate-only, " if report.gate_only else ""

@@ -174,11 +174,17 @@ class ReportStore:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             self.problems.append(f"{path}: skipped, cannot be read as JSON ({exc})")
             return None
+        except RecursionError:  # any *.json may sit in the folder, nested as deeply as it likes
+            self.problems.append(f"{path}: skipped, nested too deeply to be a DocPilot report")
+            return None
         if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
             self.problems.append(f"{path}: skipped, not a DocPilot report (no rows)")
             return None
         try:
             return StoredReport.model_validate({**data, "path": path})
+        except RecursionError:
+            self.problems.append(f"{path}: skipped, nested too deeply to be a DocPilot report")
+            return None
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])

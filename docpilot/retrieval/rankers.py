@@ -292,7 +292,9 @@ class Retriever:
         if self._vectors is None or self.embedder is None or not question.strip():
             return []
         query = self.embedder.embed([question])[0]
-        scores = self._vectors @ query
+        # einsum stays on one thread; a BLAS matrix-vector product spreads over all cores
+        # and, on a loaded two-core machine, measured 12 ms for 13k chunks against 2 ms.
+        scores = np.einsum("ij,j->i", self._vectors, query)
         if mask is not None:
             scores[~mask] = -np.inf
         return self._top_sections(scores, k, floor=-np.inf)

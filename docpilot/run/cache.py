@@ -8,18 +8,48 @@ there on the next run, and several processes may share one cache directory.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import re
+import shutil
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import diskcache
 import orjson
 
+from docpilot.errors import InputError
+
 # A version changes when what a stage's key covers, or how it is written, changes; the
 # entries under older keys are then never read again (``docpilot cache clear`` drops them).
 STAGE_VERSIONS = {"retrieve": "2", "model": "3"}
 
 _KEY_JSON = orjson.OPT_SORT_KEYS
+_STORE_FILES = ("cache.db", "cache.db-wal", "cache.db-shm", "cache.db-journal")
+_VALUE_FOLDER = re.compile(r"^[0-9a-f]{2}$")  # where diskcache keeps large values
+
+
+class CacheUnreadable(InputError):
+    """The stage cache's database is corrupt or cannot be read; clearing it is the fix."""
+
+    def __init__(self, directory: Path, exc: BaseException) -> None:
+        super().__init__(
+            f"the stage cache cannot be read ({type(exc).__name__}: {str(exc).strip() or 'no detail'})",
+            path=directory / "cache.db",
+            hint="run `docpilot cache clear` (it removes the cache's files and keeps the search index), "
+            "or pass --no-cache to run without it",
+        )
+
+
+@contextlib.contextmanager
+def _unreadable(directory: Path) -> Iterator[None]:
+    """Turn the store's own read and write failures into ``CacheUnreadable``."""
+    try:
+        yield
+    except (sqlite3.DatabaseError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
+        raise CacheUnreadable(directory, exc) from None
 
 
 def cache_key(stage: str, *parts: Any) -> str:
@@ -41,21 +71,24 @@ class StageCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         # No culling on every write (diskcache checks the size limit on each set by default):
         # the limit is far above any eval, and the check costs a query per stored turn.
-        self._store = diskcache.Cache(str(self.directory), size_limit=2**34, cull_limit=0)
+        with _unreadable(self.directory):
+            self._store = diskcache.Cache(str(self.directory), size_limit=2**34, cull_limit=0)
 
     # Values are stored as JSON bytes, which diskcache keeps as they are: reading one back
     # costs a fraction of unpickling it, and a re-run reads one per record and stage.
 
     def get(self, key: str) -> dict | None:
-        value = self._store.get(key)
-        return None if value is None else orjson.loads(value)
+        with _unreadable(self.directory):
+            value = self._store.get(key)
+            return None if value is None else orjson.loads(value)
 
     def set(self, key: str, value: dict) -> None:
-        self._store.set(key, orjson.dumps(value))
+        with _unreadable(self.directory):
+            self._store.set(key, orjson.dumps(value))
 
     def set_many(self, items: list[tuple[str, dict]]) -> None:
         """Store several entries in one transaction: all of them or, after a crash, none."""
-        with self._store.transact():
+        with _unreadable(self.directory), self._store.transact():
             for key, value in items:
                 self._store.set(key, orjson.dumps(value))
 
@@ -77,27 +110,50 @@ def describe_cache(directory: str | Path) -> dict:
         return {"directory": str(directory), "entries": entries, "bytes": 0}
     cache = StageCache(directory)
     try:
-        for key in cache._store.iterkeys():
-            stage = str(key).split(":", 1)[0]
-            entries[stage] = entries.get(stage, 0) + 1
-        size = cache._store.volume()
+        with _unreadable(directory):
+            for key in cache._store.iterkeys():
+                stage = str(key).split(":", 1)[0]
+                entries[stage] = entries.get(stage, 0) + 1
+            size = cache._store.volume()
     finally:
         cache.close()
     return {"directory": str(directory), "entries": entries, "bytes": size}
 
 
 def clear_cache(directory: str | Path, *, stage: str | None = None) -> int:
-    """Remove every cached result, or one stage's; returns how many were removed."""
+    """Remove every cached result, or one stage's; returns how many were removed.
+
+    A cache too damaged to open is cleared all the same, by removing its files (the
+    search index beside it stays); the count is then 0, as nothing could be counted.
+    """
     directory = Path(directory)
     if not directory.exists():
         return 0
-    cache = StageCache(directory)
     try:
-        if stage is None:
-            return cache._store.clear()
-        doomed = [k for k in cache._store.iterkeys() if str(k).startswith(f"{stage}:")]
-        for key in doomed:
-            cache._store.delete(key)
-        return len(doomed)
+        cache = StageCache(directory)
+    except CacheUnreadable:
+        _remove_store(directory)
+        return 0
+    try:
+        with _unreadable(directory):
+            if stage is None:
+                return cache._store.clear()
+            doomed = [k for k in cache._store.iterkeys() if str(k).startswith(f"{stage}:")]
+            for key in doomed:
+                cache._store.delete(key)
+            return len(doomed)
+    except CacheUnreadable:
+        cache.close()
+        _remove_store(directory)
+        return 0
     finally:
         cache.close()
+
+
+def _remove_store(directory: Path) -> None:
+    """Delete the cache's database and value files, and nothing else in the folder."""
+    for name in _STORE_FILES:
+        (directory / name).unlink(missing_ok=True)
+    for entry in directory.iterdir():
+        if entry.is_dir() and not entry.is_symlink() and _VALUE_FOLDER.match(entry.name):
+            shutil.rmtree(entry)

@@ -6,30 +6,30 @@ the same in a background thread for tests and for an eval that starts its own se
 The wire format is in ``docpilot.server.schema``; the token check in
 ``docpilot.server.auth``; one question's journey in ``docpilot.server.turn``.
 
-A request to ``/v1/ask`` passes, in order: the bearer token (401), the body size
-(413), the body's shape and the question's length (422), and a free slot (503 with
-``Retry-After``; taking a slot never waits). The slot is held until the answer's last
+A request to ``/v1/ask`` passes, in order: on a loopback server, a local ``Host`` and
+no foreign ``Origin`` (403); the bearer token (401); ``Content-Type: application/json``
+(415); the body size (413); the body's shape and the question's length (422); and a
+slot, waiting in arrival order while the queue has room (503 with ``Retry-After``
+past it; see ``docpilot.server.admission``). The slot is freed when the answer's last
 byte is sent or the client goes away; a client that disconnects cancels the model's
-work. No response carries a traceback: unexpected failures are logged with the
-request's id and answered with a generic message that quotes the id.
+work. Header deadlines, header size and the connection cap are enforced below the
+app, in ``docpilot.server.protocol``. No response carries a traceback: unexpected
+failures are logged with the request's id and answered with a generic message that
+quotes the id.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import json
 import logging
-import socket
-import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
-import uvicorn
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -38,10 +38,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from docpilot.errors import ConfigError
 from docpilot.models.base import Model
 from docpilot.run.workspace import Workspace
+from docpilot.server.admission import DEFAULT_MAX_CONCURRENCY, DEFAULT_QUEUE_DEPTH, Slots
+from docpilot.server.answering import AnswerLoop
 from docpilot.server.auth import BearerAuth
+from docpilot.server.guards import foreign_request, is_json
 from docpilot.server.schema import (
     MAX_BODY_BYTES,
     MAX_QUESTION_CHARS,
@@ -54,35 +56,14 @@ from docpilot.server.schema import (
     ModelInfo,
     openapi_document,
 )
+from docpilot.server.serving import bind, run_server, serve_in_thread, url_of
 from docpilot.server.turn import Event, answer_events
 
-DEFAULT_MAX_CONCURRENCY = 32
-"""Questions answered at once before new ones are turned away with 503."""
+__all__ = ["bind", "create_app", "run_server", "serve_in_thread", "url_of"]
 
 _log = logging.getLogger("docpilot.server")
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _INTERNAL = "the server failed to answer; the request id names the failure in the server's log"
-
-
-class Slots:
-    """A non-blocking count of the questions in flight: a full server says so at once."""
-
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ConfigError(f"max_concurrency must be at least 1, got {limit}", hint="pass --max-concurrency 32")
-        self.limit = limit
-        self.in_flight = 0
-
-    def try_take(self) -> bool:
-        """Take a slot if one is free; never waits (all callers share one event loop, so no lock)."""
-        if self.in_flight >= self.limit:
-            return False
-        self.in_flight += 1
-        return True
-
-    def give_back(self) -> None:
-        """Free a slot taken with ``try_take``."""
-        self.in_flight -= 1
 
 
 class _Problem(Exception):
@@ -115,38 +96,57 @@ class _EventStream(StreamingResponse):
         self._release = release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self._release()
+
+        async def sending(message: dict) -> None:
+            await send(message)
+            # The slot is free once the last byte is out: the response's task lives on until the
+            # connection's next request arrives, and a keep-alive client would find its own slot taken.
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                release()
+
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, sending)
         finally:
             # A client that went away leaves the producer suspended; closing it ends the model's work now.
             with anyio.CancelScope(shield=True):
                 with contextlib.suppress(Exception):
                     await self._events.aclose()  # type: ignore[attr-defined]
-            self._release()
+            release()
 
 
-async def _sse(events: AsyncIterator[Event], request_id: str) -> AsyncIterator[bytes]:
+async def _sse(events: AsyncIterator[Event], request_id: str, answers: AnswerLoop) -> AsyncIterator[bytes]:
     """The events as SSE frames, every frame ready at the same moment sent in one write.
 
-    The events are produced in a task of their own: while the model streams, each piece
+    The events are produced on the answer loop: while the model streams, each piece
     goes out when it arrives, and what a model produces without waiting (the extractive
     model's whole reply) leaves in one write instead of one system call per word.
     """
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    here = asyncio.get_running_loop()
+
+    def put(frame: bytes | None) -> None:
+        here.call_soon_threadsafe(queue.put_nowait, frame)
 
     async def produce() -> None:
         try:
             async with contextlib.aclosing(events) as stream:  # type: ignore[type-var]
                 async for name, payload in stream:
-                    queue.put_nowait(_frame(name, payload))
+                    put(_frame(name, payload))
         except Exception:
             _log.exception("request %s failed while streaming", request_id)
-            queue.put_nowait(_frame("error", ErrorEvent(code="internal", message=_INTERNAL, request_id=request_id)))
-            queue.put_nowait(_frame("done", DoneEvent(request_id=request_id)))
+            put(_frame("error", ErrorEvent(code="internal", message=_INTERNAL, request_id=request_id)))
+            put(_frame("done", DoneEvent(request_id=request_id)))
         finally:
-            queue.put_nowait(None)
+            put(None)
 
-    producer = asyncio.create_task(produce())
+    producer = asyncio.wrap_future(answers.submit(produce()))
     try:
         while True:
             frames = [await queue.get()]
@@ -183,8 +183,12 @@ def _parse(body: bytes, max_question_chars: int) -> AskRequest:
         data = json.loads(body)
     except ValueError:
         raise _Problem(422, "invalid_json", 'the body is not JSON; send {"question": "..."}') from None
+    except RecursionError:
+        raise _Problem(422, "invalid_json", 'the body nests too deeply; send {"question": "..."}') from None
     try:
         ask = AskRequest.model_validate(data)
+    except RecursionError:
+        raise _Problem(422, "invalid_request", 'the body nests too deeply; send {"question": "..."}') from None
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors(include_input=False)
@@ -226,16 +230,23 @@ def create_app(
     *,
     token: str | None,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    queue_depth: int = DEFAULT_QUEUE_DEPTH,
     max_body_bytes: int = MAX_BODY_BYTES,
     max_question_chars: int = MAX_QUESTION_CHARS,
+    local: bool = True,
+    allowed_hosts: frozenset[str] = frozenset(),
 ) -> Starlette:
     """The HTTP app over a loaded workspace and model; ``token`` None serves without auth.
 
+    ``local``: the server listens on a loopback address, so requests must name it (or
+    one of ``allowed_hosts``, lower case) in ``Host`` and come from no foreign
+    ``Origin`` (see ``docpilot.server.guards``).
     The app owns the model from here on: it closes it (``aclose``) when the server stops.
     ``app.state.slots.in_flight`` counts the questions being answered.
     """
     auth = BearerAuth(token)
-    slots = Slots(max_concurrency)
+    slots = Slots(max_concurrency, queue_depth)
+    answers = AnswerLoop()
     settings = workspace.config.model
     openapi = openapi_document(
         max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, max_concurrency=max_concurrency
@@ -246,19 +257,23 @@ def create_app(
         request_id = uuid.uuid4().hex[:16]
         taken = False
         try:
+            if local and (foreign := foreign_request(request, allowed_hosts)) is not None:
+                raise _Problem(403, *foreign)
             denied = auth.denial(request, request_id)
             if denied is not None:
                 return denied
+            if not is_json(request.headers.get("content-type")):
+                raise _Problem(415, "unsupported_media_type", "send the body as Content-Type: application/json")
             question = _parse(await _read_body(request, max_body_bytes), max_question_chars)
-            if not slots.try_take():
-                busy = f"{slots.limit} questions are being answered; retry in a second"
+            if not await slots.take():
+                busy = f"{slots.limit} questions are being answered and {slots.waiting} wait; retry in a second"
                 raise _Problem(503, "busy", busy, {"Retry-After": "1"})
             taken = True
             events = answer_events(workspace, model, question, request_id=request_id, started=started)
             if question.stream:
                 taken = False  # the stream gives the slot back when it ends
-                return _EventStream(_sse(events, request_id), slots.give_back, request_id)
-            result = await _collect(events, request_id)
+                return _EventStream(_sse(events, request_id, answers), slots.give_back, request_id)
+            result = await answers.run(_collect(events, request_id))
             status = 502 if result.error is not None else 200
             headers = {"X-Request-Id": request_id}
             if result.timing is not None:
@@ -276,13 +291,17 @@ def create_app(
                 slots.give_back()
 
     async def healthz(request: Request) -> Response:
+        if local and (foreign := foreign_request(request, allowed_hosts)) is not None:
+            return _error_response(403, *foreign, "-")
         health = Health(
             corpus=workspace.corpus.fingerprint,
             pages=len(workspace.corpus.pages),
             model=ModelInfo(provider=settings.provider, name=settings.name),
             auth="bearer" if auth.enabled else "off",
             in_flight=slots.in_flight,
-            max_concurrency=slots.limit,
+            max_concurrency=slots.configured,
+            waiting=slots.waiting,
+            turned_away=slots.turned_away,
         )
         return JSONResponse(health.model_dump())
 
@@ -292,7 +311,8 @@ def create_app(
     async def http_error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         message = "no such endpoint; see /openapi.json" if status == 404 else str(getattr(exc, "detail", "error"))
-        return _error_response(status, "not_found" if status == 404 else "http_error", message, "-")
+        headers = dict(getattr(exc, "headers", None) or {})  # a 405 names the methods allowed in Allow
+        return _error_response(status, "not_found" if status == 404 else "http_error", message, "-", headers)
 
     async def internal_error(request: Request, exc: Exception) -> Response:
         _log.error("unhandled failure on %s", request.url.path, exc_info=exc)
@@ -304,12 +324,12 @@ def create_app(
         # backend (tens of milliseconds) before the first question instead of during it.
         async with anyio.create_task_group():
             pass
+        answers.start()  # here, not in create_app: a forked worker needs a thread of its own
         try:
             yield
         finally:
             close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
+            await answers.stop(close() if close is not None else None)
 
     app = Starlette(
         routes=[
@@ -322,70 +342,3 @@ def create_app(
     )
     app.state.slots = slots
     return app
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port (port 0: any free port); ConfigError when it cannot bind."""
-    try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
-        family, kind, proto, _, address = found[0]
-        # Naming the protocol lets asyncio turn Nagle off; otherwise small events wait on delayed ACKs.
-        sock = socket.socket(family, kind, proto)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-            hint="pass another --port (0 picks a free one), or stop the process that holds this one",
-        ) from None
-    sock.listen(2048)  # connections made before uvicorn accepts wait in the backlog
-    return sock
-
-
-def url_of(sock: socket.socket) -> str:
-    """The base URL a bound socket serves."""
-    host, port = sock.getsockname()[:2]
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-
-def _uvicorn(app: Starlette, *, access_log: bool, log_config: dict | None) -> uvicorn.Server:
-    config = uvicorn.Config(
-        app,
-        access_log=access_log,
-        log_config=log_config,
-        lifespan="on",
-        server_header=False,
-        # Longer than clients keep idle connections (4 to 5 s), so the server never closes
-        # one just as a client reuses it.
-        timeout_keep_alive=30,
-        timeout_graceful_shutdown=3,
-    )
-    return uvicorn.Server(config)
-
-
-def run_server(app: Starlette, sock: socket.socket, *, access_log: bool = False) -> None:
-    """Serve ``app`` on a socket from ``bind`` until interrupted (Ctrl-C or SIGTERM)."""
-    log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
-    # The server's own lines (failures by request id) go where uvicorn's go, in its format.
-    log_config["loggers"]["docpilot"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
-    _uvicorn(app, access_log=access_log, log_config=log_config).run(sockets=[sock])
-
-
-@contextlib.contextmanager
-def serve_in_thread(app: Starlette, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
-    """Serve ``app`` from a background thread; yields its base URL and stops it on exit."""
-    sock = bind(host, port)
-    server = _uvicorn(app, access_log=False, log_config=None)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="docpilot-server", daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the server on {url_of(sock)} did not start")
-            time.sleep(0.01)
-        yield url_of(sock)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()

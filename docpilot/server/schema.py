@@ -28,12 +28,12 @@ from pydantic.json_schema import models_json_schema
 
 from docpilot import __version__
 from docpilot.assistant.render import Panel
-from docpilot.schema import Cause
+
+# MAX_QUESTION_CHARS, the longest question a request may ask, is the golden set's limit too.
+from docpilot.schema import MAX_QUESTION_CHARS, Cause  # noqa: F401
 
 MAX_BODY_BYTES = 16 * 1024
 """Largest request body accepted; a larger one is answered 413."""
-MAX_QUESTION_CHARS = 2000
-"""Longest question accepted, in characters; a longer one is answered 422."""
 MAX_SCOPE_ENTRIES = 50
 """Most page-id prefixes a scope may list."""
 TOKEN_VARIABLE = "DOCPILOT_SERVER_TOKEN"
@@ -225,9 +225,13 @@ class Health(_Strict):
     auth: Literal["bearer", "off"]
     """Whether `/v1/ask` needs a bearer token."""
     in_flight: int
-    """Questions being answered right now."""
+    """Questions being answered right now by the worker process that answered this request."""
     max_concurrency: int
-    """Questions answered at once before new ones get 503."""
+    """Questions answered at once over every worker before new ones wait in line."""
+    waiting: int = 0
+    """Questions of this worker process waiting in line for a slot."""
+    turned_away: int = 0
+    """Questions this worker process refused with 503 since it started, the line being full."""
 
 
 EVENT_MODELS: dict[str, type[BaseModel]] = {
@@ -292,11 +296,18 @@ def openapi_document(*, max_body_bytes: int, max_question_chars: int, max_concur
                     },
                 },
                 "401": problem("No bearer token, or a wrong one.", **{"WWW-Authenticate": "Bearer challenge"}),
+                "403": problem("On a loopback server: a Host that is not local, or a foreign Origin."),
+                "408": problem("The request line and headers did not arrive in time."),
+                "415": problem("The body is not sent as `Content-Type: application/json`."),
+                "431": problem("The request line and headers are too large."),
                 "413": problem(f"The body is larger than {max_body_bytes} bytes."),
                 "422": problem(f"Not a valid request, or the question is over {max_question_chars} characters."),
                 "500": problem("An unexpected failure; the details are in the server's log under the request id."),
                 "502": problem("The model failed (JSON replies only; a stream reports it as an `error` event)."),
-                "503": problem(f"{max_concurrency} questions are in flight; retry.", **{"Retry-After": "Seconds"}),
+                "503": problem(
+                    f"{max_concurrency} questions are in flight and the queue is full; retry.",
+                    **{"Retry-After": "Seconds"},
+                ),
             },
         }
     }

@@ -164,3 +164,26 @@ def test_improve_warns_when_it_reads_test_records_and_shows_languages(reports):
     assert data["warnings"][0].startswith("2 of the 2 records are from the test split")
     phone = next(f for f in data["failures"] if f["id"] == "phone")
     assert phone["languages"] == {"expected": "en", "question": None, "answer": "en"}
+
+
+# Regression: improve printed a record id's terminal escapes raw (an OSC title change, a screen clear).
+def test_control_characters_in_data_are_shown_not_obeyed(reports):
+    rows = _rows(fixed=False)
+    hostile = "\x1b]0;owned\x07\x1b[2Jphone"
+    rows[1] = rows[1].model_copy(update={"id": hostile, "question": "Is there a \x1b[8mphone\x1b[0m line?"})
+    summary, counts, gates, verdict = score(rows, {}, gate_only=False)
+    report = Report(run_id=RUN_A, created_at="2026-01-01T00:00:00+00:00", config={"corpus": {"docs": str(DOCS)}},
+                    fingerprints={"golden": "g", "config": "base"}, split="test",
+                    rows=rows, summary=summary, counts=counts, gates=gates, verdict=verdict)
+    path = write_report(report, reports / f"{RUN_A}.json")
+    result = _improve(str(path))
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "\\x1b]0;owned\\x07\\x1b[2Jphone" in result.stdout
+
+
+def test_clean_keeps_text_and_line_breaks():
+    from docpilot.reports.terminal import clean
+
+    assert clean("naïve\tline\nnext — ok") == "naïve\tline\nnext — ok"
+    assert clean("a\rb\x9bc\u202ed") == "a\\x0db\\x9bc\\u202ed"

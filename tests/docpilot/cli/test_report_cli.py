@@ -83,5 +83,5 @@ def test_an_output_that_cannot_be_written_exits_2_and_leaves_no_partial_file(sav
     blocker.write_text("a file, not a folder")
     result = run("report", str(saved), "--html", str(blocker / "r.html"))
     assert result.exit_code == 2
-    assert "cannot write the file" in result.stderr
+    assert "is not a folder" in result.stderr
     assert blocker.read_text() == "a file, not a folder"

@@ -105,3 +105,105 @@ def test_a_served_process_requires_its_token_and_stops_cleanly(tmp_path):
     # uvicorn shuts down gracefully, then re-raises the signal so the exit status says how it ended.
     assert code in (0, -signal.SIGTERM)
     assert "Application shutdown complete" in log.read_text() and "Traceback" not in log.read_text()
+
+
+def _start(tmp_path, *args: str) -> tuple[subprocess.Popen, str, Path]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    log = tmp_path / "serve.log"
+    command = [sys.executable, "-c", "from docpilot.cli import main; main(prog_name='docpilot')",
+               "serve", "--port", "0", "--no-auth", "--docs", str(DOCS), *args]  # fmt: skip
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not (found := re.search(r"listening on (http://\S+)", log.read_text())):
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+    return process, found.group(1), log
+
+
+def _children(pid: int) -> list[int]:
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(child) for child in text.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
+def test_workers_answer_together_and_die_with_the_first_process_even_on_kill_9(tmp_path):
+    process, url, log = _start(tmp_path, "--workers", "2", "--max-concurrency", "4")
+    try:
+        assert "over 2 workers" in log.read_text()
+        deadline = time.monotonic() + 30
+        while len(workers := _children(process.pid)) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(workers) == 1  # the first process serves too
+        health = httpx.get(f"{url}/healthz").json()
+        assert health["max_concurrency"] == 4
+        question = {"question": "How do I install Acme?", "stream": False}
+        with httpx.Client() as client:  # new connections: the kernel spreads them over both sockets
+            statuses = {client.post(f"{url}/v1/ask", json=question, headers={"Connection": "close"}).status_code
+                        for _ in range(20)}  # fmt: skip
+        assert statuses == {200}
+    finally:
+        process.kill()
+        process.wait(timeout=15)
+    deadline = time.monotonic() + 15
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in workers)
+
+
+# Regression: a token sent in a query string was written to the access log.
+def test_the_access_log_keeps_query_values_out(tmp_path):
+    process, url, log = _start(tmp_path, "--access-log", "--workers", "1")
+    try:
+        assert httpx.get(f"{url}/healthz?token=SECRET-in-query&x=1").status_code == 200
+        deadline = time.monotonic() + 10
+        while "/healthz" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=15)
+    text = log.read_text()
+    assert "/healthz?token=" in text and "SECRET-in-query" not in text
+
+
+# Regression: at the common file limit of 1,024, 1,100 half-open connections stopped the server.
+def test_under_a_low_file_limit_the_connection_cap_stays_below_it_and_healthz_answers(tmp_path):
+    import resource
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512))
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    log = tmp_path / "serve.log"
+    command = [sys.executable, "-c", "from docpilot.cli import main; main(prog_name='docpilot')",
+               "serve", "--port", "0", "--no-auth", "--docs", str(DOCS), "--workers", "1"]  # fmt: skip
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
+                                   preexec_fn=low_limit)  # fmt: skip
+    stalled = []
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"listening on (http://\S+)", log.read_text())):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        url = found.group(1)
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        for _ in range(600):  # more than the file limit allows
+            sock = socket.create_connection((host, int(port)))
+            sock.sendall(b"GET /hea")
+            stalled.append(sock)
+        assert httpx.get(f"{url}/healthz", headers={"Connection": "close"}, timeout=10).status_code == 200
+        assert process.poll() is None
+    finally:
+        for sock in stalled:
+            sock.close()
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=15)

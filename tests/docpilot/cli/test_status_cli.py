@@ -131,3 +131,13 @@ def test_direction_and_verdict_are_apart_for_times(reports):
     assert (latency["direction"], latency["change"], latency["floor"]) == ("up", "worse", 10.0)
     line = next(line for line in _status().stdout.splitlines() if "latency_p50" in line)
     assert "+50 ms ↑" in line and "worse" in line
+
+
+# Regression: a deeply nested *.json in the reports folder crashed status.
+def test_a_deeply_nested_json_in_the_folder_is_skipped_with_a_warning(reports):
+    _save(reports, "20260101T000000Z-aaaaaa", hits=2)
+    (reports / "deep.json").write_text("[" * 200_000 + "]" * 200_000)
+    (reports / "deep-rows.json").write_text('{"rows": []' + ', "x": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    result = _status()
+    assert result.exit_code == 0, result.output
+    assert "deep.json: skipped" in result.stderr and "Traceback" not in result.output

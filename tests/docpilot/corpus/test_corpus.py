@@ -485,7 +485,49 @@ def test_symlinks_inside_the_root_are_followed_without_looping(tmp_path):
     (root / "alias.md").symlink_to(root / "real" / "page.md")
     (root / "real" / "loop").symlink_to(root)  # would recurse forever if followed
     (root / "mirror").symlink_to(root / "real")
-    assert list(load_corpus(root).pages) == ["alias", "mirror/page", "real/page"]
+    # Regression: each link was a page of its own, so links to links multiplied one file.
+    assert list(load_corpus(root).pages) == ["real/page"]  # one file, one page, under its own path
+
+
+def test_a_link_to_a_page_outside_the_real_tree_keeps_the_link_name(tmp_path):
+    root = _write(tmp_path / "docs", {"hidden/.drafts/page.md": "# Draft\n"})
+    (root / "draft.md").symlink_to(root / "hidden" / ".drafts" / "page.md")
+    assert list(load_corpus(root).pages) == ["draft"]
+
+
+def test_symlink_fan_out_reads_each_file_once(tmp_path):
+    root = _write(tmp_path / "docs", {"l0/page.md": "# Page\n"})
+    for level in range(1, 17):  # each level links twice to the one below: 2**16 paths to one file
+        (root / f"l{level}").mkdir()
+        (root / f"l{level}" / "a").symlink_to(root / f"l{level - 1}")
+        (root / f"l{level}" / "b").symlink_to(root / f"l{level - 1}")
+    assert list(load_corpus(root).pages) == ["l0/page"]
+
+
+# Regression: a hard link to /etc/passwd inside the docs folder was indexed as a page.
+def test_a_hard_link_to_a_file_outside_is_refused(tmp_path):
+    outside = tmp_path / "secret.md"
+    outside.write_text("# Secret\n")
+    root = _write(tmp_path / "docs", {"index.md": "# Home\n"})
+    os.link(outside, root / "passwd.md")
+    with pytest.raises(CorpusError, match="hard link") as caught:
+        load_corpus(root)
+    assert caught.value.path.endswith("passwd.md")
+
+
+def test_hard_links_inside_the_folder_are_one_page(tmp_path):
+    root = _write(tmp_path / "docs", {"a.md": "# A\n"})
+    os.link(root / "a.md", root / "b.md")
+    assert list(load_corpus(root).pages) == ["a"]
+
+
+def test_a_folder_past_the_page_budget_is_refused(tmp_path, monkeypatch):
+    from docpilot.corpus import discovery
+
+    monkeypatch.setattr(discovery, "MAX_PAGES", 3)
+    root = _write(tmp_path / "docs", {f"p{i}.md": "# P\n" for i in range(5)})
+    with pytest.raises(CorpusError, match="more than 3 pages"):
+        load_corpus(root)
 
 
 # --- vocabulary.json and llms.txt ------------------------------------------------

@@ -1,9 +1,12 @@
-"""Embedders: the OpenAI-compatible client against a real local HTTP server, MiniLM when installed."""
+"""Embedders: the shipped static model, the OpenAI-compatible client against a real local HTTP
+server, MiniLM when installed."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -18,8 +21,10 @@ from docpilot.corpus.pages import load_corpus
 from docpilot.errors import ConfigError, ModelError
 from docpilot.retrieval.embedders import (
     Embedder,
+    STATIC_MODEL,
     MiniLMEmbedder,
     OpenAIEmbedder,
+    StaticEmbedder,
     build_embedder,
     normalise,
 )
@@ -215,6 +220,7 @@ def test_dense_retrieval_through_the_openai_embedder(server):
 
 def test_build_embedder_knows_its_names():
     assert isinstance(build_embedder(RetrievalConfig(embedder="openai")), OpenAIEmbedder)
+    assert isinstance(build_embedder(RetrievalConfig(embedder="static")), StaticEmbedder)
     with pytest.raises(ConfigError, match="minilm, openai"):
         build_embedder(RetrievalConfig(embedder="word2vec"))
 
@@ -239,3 +245,63 @@ def test_minilm_embeds_offline_into_unit_vectors_that_know_meaning(minilm):
     assert minilm.dim == 384 and vectors.shape == (3, 384) and vectors.dtype == np.float32
     assert np.linalg.norm(vectors, axis=1) == pytest.approx(np.ones(3), abs=1e-5)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
+
+
+def test_the_static_embedder_ships_with_docpilot_and_knows_meaning():
+    static = StaticEmbedder()
+    assert isinstance(static, Embedder) and static.dim == 256
+    manifest = json.loads((STATIC_MODEL / "manifest.json").read_text(encoding="utf-8"))
+    # The vectors' hash names the embedder, so an index built with other vectors is rebuilt.
+    assert static.name == f"static/all-MiniLM-L6-v2-256@{manifest['sha256'][:12]}"
+    vectors = static.embed(
+        ["How do I undo a deployment?", "Roll back to the previous release.", "The cat sleeps on the sofa."]
+    )
+    assert vectors.shape == (3, 256) and vectors.dtype == np.float32
+    assert np.linalg.norm(vectors, axis=1) == pytest.approx(np.ones(3), abs=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.1
+    assert np.array_equal(static.embed(["Roll back to the previous release."])[0], vectors[1])
+    # Nothing the vocabulary knows, or nothing at all, is a zero vector rather than noise.
+    assert not static.embed(["", "\x00"]).any() and static.embed([]).shape == (0, 256)
+
+
+def test_the_static_embedder_needs_neither_torch_nor_a_network():
+    # A fresh interpreter, so what this test process imported elsewhere does not count;
+    # once the module is imported, any connection the embedder tried would raise.
+    code = (
+        "import socket, sys\n"
+        "from docpilot.retrieval.embedders import StaticEmbedder\n"
+        "def refuse(*args, **kwargs):\n"
+        "    raise OSError('no network here')\n"
+        "socket.socket.connect = socket.socket.connect_ex = socket.create_connection = refuse\n"
+        "print(StaticEmbedder().embed(['retry a failed task']).shape)\n"
+        "heavy = ('torch', 'transformers', 'tokenizers', 'sentence_transformers')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.split("\n")[:2] == ["(1, 256)", "[]"]
+
+
+def test_a_damaged_static_model_names_its_folder(tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(STATIC_MODEL, folder)
+    lines = (folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    (folder / "vocab.txt").write_text("\n".join(lines[:-5]) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"{folder}.*damaged"):
+        StaticEmbedder(folder).embed(["anything"])
+    (folder / "manifest.json").write_text("{", encoding="utf-8")
+    with pytest.raises(ConfigError, match="cannot read the static embedder"):
+        StaticEmbedder(folder)
+
+
+def test_hybrid_retrieval_with_the_static_embedder_ranks_the_docs():
+    corpus = load_corpus(DATA / "retrieval" / "docs")
+    retriever = Retriever(corpus, RetrievalConfig(retriever="hybrid", embedder="static"))
+    assert retriever.index.manifest["embedder"] == retriever.embedder.name
+    assert retriever.index.vectors.shape == (len(corpus.chunks), 256)
+    from docpilot.retrieval.index import dense_text
+
+    chunk = corpus.chunks[2]
+    hits = Retriever(corpus, RetrievalConfig(retriever="dense", embedder="static"), index=retriever.index).search(
+        dense_text(corpus, chunk), k=3
+    )
+    assert hits[0].section_id == chunk.section_id and hits[0].score == pytest.approx(1.0, abs=1e-5)

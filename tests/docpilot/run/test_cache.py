@@ -107,3 +107,31 @@ def test_a_new_prompt_version_calls_the_model_again(tmp_path):
     bumped.config.prime.prompt_version = "2"
     again, _ = run_eval(bumped, "inline")
     assert all("retrieve" in r.cached and "model" not in r.cached for r in again.rows)
+
+
+# Regression: a corrupt cache.db made every command exit 3, `cache clear` included.
+def test_a_corrupt_cache_is_reported_with_the_fix_and_cache_clear_still_works(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from docpilot.cli import main
+    from tests.conftest import DATA
+
+    monkeypatch.chdir(tmp_path)
+    cache = tmp_path / "corrupt-cache"
+    cache.mkdir()
+    monkeypatch.setenv("DOCPILOT_CACHE_DIR", str(cache))
+    (cache / "cache.db").write_bytes(b"this is not an SQLite database" * 100)
+    (cache / "index").mkdir()
+    (cache / "index" / "kept").write_text("the search index is not the stage cache")
+    pipeline = DATA / "pipeline"
+    args = ["eval", "--docs", str(pipeline / "docs"), "--golden", str(pipeline / "golden.yaml"),
+            "--orchestrator", "inline", "--gate-only", "--out", str(tmp_path / "r.json")]  # fmt: skip
+    broken = CliRunner().invoke(main, args)
+    assert broken.exit_code == 2, broken.output
+    assert "stage cache cannot be read" in broken.stderr and "docpilot cache clear" in broken.stderr
+    info = CliRunner().invoke(main, ["cache", "info"])
+    assert info.exit_code == 2 and "docpilot cache clear" in info.stderr
+    cleared = CliRunner().invoke(main, ["cache", "clear"])
+    assert cleared.exit_code == 0, cleared.output
+    assert (cache / "index" / "kept").exists() and not (cache / "cache.db").exists()
+    assert CliRunner().invoke(main, args).exit_code == 0

@@ -141,7 +141,7 @@ def test_no_server_is_an_error_not_an_exception():
 
 def test_a_busy_server_is_retried_after_retry_after():
     model = HeldModel()
-    with serve_in_thread(create_app(_workspace(), model, token=None, max_concurrency=1)) as base:
+    with serve_in_thread(create_app(_workspace(), model, token=None, max_concurrency=1, queue_depth=0)) as base:
 
         async def run() -> tuple[RemoteTurn, RemoteTurn]:
             async with httpx.AsyncClient() as client:
@@ -149,7 +149,8 @@ def test_a_busy_server_is_retried_after_retry_after():
                 while (await client.get(f"{base}/healthz")).json()["in_flight"] == 0:
                     await asyncio.sleep(0.01)  # until the first question holds the only slot
                 second = asyncio.create_task(ask(client, base, "How do I install Acme?"))
-                await asyncio.sleep(0.5)  # long enough for the second to be turned away
+                while (await client.get(f"{base}/healthz")).json()["turned_away"] == 0:
+                    await asyncio.sleep(0.01)  # until the server has answered the second with 503
                 model.go.set()
                 return await first, await second
 

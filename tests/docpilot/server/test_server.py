@@ -33,6 +33,7 @@ from tests.docpilot.retrieval.test_embedders import WordHashEmbedder
 DOCS = Path(__file__).resolve().parents[2] / "data" / "pipeline" / "docs"
 TOKEN = "test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+AUTH_JSON = {**AUTH, "Content-Type": "application/json"}
 ANSWERABLE = "How do I install Acme?"
 UNANSWERABLE = "How much does the enterprise plan cost per month?"
 
@@ -301,13 +302,13 @@ def test_the_right_token_passes(url):
 
 def test_a_body_over_the_limit_is_413_declared_or_chunked(url):
     big = json.dumps({"question": "x" * 20_000})
-    assert httpx.post(f"{url}/v1/ask", content=big, headers=AUTH).status_code == 413
+    assert httpx.post(f"{url}/v1/ask", content=big, headers=AUTH_JSON).status_code == 413
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: the server has to count
         for i in range(0, len(big), 1000):
             yield big[i : i + 1000].encode()
 
-    response = httpx.post(f"{url}/v1/ask", content=chunks(), headers=AUTH)
+    response = httpx.post(f"{url}/v1/ask", content=chunks(), headers=AUTH_JSON)
     assert response.status_code == 413 and response.json()["error"]["code"] == "body_too_large"
 
 
@@ -329,14 +330,14 @@ def test_bad_requests_are_422_with_a_clear_message(url, body, says):
 
 
 def test_a_body_that_is_not_json_is_422(url):
-    response = httpx.post(f"{url}/v1/ask", content=b"question=hi", headers=AUTH)
+    response = httpx.post(f"{url}/v1/ask", content=b"question=hi", headers=AUTH_JSON)
     assert response.status_code == 422 and response.json()["error"]["code"] == "invalid_json"
 
 
-def test_a_full_server_answers_503_with_retry_after_at_once():
+def test_a_full_server_with_no_queue_answers_503_with_retry_after_at_once():
     hold = threading.Event()
     model = ScriptedModel(hold=hold)
-    with _serve(model, max_concurrency=1) as base, httpx.Client() as client:
+    with _serve(model, max_concurrency=1, queue_depth=0) as base, httpx.Client() as client:
         with client.stream("POST", f"{base}/v1/ask", json={"question": ANSWERABLE}) as first:
             lines = first.iter_lines()
             assert next(lines) == "event: retrieval"  # the first question holds the only slot

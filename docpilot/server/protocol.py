@@ -1,0 +1,127 @@
+"""The HTTP connection limits uvicorn leaves out: a deadline and a size for request headers, and a connection cap.
+
+Without them a client needs no token to take the server down: connections that send
+half a request line stay open for ever until the file limit stops ``accept``, and
+headers are buffered without bound. ``guarded_protocol`` returns uvicorn's httptools
+protocol with three rules added:
+
+- the request line and headers must arrive within ``header_timeout_s`` of the
+  connection opening (or of the next request's first byte on a kept-alive one);
+  a late client gets ``408`` and the connection is closed;
+- they may take at most ``max_header_bytes``, counted as bytes arrive (any body
+  bytes in the segment that ends the headers count too); more is ``431``;
+- at most ``max_connections`` are open; one more closes the connection that has
+  waited longest for its headers, so a flood of half-open connections cannot keep
+  out a client that speaks promptly (``/healthz`` stays reachable), and when none is
+  waiting the new connection is answered ``503`` and closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+"""Longest time a client may take to send its request line and headers."""
+DEFAULT_MAX_HEADER_BYTES = 32 * 1024
+"""Largest request line plus headers accepted; more is answered 431."""
+DEFAULT_MAX_CONNECTIONS = 4096
+"""Most connections open at once (over all workers), kept below the file limit."""
+
+_REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The connection limits of one serving process."""
+
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+
+
+def refusal(status: int, code: str, message: str) -> bytes:
+    """A complete HTTP response that closes the connection, with the server's JSON error body."""
+    body = json.dumps({"error": {"code": code, "message": message, "request_id": None}}).encode()
+    head = (
+        f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def guarded_protocol(limits: Limits) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol with ``limits`` enforced on every connection."""
+
+    class Guarded(_GuardedProtocol):
+        LIMITS = limits
+
+    return Guarded
+
+
+class _GuardedProtocol(HttpToolsProtocol):
+    LIMITS = Limits()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._header_bytes = 0
+        self._since = time.monotonic()
+        self._start_headers()
+        if len(self.connections) > self.LIMITS.max_connections and not self._shed_oldest():
+            self._refuse(503, "too_many_connections", "the server has too many open connections; retry shortly")
+
+    def _shed_oldest(self) -> bool:
+        """Close the connection that has waited longest for its headers; False when none waits."""
+        waiting = [c for c in self.connections if c is not self and getattr(c, "_header_timer", None) is not None]
+        if not waiting:
+            return False
+        oldest = min(waiting, key=lambda c: c._since)
+        oldest._refuse(408, "request_timeout", "the request headers did not arrive in time")
+        return True
+
+    def _start_headers(self) -> None:
+        self._header_bytes = 0
+        self._since = time.monotonic()
+        self._header_timer = self.loop.call_later(self.LIMITS.header_timeout_s, self._headers_late)
+
+    def _stop_headers(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        limit = self.LIMITS.header_timeout_s
+        self._refuse(408, "request_timeout", f"the request headers did not arrive within {limit:g} s")
+
+    def _refuse(self, status: int, code: str, message: str) -> None:
+        self._stop_headers()
+        if not self.transport.is_closing():
+            self.transport.write(refusal(status, code, message))
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self.transport.is_closing():
+            return
+        if self._header_timer is None and (self.cycle is None or self.cycle.response_complete):
+            self._start_headers()  # the first byte of the next request on a kept-alive connection
+        if self._header_timer is not None:
+            self._header_bytes += len(data)
+            if self._header_bytes > self.LIMITS.max_header_bytes:
+                limit = self.LIMITS.max_header_bytes
+                self._refuse(431, "headers_too_large", f"the request line and headers are over {limit} bytes")
+                return
+        super().data_received(data)
+
+    def on_headers_complete(self) -> None:
+        self._stop_headers()
+        super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_headers()
+        super().connection_lost(exc)

@@ -1,0 +1,232 @@
+"""Serving the app: listening sockets, uvicorn with the connection limits, and one worker process per core.
+
+The extractive answer is CPU-bound Python, and one interpreter runs Python on one
+core at a time however many questions it holds. ``run_server`` therefore forks
+worker processes after the docs and the model are loaded (so they share that
+memory), each running its own event loop on its own ``SO_REUSEPORT`` socket; the
+kernel spreads new connections over them. A question is answered by the worker
+whose socket took its connection, and the server's limits are split over the
+workers: each takes its share of ``--max-concurrency``, of the queue and of the
+connection cap, so the totals are what the options say. Workers end with the first
+process: it stops them on SIGTERM or Ctrl-C, and the kernel stops them should it be
+killed outright.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import ctypes
+import os
+import resource
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import uvicorn
+from starlette.applications import Starlette
+
+from docpilot.errors import ConfigError
+from docpilot.server.guards import AccessLogRedactor
+from docpilot.server.protocol import Limits, guarded_protocol
+
+_PR_SET_PDEATHSIG = 1
+
+
+def default_workers(max_concurrency: int) -> int:
+    """One worker per core, never more than the questions allowed at once."""
+    return max(1, min(os.cpu_count() or 1, max_concurrency))
+
+
+def share(total: int, workers: int, index: int) -> int:
+    """Worker ``index``'s part of ``total`` when it is split over ``workers`` (the parts add up to it)."""
+    return total // workers + (1 if index < total % workers else 0)
+
+
+def bind(host: str, port: int, *, count: int = 1) -> list[socket.socket]:
+    """``count`` listening TCP sockets on one host:port (port 0: any free port); ConfigError when it cannot bind."""
+    sockets: list[socket.socket] = []
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+        family, kind, proto, _, address = found[0]
+        for _ in range(count):
+            # Naming the protocol lets asyncio turn Nagle off; otherwise small events wait on delayed ACKs.
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if count > 1:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(address)
+            address = sock.getsockname()  # the others take the port the first one got
+            sock.listen(2048)  # connections made before uvicorn accepts wait in the backlog
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            hint="pass another --port (0 picks a free one), or stop the process that holds this one",
+        ) from None
+    return sockets
+
+
+def url_of(sock: socket.socket) -> str:
+    """The base URL a bound socket serves."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _uvicorn(
+    app: Starlette, limits: Limits, *, access_log: bool, log_config: dict | None, children: list[int] | None = None
+) -> uvicorn.Server:
+    config = uvicorn.Config(
+        app,
+        http=guarded_protocol(limits),  # type: ignore[arg-type]
+        access_log=access_log,
+        log_config=log_config,
+        lifespan="on",
+        server_header=False,
+        # Longer than clients keep idle connections (4 to 5 s), so the server never closes
+        # one just as a client reuses it.
+        timeout_keep_alive=30,
+        timeout_graceful_shutdown=3,
+    )
+    return _FirstProcess(config, children) if children else uvicorn.Server(config)
+
+
+_SPARE_FILES = 256
+"""Descriptors kept free of connections: the docs, the cache, the log and the workers need some."""
+
+
+def _connection_cap(connections: int) -> int:
+    """Lift the soft open-file limit toward the hard one; the cap that then stays below it.
+
+    A cap above the file limit would let ``accept`` fail first (1,100 half-open
+    connections once stopped a server at the common limit of 1,024).
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + _SPARE_FILES
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return connections
+    return max(1, min(connections, soft - _SPARE_FILES))
+
+
+def _die_with_parent(parent: int) -> None:
+    # Linux ends a worker when the first process dies, even by kill -9; elsewhere this is a no-op.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        os._exit(0)  # the parent died before the request above took effect
+
+
+def run_server(
+    app: Starlette, sockets: list[socket.socket], *, access_log: bool = False, limits: Limits = Limits()
+) -> None:
+    """Serve ``app`` until interrupted (Ctrl-C or SIGTERM): one worker per socket from ``bind``."""
+    log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    # The server's own lines (failures by request id) go where uvicorn's go, in its format.
+    log_config["loggers"]["docpilot"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    log_config.setdefault("filters", {})["redact"] = {"()": AccessLogRedactor}
+    log_config["handlers"]["access"]["filters"] = ["redact"]
+    cap = _connection_cap(limits.max_connections)
+    if len(sockets) > 1 and threading.active_count() > 1:
+        # Forking a process that runs threads (a local embedding model's, say) can leave a
+        # worker holding a lock no thread will release; one process is slower but safe.
+        print("docpilot serve: threads are running, so one worker process answers", file=sys.stderr)
+        for extra in sockets[1:]:
+            extra.close()
+        sockets = sockets[:1]
+    workers = len(sockets)
+    slots = app.state.slots
+    total_slots, total_queue = slots.limit, slots.queue_depth
+    parent, children = os.getpid(), []
+    sys.stdout.flush()  # or every worker would write the same buffered lines again
+    sys.stderr.flush()
+    index = 0
+    for i in range(1, workers):
+        pid = os.fork()
+        if pid == 0:
+            index, children = i, []  # a worker stops no sibling
+            _die_with_parent(parent)
+            break
+        children.append(pid)
+    mine = sockets[index]
+    for sock in sockets:
+        if sock is not mine:
+            sock.close()
+    slots.limit = share(total_slots, workers, index)
+    slots.queue_depth = share(total_queue, workers, index)
+    limits = Limits(limits.header_timeout_s, limits.max_header_bytes, max(1, cap // workers))
+    server = _uvicorn(app, limits, access_log=access_log, log_config=log_config, children=children)
+    try:
+        server.run(sockets=[mine])
+    finally:
+        if index:
+            sys.stdout.flush()
+            os._exit(0)  # a worker never returns into the command that forked it
+        _signal(children)
+        _reap(children)
+
+
+def _signal(children: list[int]) -> None:
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+
+def _reap(children: list[int]) -> None:
+    for pid in children:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+class _FirstProcess(uvicorn.Server):
+    """The server of the first process: it stops its workers with itself, and waits for them.
+
+    uvicorn re-raises SIGTERM once it has shut down, which ends the process on the spot;
+    so the workers are told at once and awaited inside the shutdown, and no worker is
+    still answering on the port when the first process has exited.
+    """
+
+    def __init__(self, config: uvicorn.Config, children: list[int]) -> None:
+        super().__init__(config)
+        self.children = children
+
+    def handle_exit(self, sig: int, frame: object) -> None:
+        _signal(self.children)
+        super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        _signal(self.children)
+        await asyncio.to_thread(_reap, self.children)
+
+
+@contextlib.contextmanager
+def serve_in_thread(
+    app: Starlette, *, host: str = "127.0.0.1", port: int = 0, limits: Limits = Limits()
+) -> Iterator[str]:
+    """Serve ``app`` from a background thread; yields its base URL and stops it on exit."""
+    (sock,) = bind(host, port)
+    server = _uvicorn(app, limits, access_log=False, log_config=None)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="docpilot-server", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the server on {url_of(sock)} did not start")
+            time.sleep(0.01)
+        yield url_of(sock)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
