@@ -72,7 +72,7 @@ def _exit(code: int, *, quick: str | None) -> None:
     for a run that reported to a configured Prefect API: its queued events and logs
     are sent first, as Prefect would at exit, so the run's record is complete on the
     server. A temporary Prefect server, a Dask cluster, or a command run inside another
-    program (a test, a benchmark) gets the ordinary exit.
+    program (a test, a benchmark, a profiler) gets the ordinary exit.
     """
     if quick and _is_this_process() and _threads_quiet():
         if quick == "prefect":
@@ -90,6 +90,10 @@ def _exit(code: int, *, quick: str | None) -> None:
 
 
 def _is_this_process() -> bool:
+    # A profiler, a debugger or coverage wraps the command and writes what it gathered
+    # after the command returns: the process is theirs.
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        return False
     # `python -m docpilot` runs docpilot.__main__; the installed `docpilot` script runs a file of that name.
     entry = sys.modules.get("__main__")
     spec = getattr(entry, "__spec__", None)
