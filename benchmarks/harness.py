@@ -175,7 +175,8 @@ def main() -> None:
     import docpilot.models.openai  # noqa: F401
     ideal = args.records * args.latency / args.concurrency
     limit = -(-args.records // args.concurrency) * args.latency
-    out: dict = {"load_average": [round(x, 2) for x in os.getloadavg()], "records": args.records, "latency_s": args.latency, "concurrency": args.concurrency,
+    out: dict = {"load_average": [round(x, 2) for x in os.getloadavg()],
+                 "records": args.records, "latency_s": args.latency, "concurrency": args.concurrency,
                  "ideal_s": round(ideal, 3), "physical_limit_s": round(limit, 3)}
     with tempfile.TemporaryDirectory() as tmp, serve_latency_process(Reply(latency_s=args.latency)) as base_url:
         tmp = Path(tmp)
@@ -193,7 +194,8 @@ def main() -> None:
         with prefect_server(args.prefect_api, args.prefect_server) as api:
             if api:
                 expected = expected_task_runs(args.records, args.concurrency)
-                whole_command(golden, tmp / "cache-warm-api", base_url, args.concurrency, api)  # the server's first flow
+                # The server's first flow, which creates what later runs reuse.
+                whole_command(golden, tmp / "cache-warm-api", base_url, args.concurrency, api)
                 recorded_run(api, expected)  # the server idle again, as for a single run
                 reported = whole_command(golden, tmp / "cache-api", base_url, args.concurrency, api)
                 out["whole_command_with_prefect_api"] = {
@@ -236,7 +238,8 @@ def main() -> None:
         make_golden(golden, args.records, edit=7)
         before = requests_seen(base_url)
         edited = run(golden, tmp / "cache", base_url, args.concurrency, "inline")
-        out["one_record_edited"] = {"wall_s": round(edited["wall_s"], 3), "model_calls": requests_seen(base_url) - before}
+        out["one_record_edited"] = {"wall_s": round(edited["wall_s"], 3),
+                                    "model_calls": requests_seen(base_url) - before}
 
 
     if args.json:
