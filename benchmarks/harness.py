@@ -8,8 +8,10 @@ after it arrived (``tests.support.latency_server``), and runs `docpilot eval` ag
    API configured, so ``auto`` runs inline), as a user types it: its wall time from
    start to exit against the ideal N × latency / concurrency, beside the stages' own
    wall time from the report;
-2. with --prefect-server (start one for the run) or --prefect-api URL: the same whole
-   command with that API configured (``auto`` then runs under Prefect), ÷ the inline one;
+2. with --prefect-server (start one for the run, with its services, as `prefect server
+   start` runs) or --prefect-api URL: the same whole command with that API configured
+   (``auto`` then runs under Prefect), ÷ the inline one, and the flow run and its task
+   runs as the server recorded them;
 3. in this process (imports done), the stages' wall time of a cold run against the
    ideal and against the physical limit ⌈N / concurrency⌉ × latency;
 4. re-run with nothing changed, ``--repeat`` times: model calls (counted by the server)
@@ -119,11 +121,40 @@ def prefect_server(url: str | None, start: bool):
         return
     from tasks.prefect_server import start_prefect_server
 
-    server = start_prefect_server()
+    # With its services, as `prefect server start` runs: it records every task run.
+    server = start_prefect_server(services=True)
     try:
         yield server.url
     finally:
         server.stop()
+
+
+def recorded_run(api: str, expected_task_runs: int, timeout_s: float = 60.0) -> dict:
+    """The latest flow run on the server: its state and its task runs by state, once all are recorded.
+
+    The server turns the client's events into task runs after the client has exited;
+    it is given ``timeout_s`` to record the ``expected_task_runs``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        [flow_run] = httpx.post(f"{api}/flow_runs/filter", json={"sort": "START_TIME_DESC", "limit": 1}).json()
+        task_runs = httpx.post(f"{api}/task_runs/filter",
+                               json={"flow_runs": {"id": {"any_": [flow_run["id"]]}}, "limit": 200}).json()
+        if len(task_runs) >= expected_task_runs or time.monotonic() > deadline:
+            states: dict[str, int] = {}
+            for task_run in task_runs:
+                states[task_run["state_type"]] = states.get(task_run["state_type"], 0) + 1
+            return {"flow_run": flow_run["state_type"], "task_runs": len(task_runs), "task_run_states": states,
+                    "expected_task_runs": expected_task_runs}
+        time.sleep(0.5)
+
+
+def expected_task_runs(records: int, concurrency: int) -> int:
+    """Task runs of one eval: five stages per shard, then the report and the scorecard."""
+    from docpilot.config.model import Config
+    from docpilot.run.job import shards
+
+    return 5 * len(list(shards(range(records), Config().shard_size, first=concurrency))) + 2
 
 
 def main() -> None:
@@ -144,7 +175,8 @@ def main() -> None:
     import docpilot.models.openai  # noqa: F401
     ideal = args.records * args.latency / args.concurrency
     limit = -(-args.records // args.concurrency) * args.latency
-    out: dict = {"records": args.records, "latency_s": args.latency, "concurrency": args.concurrency,
+    out: dict = {"load_average": [round(x, 2) for x in os.getloadavg()],
+                 "records": args.records, "latency_s": args.latency, "concurrency": args.concurrency,
                  "ideal_s": round(ideal, 3), "physical_limit_s": round(limit, 3)}
     with tempfile.TemporaryDirectory() as tmp, serve_latency_process(Reply(latency_s=args.latency)) as base_url:
         tmp = Path(tmp)
@@ -161,13 +193,18 @@ def main() -> None:
         }
         with prefect_server(args.prefect_api, args.prefect_server) as api:
             if api:
-                whole_command(golden, tmp / "cache-warm-api", base_url, args.concurrency, api)  # the server's first flow
+                expected = expected_task_runs(args.records, args.concurrency)
+                # The server's first flow, which creates what later runs reuse.
+                whole_command(golden, tmp / "cache-warm-api", base_url, args.concurrency, api)
+                recorded_run(api, expected)  # the server idle again, as for a single run
                 reported = whole_command(golden, tmp / "cache-api", base_url, args.concurrency, api)
                 out["whole_command_with_prefect_api"] = {
                     "orchestrator": reported["orchestrator"],
                     "command_s": round(reported["command_s"], 3),
                     "stages_wall_s": round(reported["wall_s"], 3),
                     "ratio_to_inline": round(reported["command_s"] / command["command_s"], 3),
+                    # The run as the Prefect UI shows it: the flow run and every task run.
+                    "recorded": recorded_run(api, expected),
                 }
 
         before = requests_seen(base_url)
@@ -201,7 +238,8 @@ def main() -> None:
         make_golden(golden, args.records, edit=7)
         before = requests_seen(base_url)
         edited = run(golden, tmp / "cache", base_url, args.concurrency, "inline")
-        out["one_record_edited"] = {"wall_s": round(edited["wall_s"], 3), "model_calls": requests_seen(base_url) - before}
+        out["one_record_edited"] = {"wall_s": round(edited["wall_s"], 3),
+                                    "model_calls": requests_seen(base_url) - before}
 
 
     if args.json:

@@ -48,6 +48,9 @@ _LOG_TAIL_LINES = 5
 # a database of the user's that a throw-away server must not touch.
 _INHERITED_NOT = {"PREFECT_API_URL", "PREFECT_API_DATABASE_CONNECTION_URL", "PREFECT_SERVER_DATABASE_CONNECTION_URL"}
 
+_RECORDING = ("PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED", "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED")
+"""The services that turn a run's events into task runs in the UI, and keep its events."""
+
 # The server's own settings: an API and nothing else, quiet, and nothing sent anywhere.
 _SERVER_ENV = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -116,7 +119,13 @@ def _start(services: bool, timeout_s: float, *, seed: bool) -> PrefectServer:
     env.update(_SERVER_ENV, PREFECT_HOME=str(home),
                PREFECT_SERVER_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{database}")
     command = [sys.executable, "-m", "prefect", "server", "start", "--host", _HOST, "--port", str(port)]
-    if not services:
+    if services:
+        # This process's quiet defaults (``tasks``) switch off recording task runs and
+        # storing events, for a temporary server stopped mid-run; a server started with
+        # its services is one to look at afterwards, so it records them as a plain
+        # `prefect server start` does.
+        env.update({name: "true" for name in _RECORDING})
+    else:
         command.append("--no-services")
     log = home / "server.log"
     with log.open("wb") as sink:
@@ -150,7 +159,9 @@ def prefect_api() -> Iterator[str]:
             try:
                 yield server.url
             finally:
-                _drain_to_api()
+                # Logs and events still queued would be sent after the server stopped, and
+                # print connection errors at exit: send them while it still listens.
+                drain_to_api(timeout_s=5.0)
     finally:
         server.stop()
 
@@ -170,14 +181,21 @@ def using_api(url: str) -> Iterator[None]:
             os.environ["PREFECT_API_URL"] = previous
 
 
-def _drain_to_api(timeout_s: float = 5.0) -> None:
-    # Logs and events still queued for the server would be sent after it stopped, and
-    # print connection errors at exit: send them while it still listens.
+def drain_to_api(timeout_s: float | None = None) -> bool:
+    """Send the logs and events still queued for the Prefect API; whether all of them went within ``timeout_s``.
+
+    Prefect does the same as the interpreter stops. The command line does it itself so
+    that, once the run's record is on the server, the process can exit without the
+    interpreter's teardown; a server that is about to stop gets it before it stops.
+    """
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
 
-    APILogWorker.drain_all(timeout=timeout_s)
-    EventsWorker.drain_all(timeout=timeout_s)
+    sent = True
+    for worker in (APILogWorker, EventsWorker):  # logs first: a log may emit an event, never the other way
+        _, pending = worker.drain_all(timeout=timeout_s)
+        sent = sent and not pending
+    return sent
 
 
 def _template() -> Path:

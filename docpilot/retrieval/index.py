@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import bm25s
+from tqdm import tqdm
 import numpy as np
 
 from docpilot.config.model import RetrievalConfig
@@ -43,6 +44,9 @@ from docpilot.retrieval.tokens import terms
 
 # bm25s narrates every index build at DEBUG level; a run's own output is the scorecard.
 logging.getLogger("bm25s").setLevel(logging.WARNING)
+# bm25s makes tqdm bars even with progress off, and the first starts tqdm's monitor thread,
+# which lives on: a process holding a stray thread cannot safely fork the server's workers.
+tqdm.monitor_interval = 0
 
 # Bump when what is stored, or how a chunk's indexed text is built, changes.
 INDEX_FORMAT = "docpilot-index-2"

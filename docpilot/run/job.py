@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from docpilot.config.golden import load_golden, load_probes
+from docpilot.config.golden import load_probes, read_golden
 from docpilot.config.model import Config
 from docpilot.errors import InputError
 from docpilot.schema import GoldenRecord, Selection
@@ -49,22 +49,35 @@ class EvalJob(BaseModel):
     """The corpus the run started with: every stage, here or on a worker, must rank that corpus."""
 
 
-_LOADED: dict[tuple[str, str, str], list] = {}
+_LOADED: dict[tuple[str, str, str], tuple[list, list]] = {}
 
 
 def read_records(path: str, kind: str = "golden") -> list:
     """A golden set's records (or, for ``adversarial``, a probe file's probes), parsed once
     per process for the same file content."""
+    return _read(path, kind)[0]
+
+
+def record_warnings(path: str) -> list:
+    """The golden set's warnings (``docpilot.config.golden_warnings``), from the same single parse as its records."""
+    return _read(path, "golden")[1]
+
+
+def _read(path: str, kind: str) -> tuple[list, list]:
     try:
         key = (kind, str(Path(path).resolve()), hashlib.sha256(Path(path).read_bytes()).hexdigest())
     except OSError:
         key = None
-    load = load_probes if kind == "adversarial" else load_golden
-    if key is None:
-        return load(path)  # says what is wrong with the path, in the user's terms
-    if key not in _LOADED:
+    if key is None or key not in _LOADED:
+        if kind == "adversarial":
+            loaded = (load_probes(path), [])
+        else:
+            checked = read_golden(path)
+            loaded = (checked.records, checked.warnings)
+        if key is None:
+            return loaded  # the parse said what is wrong with the path, in the user's terms
         _LOADED.clear()
-        _LOADED[key] = load(path)
+        _LOADED[key] = loaded
     return _LOADED[key]
 
 

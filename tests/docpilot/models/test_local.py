@@ -14,8 +14,6 @@ import subprocess
 import sys
 from urllib.parse import urlsplit
 
-import pytest
-
 from docpilot.models.base import Prompt, parse_refusal
 from docpilot.models.openai import OpenAIModel
 from tests.conftest import DATA, ROOT

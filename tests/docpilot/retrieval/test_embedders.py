@@ -20,8 +20,8 @@ from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import load_corpus
 from docpilot.errors import ConfigError, ModelError
 from docpilot.retrieval.embedders import (
-    Embedder,
     STATIC_MODEL,
+    Embedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
     StaticEmbedder,
