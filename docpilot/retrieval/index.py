@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import bm25s
-from tqdm import tqdm
 import numpy as np
+from tqdm import tqdm
 
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Chunk, Corpus

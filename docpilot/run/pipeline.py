@@ -95,15 +95,6 @@ def _languages(trace: Trace) -> dict[str, str | None]:
     }
 
 
-def model_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[Trace]:
-    """Answer every primed record of a shard, concurrently, reusing cached turns.
-
-    ``refresh`` calls the model for every record and stores the new turns.
-    """
-    progress.advance("model", len(traces) - len(lookup_turns(ws, traces, refresh=refresh)))
-    return answer_shard(ws, traces)
-
-
 def answer_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     """Answer the primed records of a shard that have no turn yet (``lookup_turns`` fills in cached ones).
 
@@ -263,7 +254,7 @@ def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None,
 # The cache apart from the computing. A run that sends shards to other processes (a Dask
 # cluster) keeps every cache read and write in its own process: it fills in what is
 # stored, sends only the rest out to be computed with no cache, and stores what comes
-# back. The entries are the ones ``retrieve_shard`` and ``model_shard`` read and write.
+# back. The entries are the ones ``retrieve_shard`` and the model stage read and write.
 
 
 def lookup_rankings(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[int]:
@@ -314,7 +305,7 @@ def lookup_turns(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -
 
 
 def store_turns(ws: Workspace, traces: list[Trace]) -> None:
-    """Store turns computed elsewhere, under the keys ``model_shard`` reads; errored turns are not kept."""
+    """Store turns computed elsewhere, under the keys ``lookup_turns`` reads; errored turns are not kept."""
     if ws.cache is None:
         return
     for trace in traces:

@@ -21,6 +21,7 @@ from docpilot.run.job import job_records
 from flows.dask import LOCAL_WORKERS, dask_task_runner
 from flows.eval import run_eval
 from tests.conftest import ROOT
+from tests.support.model_stage import model_shard
 from tests.support.pipeline_jobs import PIPELINE, comparable, pipeline_job
 
 
@@ -97,13 +98,13 @@ def test_lookups_fill_in_what_is_stored_and_return_the_rest(tmp_path):
     primed = pipeline.prime_shard(cached, fresh)
     todo = pipeline.lookup_turns(cached, primed)
     assert todo == list(range(len(records)))
-    answered = pipeline.model_shard(bare, [primed[p] for p in todo])
+    answered = model_shard(bare, [primed[p] for p in todo])
     pipeline.store_turns(cached, answered)
 
     def primed_again():
         return pipeline.prime_shard(cached, pipeline.retrieve_shard(cached, pipeline.start_traces(records)))
 
-    assert all("model" in t.cached for t in pipeline.model_shard(cached, primed_again()))
+    assert all("model" in t.cached for t in model_shard(cached, primed_again()))
     again = primed_again()
     assert pipeline.lookup_turns(cached, again) == []
     assert [t.turn for t in again] == [t.turn for t in answered]

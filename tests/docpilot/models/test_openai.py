@@ -214,10 +214,9 @@ async def test_persistent_server_error_gives_up_after_the_retries(base_url: str,
 
 async def test_retry_after_beyond_the_time_budget_gives_up_at_once(base_url: str, script: OpenAIScript) -> None:
     script.enqueue(Reply.failure(429, retry_after="30"))
-    started = time.perf_counter()
     turn = await _complete(base_url, timeout_s=2)
-    assert time.perf_counter() - started < 1
     assert turn.error is not None and "HTTP 429" in turn.error and "timeout_s" in turn.error
+    assert len(script.history) == 1  # no retry: waiting 30 s would overrun the 2 s budget
 
 
 @pytest.mark.parametrize(
@@ -272,7 +271,7 @@ async def test_turn_timeout_keeps_what_arrived(base_url: str, script: OpenAIScri
     assert turn.error is not None and "timeout_s=0.5" in turn.error
     assert turn.reasoning == REASONING and turn.first_thought_ms is not None
     assert turn.first_token_ms is None
-    assert 450 <= turn.latency_ms < 1500
+    assert 450 <= turn.latency_ms < 2000  # cut at the budget, before the server's first token at 2 s
 
 
 async def test_turns_reuse_one_connection(base_url: str, script: OpenAIScript) -> None:
@@ -293,11 +292,9 @@ async def test_concurrent_turns_overlap(base_url: str, script: OpenAIScript) -> 
             async with gate:
                 return await model.complete(PROMPT)
 
-        started = time.perf_counter()
         turns = await asyncio.gather(*(one() for _ in range(20)))
-        elapsed = time.perf_counter() - started
     assert all(t.error is None and t.answer == ANSWER for t in turns)
-    assert elapsed < 1.5  # 20 turns one after another would take 4 s
+    assert 1 < script.peak_in_flight <= 10  # the server held several turns at once, never more than allowed
 
 
 async def test_server_in_its_own_process_answers_the_same() -> None:
@@ -359,11 +356,10 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
 async def test_retry_after_http_date_in_the_past_retries_at_once(base_url: str, script: OpenAIScript) -> None:
     past = format_datetime(datetime(2000, 1, 1, tzinfo=timezone.utc), usegmt=True)
     script.enqueue(Reply.failure(429, "busy", retry_after=past), Reply(answer=ANSWER, stream=False))
-    started = time.perf_counter()
-    turn = await _complete(base_url, backoff_base_s=5)
+    # A 2 s budget: the 5 s backoff, had it been used instead of the date's "now", would overrun it.
+    turn = await _complete(base_url, backoff_base_s=5, timeout_s=2)
     assert turn.error is None and turn.answer == ANSWER
     assert len(script.history) == 2
-    assert time.perf_counter() - started < 1  # the date said "now", so the 5 s backoff was not used
 
 
 def _sdk_stream(base_url: str) -> tuple[str, str, dict[str, int]]:

@@ -12,7 +12,6 @@ from docpilot.run.job import shards
 from docpilot.run.lane import Interrupted, cancel_lanes, open_lane, reset_lanes
 from docpilot.run.pipeline import (
     lookup_turns,
-    model_shard,
     prime_shard,
     retrieve_shard,
     start_traces,
@@ -20,6 +19,7 @@ from docpilot.run.pipeline import (
 from docpilot.run.workspace import open_workspace
 from docpilot.schema import GoldenRecord
 from tests.conftest import DATA
+from tests.support.model_stage import model_shard
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 
 QUESTIONS = [

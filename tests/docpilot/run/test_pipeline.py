@@ -5,7 +5,6 @@ from __future__ import annotations
 from docpilot.config.model import Config
 from docpilot.run.pipeline import (
     build_rows,
-    model_shard,
     prime_shard,
     render_shard,
     retrieve_shard,
@@ -14,6 +13,7 @@ from docpilot.run.pipeline import (
 from docpilot.run.workspace import open_workspace
 from docpilot.schema import GoldenRecord
 from tests.conftest import DATA
+from tests.support.model_stage import model_shard
 
 RECORDS = [
     GoldenRecord(id="rollback", question="How can I roll back to the previous release?", gold=["guide/deploy"],

@@ -19,7 +19,6 @@ from docpilot.models.base import Prompt
 from docpilot.models.registry import build_model
 from docpilot.run.pipeline import (
     build_rows,
-    model_shard,
     prime_shard,
     render_shard,
     retrieve_shard,
@@ -28,6 +27,7 @@ from docpilot.run.pipeline import (
 from docpilot.run.remote import RemoteTurn, ask, ask_url, local_server, remote_shard
 from docpilot.run.workspace import Workspace, open_workspace
 from docpilot.server.app import create_app, serve_in_thread
+from tests.support.model_stage import model_shard
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pipeline"
 TOKEN = "remote-test-token-42"

@@ -19,7 +19,6 @@ from docpilot.models.base import Prompt, Turn
 from docpilot.models.registry import build_model
 from docpilot.retrieval.rankers import Retriever
 from docpilot.run.pipeline import (
-    model_shard,
     prime_shard,
     render_shard,
     retrieve_shard,
@@ -29,6 +28,7 @@ from docpilot.run.workspace import Workspace, open_workspace
 from docpilot.schema import GoldenRecord
 from docpilot.server.app import create_app, serve_in_thread
 from tests.docpilot.retrieval.test_embedders import WordHashEmbedder
+from tests.support.model_stage import model_shard
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "pipeline" / "docs"
 TOKEN = "test-token-0123456789"
