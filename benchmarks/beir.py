@@ -233,13 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verify", action="store_true", help="also compute the figures with pytrec_eval")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    overrides = {}
-    for item in args.sets:
-        key, _, value = item.partition("=")
-        try:
-            overrides[key] = json.loads(value)
-        except ValueError:
-            overrides[key] = value
+    overrides = parse_settings(args.sets)
     result = measure(
         args.data, args.retriever, args.split, overrides=overrides, index_dir=args.index_dir,
         rebuild=args.rebuild, verify=args.verify,
@@ -258,3 +252,15 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def parse_settings(items: list[str]) -> dict:
+    """``--set KEY=VALUE`` items as retrieval overrides: a value is JSON where it parses, else text."""
+    overrides = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            overrides[key] = json.loads(value)
+        except ValueError:
+            overrides[key] = value
+    return overrides

@@ -221,13 +221,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="override a retrieval setting, e.g. --set reference_weight=1 (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    overrides = {}
-    for item in args.sets:
-        key, _, value = item.partition("=")
-        try:
-            overrides[key] = json.loads(value)
-        except ValueError:
-            overrides[key] = value
+    overrides = beir.parse_settings(args.sets)
     result = run(args.data, overrides)
     print(json.dumps(result, indent=2) if args.json else table(result))
 

@@ -14,7 +14,7 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from email.utils import format_datetime
 from pathlib import Path
@@ -29,7 +29,6 @@ from docpilot.models.openai import OpenAIModel, parse_retry_after
 from tests.support.openai_server import (
     OpenAIScript,
     Reply,
-    serve_openai,
     serve_openai_process,
 )
 
@@ -47,18 +46,6 @@ PROMPT = Prompt(
     ],
 )
 PROMPT_WORDS = 8  # the server counts whitespace-separated words of the messages as tokens
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[str, OpenAIScript]]:
-    script = OpenAIScript()
-    with serve_openai(script) as base_url:
-        yield base_url, script
 
 
 @pytest.fixture

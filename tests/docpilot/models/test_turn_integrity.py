@@ -5,31 +5,17 @@ Against the scripted OpenAI-compatible server on 127.0.0.1 (tests/support/openai
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from docpilot.models.base import Prompt, paints
 from docpilot.models.openai import OpenAIModel
 from docpilot.models.wire import PartialTurn
-from tests.support.openai_server import OpenAIScript, Reply, serve_openai
+from tests.support.openai_server import OpenAIScript, Reply
 
 pytestmark = pytest.mark.anyio
 
 PROMPT = Prompt(question="How do I authenticate?", messages=[{"role": "user", "content": "How do I authenticate?"}])
 ANSWER = "Send the token in the Authorization header [1]."
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[str, OpenAIScript]]:
-    script = OpenAIScript()
-    with serve_openai(script) as base_url:
-        yield base_url, script
 
 
 async def _turn(served: tuple[str, OpenAIScript], reply: Reply):
