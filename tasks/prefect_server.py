@@ -35,6 +35,7 @@ import prefect
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from docpilot.errors import OrchestratorError
+from docpilot.run.reaper import stop_child
 
 _HOST = "127.0.0.1"
 
@@ -83,13 +84,7 @@ class PrefectServer:
 
     def stop(self) -> None:
         """Stop the server by its process id, wait for it to exit, and remove its home."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=_STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_child(self.process, grace_s=_STOP_GRACE_S)
         shutil.rmtree(self.home, ignore_errors=True)
 
 

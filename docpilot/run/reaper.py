@@ -52,6 +52,17 @@ def watch_children() -> None:
     atexit.register(_stop_watcher, watcher)
 
 
+def stop_child(process: subprocess.Popen, *, grace_s: float = 10.0) -> None:
+    """Stop a child process the run started: SIGTERM, then SIGKILL if it is still there after ``grace_s``."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def _stop_watcher(watcher: subprocess.Popen) -> None:
     if watcher.poll() is None:
         watcher.kill()

@@ -23,6 +23,7 @@ import yaml
 from docpilot.config.loading import ENV_PREFIX, SECRET_VARIABLES, public_config
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError
+from docpilot.run.reaper import stop_child
 from docpilot.server.schema import TOKEN_VARIABLE
 
 _READY = re.compile(r"listening on (http://\S+)")
@@ -73,12 +74,7 @@ def local_server(
         try:
             yield _wait_ready(process, log_path, start_timeout_s)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_child(process)
 
 
 def _child_env() -> dict[str, str]:
