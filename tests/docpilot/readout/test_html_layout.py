@@ -16,7 +16,6 @@ from docpilot.readout.outcomes import prepare_readout
 from docpilot.readout.svg import histogram
 from docpilot.reports.report import load_report, rescore
 from tests.conftest import DATA
-from tests.support.browser import Browser, find_chromium
 
 SMALL = DATA / "reports" / "small.json"
 
@@ -93,15 +92,6 @@ def test_failing_records_show_the_expected_and_detected_languages(report, tmp_pa
     page = render_html(prepare_readout(report.model_copy(update={"rows": rows}), reports_dir=tmp_path))
     block = page.split('id="rec-pos-miss"')[1].split("</details>")[0]
     assert "<dt>language</dt><dd>expected en; detected in the question en, in the answer de</dd>" in block
-
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip("no Chromium found (apt-get install chromium, or set DOCPILOT_CHROMIUM)")
-    with Browser(executable) as running:
-        yield running
 
 
 def _open(browser, html_path):

@@ -27,7 +27,6 @@ from docpilot.readout.outcomes import prepare_readout
 from docpilot.readout.svg import histogram, recall_curve
 from docpilot.reports.report import load_report, rescore, write_report
 from tests.conftest import DATA, ROOT
-from tests.support.browser import Browser, find_chromium
 
 SMALL = DATA / "reports" / "small.json"
 INJECTED_ID = 'x"><script>window.__pwned=3</script>'
@@ -216,15 +215,6 @@ def test_write_outputs_writes_each_asked_for_format(report, tmp_path):
 
 
 # --- in a real browser -------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip("no Chromium found (apt-get install chromium, or set DOCPILOT_CHROMIUM)")
-    with Browser(executable) as running:
-        yield running
 
 
 @pytest.fixture
