@@ -220,34 +220,37 @@ def eval_command(
     if not inline:
         _import_prefect_meanwhile()
     quick_exit = "inline" if inline else "prefect" if runner == "local" and configured_api() else None
+    from docpilot.config.loading import load_config
     from docpilot.models.probe import ready_endpoint
     from docpilot.run import progress
     from docpilot.run.job import build_job
     from docpilot.schema import Selection
 
-    job = build_job(
-        config_path, overrides=_overrides(docs, golden, record_set, provider, model, base_url, concurrency),
-        record_set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
-        refresh=["retrieve", "model"] if "all" in refresh else sorted(set(refresh)),
-        allow_errors=allow_errors, out=out, runtime=runtime, url=url,
-        selection=Selection(ids=list(record_ids), tags=list(tags), limit=limit),
-    )
-    check_settings(job.config)
-    if record_set == "golden":
-        _warn_about(job.golden)
-    _check_outputs(out, job.config.reports_dir, html_path, junit_path, markdown_path)
-    # Only a run that starts helpers needs the watcher: one that reports to a configured
-    # Prefect API starts none, and would pay for a second Python process.
-    temporary_server = orchestration.orchestrator == "prefect" and not configured_api()
-    if temporary_server or runner == "dask" or runtime == "server":
-        from docpilot.run.reaper import watch_children
-
-        watch_children()  # Prefect's temporary server, a Dask cluster or a local server: gone if this is killed
+    config = load_config(config_path, overrides=_overrides(docs, golden, record_set, provider, model, base_url,
+                                                             concurrency))
+    check_settings(config)
     # The model this process calls: none for --gate-only, nor when a running server is measured.
-    # Its endpoint is probed (the local provider's server started) before the first record.
+    # Its endpoint is probed while the records, the docs and the index load, and must
+    # answer before the first record is sent (the local provider's server starts then).
     calls_model = not gate_only and not (runtime == "server" and url)
-    with ready_endpoint(job.config) if calls_model else contextlib.nullcontext(job.config) as config:
-        job = job.model_copy(update={"config": config})
+    with ready_endpoint(config) if calls_model else contextlib.nullcontext(lambda: config) as ready:
+        job = build_job(
+            config, record_set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
+            refresh=["retrieve", "model"] if "all" in refresh else sorted(set(refresh)),
+            allow_errors=allow_errors, out=out, runtime=runtime, url=url,
+            selection=Selection(ids=list(record_ids), tags=list(tags), limit=limit),
+        )
+        if record_set == "golden":
+            _warn_about(job.golden)
+        _check_outputs(out, job.config.reports_dir, html_path, junit_path, markdown_path)
+        # Only a run that starts helpers needs the watcher: one that reports to a configured
+        # Prefect API starts none, and would pay for a second Python process.
+        temporary_server = orchestration.orchestrator == "prefect" and not configured_api()
+        if temporary_server or runner == "dask" or runtime == "server":
+            from docpilot.run.reaper import watch_children
+
+            watch_children()  # Prefect's temporary server, a Dask cluster or a local server: gone if this is killed
+        job = job.model_copy(update={"config": ready()})
         sink = progress.sink_for()
         progress.install(sink)
         try:

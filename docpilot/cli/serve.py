@@ -66,7 +66,8 @@ def serve_command(
     workspace = open_workspace(config, use_cache=False)
     # The model endpoint is checked (and the local provider's server started) before the
     # port opens, so a wrong key stops here rather than failing every question.
-    with ready_endpoint(config) as config:
+    with ready_endpoint(config) as ready:
+        config = ready()
         app = create_app(
             workspace,
             build_model(config.model, corpus=workspace.corpus),

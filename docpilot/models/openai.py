@@ -188,6 +188,20 @@ class OpenAIModel:
         self._session_loop = loop
         return self._session
 
+    async def first_reply(self) -> tuple[int, str]:
+        """The status and body of one unstreamed request for a single token, as ``probe_endpoint`` sends it.
+
+        It goes the way every turn goes (this model's session, headers, proxy and
+        timeouts) and is never retried; a connection that cannot be made raises
+        aiohttp's ``ClientConnectorError``.
+        """
+        body = {"model": self.model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1,
+                "stream": False}
+        async with self._session_here().post(
+            self._url, data=orjson.dumps(body), headers=self._headers, **self._request_options
+        ) as response:
+            return response.status, await response.text(errors="replace")
+
     async def stream(self, prompt: Prompt) -> AsyncIterator[tuple[str, str]]:
         """The reply as it arrives: ``("thought", text)`` and ``("token", text)`` pieces, then
         one ``("finish", json)`` piece with the turn's finish_reason and usage (``finish_piece``).

@@ -10,17 +10,20 @@ run's own retries and error rows deal with a service that is only busy.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 
-import httpx
+import aiohttp
 
 from docpilot.config.model import Config
 from docpilot.config.redact import redact
 from docpilot.errors import ConfigError
-from docpilot.models.connection import tls_context
 from docpilot.models.keys import api_key_from_env
+from docpilot.models.openai import OpenAIModel
 from docpilot.models.wire import excerpt
 
 _FATAL = {
@@ -31,33 +34,38 @@ _FATAL = {
 
 
 def probe_endpoint(base_url: str, model: str, api_key: str | None, *, timeout_s: float = 30.0) -> None:
-    """Ask ``base_url`` for a one-token completion; ConfigError when it cannot serve the run."""
-    url = f"{base_url.rstrip('/')}/chat/completions"
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    body = {"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1, "stream": False}
-    verify = tls_context() if url.startswith("https:") else True
+    """Ask ``base_url`` for a one-token completion; ConfigError when it cannot serve the run.
+
+    The request goes through the run's own model client, so it takes the route the
+    turns will take (proxy, certificates, headers).
+    """
+    client = OpenAIModel(base_url=base_url, model=model, api_key=api_key, timeout_s=timeout_s, retries=0)
+    url = f"{client.base_url}/chat/completions"
+
+    async def ask() -> tuple[int, str]:
+        try:
+            return await client.first_reply()
+        finally:
+            await client.aclose()
+
     try:
-        with httpx.Client(timeout=timeout_s, verify=verify) as client:
-            response = client.post(url, json=body, headers=headers)
-    except httpx.ConnectError as exc:
+        status, text = asyncio.run(ask())
+    except aiohttp.ClientConnectorError as exc:
         raise ConfigError(
             f"cannot connect to the model endpoint {url} ({redact(str(exc), api_key) or type(exc).__name__})",
             hint="start the server, or pass the right --base-url (such as http://127.0.0.1:8080/v1)",
         ) from None
-    except httpx.HTTPError:
+    except (aiohttp.ClientError, TimeoutError):
         return  # slow or flaky, not wrong: the run's retries and timeouts decide
-    hint = _FATAL.get(response.status_code)
+    hint = _FATAL.get(status)
     if hint is None:
         return
-    reason = redact(_service_reason(response), api_key)
-    raise ConfigError(f"the model endpoint {url} answered HTTP {response.status_code}: {reason}", hint=hint)
+    reason = redact(_service_reason(text), api_key)
+    raise ConfigError(f"the model endpoint {url} answered HTTP {status}: {reason}", hint=hint)
 
 
-def _service_reason(response: httpx.Response) -> str:
+def _service_reason(text: str) -> str:
     """The service's own words: ``error.message`` of an OpenAI-style body, else the body itself."""
-    text = response.text
     try:
         error = json.loads(text).get("error")
     except (ValueError, AttributeError):
@@ -70,24 +78,36 @@ def _service_reason(response: httpx.Response) -> str:
 
 
 @contextlib.contextmanager
-def ready_endpoint(config: Config) -> Iterator[Config]:
-    """The run's config with its model endpoint up and checked, for the duration of the block.
+def ready_endpoint(config: Config) -> Iterator[Callable[[], Config]]:
+    """For the duration of the block, ``ready``: call it before the first turn, for the config to run with.
 
-    The extractive model needs nothing. The ``local`` provider's server is started here
-    (and stopped after the block), and the config given back points at it. An ``openai``
-    endpoint is probed once; ConfigError (exit 2) when it cannot serve the run.
+    ``ready()`` returns the run's config with its model endpoint up and checked, or
+    raises ConfigError (exit 2) when the endpoint cannot serve the run. The extractive
+    model needs nothing. An ``openai`` endpoint's probe is sent at once, on a thread of
+    its own, so its round trip overlaps whatever the caller loads before it asks; a
+    caller that fails meanwhile (a broken golden set) does not wait for it. The
+    ``local`` provider's server is started by the first ``ready()``, in the caller's
+    thread (the server is tied to the thread that started it and stops with it), and
+    stopped after the block; the config given back points at it.
     """
     settings = config.model
     if settings.provider == "extractive":
-        yield config
+        yield lambda: config
         return
     if settings.provider == "local" and not settings.base_url:
         from docpilot.models.local import serve_local
 
-        with serve_local(settings.path, name=settings.name, seed=settings.seed) as url:
-            served = config.model_copy(update={"model": settings.model_copy(update={"base_url": url})})
-            probe_endpoint(url, settings.name, None, timeout_s=settings.timeout_s)
-            yield served
+        with contextlib.ExitStack() as stack:
+            served: list[Config] = []
+
+            def start() -> Config:
+                if not served:
+                    url = stack.enter_context(serve_local(settings.path, name=settings.name, seed=settings.seed))
+                    probe_endpoint(url, settings.name, None, timeout_s=settings.timeout_s)
+                    served.append(config.model_copy(update={"model": settings.model_copy(update={"base_url": url})}))
+                return served[0]
+
+            yield start
         return
     # A local model whose server is already up (started by the process that launched this
     # one) is probed like any endpoint.
@@ -97,5 +117,20 @@ def ready_endpoint(config: Config) -> Iterator[Config]:
             hint="pass --base-url http://HOST:PORT/v1 or set model.base_url in the config",
         )
     key = api_key_from_env() if settings.provider == "openai" else None
-    probe_endpoint(settings.base_url, settings.name, key, timeout_s=settings.timeout_s)
-    yield config
+    probed: Future[None] = Future()
+
+    def probe() -> None:
+        try:
+            probe_endpoint(settings.base_url, settings.name, key, timeout_s=settings.timeout_s)
+        except BaseException as error:  # handed to the caller's thread, which reports it
+            probed.set_exception(error)
+        else:
+            probed.set_result(None)
+
+    threading.Thread(target=probe, name="docpilot-probe", daemon=True).start()
+
+    def checked() -> Config:
+        probed.result()
+        return config
+
+    yield checked

@@ -136,14 +136,17 @@ def shards(items: Sequence, size: int, *, first: int | None = None) -> Iterator[
 
 
 def build_job(
-    config_path: str | None = None,
+    config: str | Config | None = None,
     *,
     overrides: dict | None = None,
     record_set: Literal["golden", "adversarial"] = "golden",
     check_corpus: bool = True,
     **settings,
 ) -> EvalJob:
-    """The job of a configuration file (None: ``configs/docpilot.yaml`` if present), its records read and checked.
+    """The job of a configuration, its records read and checked.
+
+    ``config`` is a configuration file (None: ``configs/docpilot.yaml`` if present),
+    read with ``overrides``, or a configuration already read.
 
     The record file is the configuration's golden set, or its attack probes for the
     adversarial set. Its records are parsed now, so a mistake in them stops the run
@@ -155,7 +158,10 @@ def build_job(
     from docpilot.config.golden import validate_against_corpus
     from docpilot.config.loading import load_config
 
-    config = load_config(config_path, overrides=overrides)
+    if not isinstance(config, Config):
+        config = load_config(config, overrides=overrides)
+    elif overrides:
+        raise ValueError("overrides apply to a configuration file, not to a configuration already read")
     path = config.golden if record_set == "golden" else config.adversarial
     records = read_records(path, record_set)
     job = EvalJob(config=config, golden=path, set=record_set, **settings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -79,6 +80,25 @@ def test_a_refused_connection_stops_the_run(tmp_path) -> None:
     result = run("eval", *BASE, "--provider", "openai", "--base-url", f"http://127.0.0.1:{port}/v1",
                  "--out", str(tmp_path / "r.json"))
     assert result.exit_code == 2 and "cannot connect" in result.output and "--base-url" in result.output
+
+
+def test_a_broken_golden_set_is_reported_without_waiting_for_a_silent_endpoint(tmp_path) -> None:
+    # The probe goes out while the golden set is read; a golden set that cannot be read is
+    # reported at once, not after the probe's timeout against a server that never answers.
+    golden = tmp_path / "golden.yaml"
+    golden.write_text("- id: one\n  question: [unclosed\n")
+    with socket.socket() as silent:  # accepts connections (the kernel does), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        result = run("eval", "--docs", str(PIPELINE / "docs"), "--golden", str(golden), "--orchestrator", "inline",
+                     "--provider", "openai", "--base-url", f"http://127.0.0.1:{port}/v1",
+                     "--out", str(tmp_path / "r.json"))
+        elapsed = time.monotonic() - started
+    assert result.exit_code == 2 and "golden.yaml" in result.output and "YAML" in result.output
+    assert elapsed < 10, f"waited {elapsed:.1f} s for an endpoint that never answers"
+    assert not (tmp_path / "r.json").exists()
 
 
 def test_faults_are_grouped_by_cause_before_the_scorecard(tmp_path, served) -> None:
