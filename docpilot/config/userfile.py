@@ -120,7 +120,7 @@ def parse_yaml(text: str, path: Path, *, error: type[InputError] = InputError) -
     try:
         loader = _Loader(text)  # the reader already refuses control characters here
         root = loader.get_single_node()
-        if root is not None:
+        if root is not None and "*" in text:  # no alias is written without one
             check_aliases(root, path, error)
         return root, loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as exc:
