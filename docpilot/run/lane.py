@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from docpilot.assistant.language import preload as preload_language
-from docpilot.models.base import Model
+from docpilot.models.base import Model, Turn
 from docpilot.models.registry import build_model
 from docpilot.run import progress
 
@@ -45,8 +45,10 @@ class Interrupted(Exception):
 class _Batch:
     """One model stage's records: done when each of them is answered and stored, or when it failed."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, counted: bool = True) -> None:
         self.remaining = size
+        self.counted = counted
+        """Whether its turns advance the run's progress (not for turns sent ahead of the run's own stage)."""
         self.done: Future[None] = Future()
         self._lock = threading.Lock()  # the writer, the loop and an interrupt may settle it at once
 
@@ -75,6 +77,10 @@ class ModelLane:
         self._batches_lock = threading.Lock()
         self._workers: list[asyncio.Task] = []
         self._models: list[Model] = []
+        # On the loop only: the askers of each prompt being answered, and the turns answered
+        # so far, by the prompt's cache key. A prompt is sent once however often it is asked.
+        self._waiting: dict[str, list[tuple[Trace, _Batch]]] = {}
+        self._answered: dict[str, Turn] = {}
         self.users = 0
         self._thread.start()
         try:
@@ -97,37 +103,61 @@ class ModelLane:
             asyncio.create_task(self._work(self._models[w % count])) for w in range(settings.concurrency)
         ]
 
-    def answer(self, traces: list[Trace]) -> None:
-        """Answer ``traces`` (each with a prompt), storing each turn as it arrives; blocks until all are stored."""
+    def answer(self, traces: list[Trace], keys: list[str], *, counted: bool = True) -> None:
+        """Answer ``traces`` (each with a prompt), storing each turn as it arrives; blocks until all are stored.
+
+        ``keys`` are the prompts' cache keys. A prompt already answered in this lane is
+        not sent again, and one in flight is waited for: that is how the run's model
+        stage picks up the turns of a shard sent ahead of it (``counted=False``, which
+        leaves the progress to the stage).
+        """
         if not traces:
             return
-        batch = _Batch(len(traces))
+        batch = _Batch(len(traces), counted=counted)
         with self._batches_lock:
             self._batches.add(batch)
         try:
-            self._loop.call_soon_threadsafe(self._enqueue, traces, batch)
+            self._loop.call_soon_threadsafe(self._enqueue, list(zip(traces, keys, strict=True)), batch)
             batch.done.result()
         finally:
             with self._batches_lock:
                 self._batches.discard(batch)
 
-    def _enqueue(self, traces: list[Trace], batch: _Batch) -> None:
-        for trace in traces:
-            self._queue.put_nowait((trace, batch))
+    def _enqueue(self, asked: list[tuple[Trace, str]], batch: _Batch) -> None:
+        for trace, key in asked:
+            answered = self._answered.get(key)
+            if answered is not None:
+                self._settle(trace, batch, answered)
+            elif key in self._waiting:
+                self._waiting[key].append((trace, batch))
+            else:
+                self._waiting[key] = [(trace, batch)]
+                self._queue.put_nowait(key)
 
     async def _work(self, model: Model) -> None:
         while True:
-            trace, batch = await self._queue.get()
-            if batch.done.done():  # the batch failed or was cancelled: skip the rest of it
+            key = await self._queue.get()
+            askers = self._waiting[key]
+            if all(batch.done.done() for _, batch in askers):  # failed or cancelled: skip the turn
+                del self._waiting[key]
                 continue
             try:
-                trace.turn = await model.complete(trace.prompt)
+                turn = await model.complete(askers[0][0].prompt)
             except Exception as error:  # a bug in a model; faults of the service end the turn instead
-                batch.fail(error)
+                for _, batch in self._waiting.pop(key):
+                    batch.fail(error)
                 continue
+            if turn.error is None:  # a failed turn is asked again, as a re-run would
+                self._answered[key] = turn
+            for trace, batch in self._waiting.pop(key):
+                self._settle(trace, batch, turn)
+
+    def _settle(self, trace: Trace, batch: _Batch, turn: Turn) -> None:
+        trace.turn = turn
+        if batch.counted:
             progress.advance("model")
-            # Not awaited: the next turn starts now, while this one is stored.
-            self._writer.submit(self._store, trace, batch)
+        # Not awaited: the next turn starts now, while this one is stored.
+        self._writer.submit(self._store, trace, batch)
 
     def _store(self, trace: Trace, batch: _Batch) -> None:
         try:

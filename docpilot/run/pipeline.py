@@ -95,16 +95,17 @@ def _languages(trace: Trace) -> dict[str, str | None]:
     }
 
 
-def answer_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
+def answer_shard(ws: Workspace, traces: list[Trace], *, counted: bool = True) -> list[Trace]:
     """Answer the primed records of a shard that have no turn yet (``lookup_turns`` fills in cached ones).
 
     The turns go through the process's model lane, which keeps the configured number
-    in flight across shards, and each is stored as it arrives.
+    in flight across shards, sends a prompt once however often it is asked, and stores
+    each turn as it arrives. ``counted=False`` leaves them out of the run's progress.
     """
     todo = [t for t in traces if t.turn is None and t.prompt is not None and not t.gate_refused]
     if todo:
         with open_lane(ws, TurnWriter(ws)) as lane:
-            lane.answer(todo)
+            lane.answer(todo, [_model_key(ws, t.prompt) for t in todo], counted=counted)
     return traces
 
 

@@ -11,6 +11,7 @@ from docpilot.config.model import Config
 from docpilot.run.job import shards
 from docpilot.run.lane import Interrupted, cancel_lanes, open_lane, reset_lanes
 from docpilot.run.pipeline import (
+    answer_shard,
     lookup_turns,
     prime_shard,
     retrieve_shard,
@@ -122,6 +123,22 @@ def test_an_interrupted_run_keeps_its_answered_turns_and_resumes(tmp_path):
         model_shard(ws, resumed)
     assert len(script.history) - asked_before == 6 - answered
     assert all(t.turn is not None and t.turn.error is None for t in resumed)
+
+
+def test_a_prompt_asked_again_in_a_run_is_sent_once(tmp_path):
+    # Two records with one question get one prompt: the second asker waits for the turn
+    # in flight, and a third, after it was answered, gets it at once.
+    script = OpenAIScript(default=Reply(latency_s=0.2))
+    twins = [GoldenRecord(id=f"twin{i}", question=QUESTIONS[0], split="dev") for i in range(3)]
+    with serve_openai(script) as base_url:
+        ws = _workspace(tmp_path, base_url, concurrency=4)
+        first, second, third = (_primed(ws, [record]) for record in twins)
+        assert first[0].prompt.messages == second[0].prompt.messages == third[0].prompt.messages
+        with open_lane(ws, lambda trace: None):  # one lane for the three stages, as in a run
+            assert _in_threads(ws, [first, second]) == []
+            answer_shard(ws, third)  # not looked up in the cache: the lane itself knows the answer
+    assert len(script.history) == 1
+    assert first[0].turn is second[0].turn is third[0].turn and first[0].turn.error is None
 
 
 def test_the_lane_closes_when_its_last_user_leaves(tmp_path):
