@@ -81,7 +81,7 @@ def _warn_about(path: str) -> None:
 
 
 def _import_prefect_meanwhile() -> None:
-    """Import the flow (and Prefect, a second of it) on a thread of its own while the job is built."""
+    """Import the flow (and Prefect, a second of it) on a thread of its own while the job is built (Dask runs)."""
     import threading
 
     def load() -> None:
@@ -217,7 +217,7 @@ def eval_command(
 
     orchestration = choose(orchestrator, runner=runner)
     inline = orchestration.orchestrator == "inline" and runner == "local"
-    if not inline:
+    if runner == "dask":
         _import_prefect_meanwhile()
     quick_exit = "inline" if inline else "prefect" if runner == "local" and configured_api() else None
     from docpilot.config.loading import load_config
@@ -260,9 +260,13 @@ def eval_command(
 
                     report, path = run_inline(job, orchestration)
                 else:
-                    from flows.eval import run_eval
+                    from docpilot.run.wiring import leading
 
-                    report, path = run_eval(job, orchestration, runner=runner, dask_address=dask_address)
+                    # The first turns go out while Prefect is imported and the flow run starts.
+                    with leading(job) if runner == "local" else contextlib.nullcontext():
+                        from flows.eval import run_eval
+
+                        report, path = run_eval(job, orchestration, runner=runner, dask_address=dask_address)
         finally:
             progress.install(None)
             sink.close()

@@ -7,7 +7,9 @@ stdout stays clean.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from typing import Protocol, TextIO
 
 
@@ -26,6 +28,17 @@ def install(sink: Sink | None) -> None:
     """Send progress to ``sink`` (None: nowhere)."""
     global _sink
     _sink = sink
+
+
+@contextlib.contextmanager
+def muted() -> Iterator[None]:
+    """Count nothing while in the block: work done ahead of the run's stages, which count it themselves."""
+    global _sink
+    sink, _sink = _sink, None
+    try:
+        yield
+    finally:
+        _sink = sink
 
 
 def start(stage: str, total: int) -> None:

@@ -56,6 +56,14 @@ def model(job: EvalJob, traces: list[Trace]) -> list[Trace]:
         return traces
 
 
+def answer_ahead(job: EvalJob, traces: list[Trace]) -> list[Trace]:
+    """Answer turns ahead of the run's own model stage (``wiring.leading``), which counts them and waits for them."""
+    try:
+        return pipeline.answer_shard(_workspace(job), traces, counted=False)
+    except Interrupted:
+        return traces
+
+
 def remote(job: EvalJob, traces: list[Trace]) -> list[Trace]:
     """Ask the assistant's HTTP server a shard's questions: retrieve, prime and model, over the network."""
     from docpilot.run.remote import remote_shard

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from docpilot.run import progress, stages
@@ -61,7 +62,8 @@ class Executor:
 
 def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -> tuple[Report, str]:
     """Run every stage over every shard, then score and write the report; the report and its path."""
-    start = time.perf_counter()
+    lead = None if executor.remote else _take_lead(job)
+    start = lead.started if lead is not None else time.perf_counter()  # the stages' time includes the lead's
     reset_lanes()
     # What exists now (imports, the corpus, the index) lives for the whole run; frozen, the
     # garbage collector stops walking it again and again. The run's own objects are many
@@ -71,7 +73,7 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
     gc.freeze()
     gc.set_threshold(max(threshold[0], 50_000), *threshold[1:])
     try:
-        rows = _rows(job, executor)
+        rows = _rows(job, executor, lead)
         wall_ms = (time.perf_counter() - start) * 1000
         return executor.call(stages.report, job, rows, wall_ms, orchestration.report_fields())
     finally:
@@ -86,9 +88,78 @@ class _Sent:
     traces: list[Trace]
     todo: list[int]
     future: Any
+    ahead: list[int] | None = None
+    """For the lead shard: the positions whose turns it sent ahead (the model stage asks for these)."""
 
 
-def _rows(job: EvalJob, executor: Executor) -> list:
+@dataclass
+class Lead:
+    """The run's first shards, ranked, primed and with their turns sent before the orchestrator is up."""
+
+    job: EvalJob
+    shards: list[tuple[list[Trace], list[int], list[int]]]
+    """Each shard's traces, the positions it ranked (the others' rankings were stored), and the
+    positions it handed to the model lane (the others had stored turns, or no prompt to send)."""
+    started: float
+    """``time.perf_counter()`` when the lead began: the run's stages started then."""
+
+
+_lead: Lead | None = None  # the lead of the run about to start in this process, taken by its first shards
+
+
+@contextlib.contextmanager
+def leading(job: EvalJob) -> Iterator[None]:
+    """Send the run's first turns now, and let the run that follows in the block take them up.
+
+    An orchestrator that takes a second or more to get going (Prefect: its import, the
+    flow run) would keep the model idle meanwhile. So the run's first ``LOOKAHEAD``
+    shards (a round of ``model.concurrency`` records, then a full shard) are ranked and
+    primed here, in this thread, and their turns go to the process's model lane on a
+    thread of their own. When the run in the block reaches those shards, it ranks and
+    primes them again as stages of its own (the same results, in a few milliseconds,
+    so every stage of every shard is still one of its task runs), and its model stage
+    waits for the turns in flight: the lane sends a prompt once. Only for stages that
+    run in this process (not Dask, not the server runtime) and for runs that call the
+    model.
+    """
+    global _lead
+    records = job_records(job)
+    concurrency = job.config.model.concurrency
+    if job.gate_only or job.runtime == "server" or not records:
+        yield
+        return
+    lead = Lead(job, [], time.perf_counter())
+    with ThreadPoolExecutor(max_workers=LOOKAHEAD, thread_name_prefix="docpilot-lead") as pool:
+        answering = []
+        try:
+            for shard in itertools.islice(shards(records, job.config.shard_size, first=concurrency), LOOKAHEAD):
+                traces = start_traces(shard)
+                with progress.muted():  # the run's own stages count these records
+                    todo = stages.look_up_rankings(job, traces)
+                    for position, trace in zip(todo, stages.retrieve(job, [traces[p] for p in todo]), strict=True):
+                        traces[position] = trace
+                    traces = stages.prime(job, traces)
+                    sent = stages.look_up_turns(job, traces)
+                answering.append(pool.submit(stages.answer_ahead, job, [traces[p] for p in sent]))
+                lead.shards.append((traces, todo, sent))
+            _lead = lead
+            yield
+        except BaseException:
+            cancel_lanes()  # the lead's turns still out return now; those answered stay stored
+            raise
+        finally:
+            _lead = None
+    for future in answering:
+        future.result()  # its turns are stored by now; a failure there is the run's own
+
+
+def _take_lead(job: EvalJob) -> Lead | None:
+    global _lead
+    lead, _lead = _lead, None
+    return lead if lead is not None and lead.job == job else None
+
+
+def _rows(job: EvalJob, executor: Executor, lead: Lead | None) -> list:
     records = job_records(job)
     for stage in ("retrieve",) if job.gate_only else ("retrieve", "model"):
         progress.start(stage, len(records))
@@ -118,19 +189,32 @@ def _rows(job: EvalJob, executor: Executor) -> list:
         rows.extend(call(stages.score, job, traces))
 
     def prime_and_answer() -> None:
-        traces = received(ranking.popleft(), "retrieve")
+        ranked = ranking.popleft()
+        traces = received(ranked, "retrieve")
         if job.gate_only:
             rows.extend(call(stages.score, job, traces))
             return
         traces = call(stages.prime, job, traces)
-        answering.append(send(stages.model, traces, stages.look_up_turns(job, traces)))
+        if ranked.ahead is None:
+            todo = stages.look_up_turns(job, traces)
+        else:  # the lead's: its stored turns are filled in, the rest are in flight
+            todo = ranked.ahead
+            progress.advance("model", len(traces) - len(todo))
+        answering.append(send(stages.model, traces, todo))
         while len(answering) > executor.answering_ahead:
             finish_answering()
 
     try:
         # A first shard of one round of turns gets the model going while the rest are ranked.
         first = None if job.gate_only else job.config.model.concurrency
-        for shard in shards(records, job.config.shard_size, first=first):
+        for index, shard in enumerate(shards(records, job.config.shard_size, first=first)):
+            if lead is not None and index < len(lead.shards):  # being answered already
+                traces, ranked, sent = lead.shards[index]
+                progress.advance("retrieve", len(traces) - len(ranked))  # the rankings it found stored
+                ranking.append(replace(send(stages.retrieve, traces, ranked), ahead=sent))
+                while len(ranking) > executor.ranking_ahead:
+                    prime_and_answer()
+                continue
             traces = start_traces(shard)
             if job.runtime == "server":
                 traces = call(stages.remote, job, traces)

@@ -1,0 +1,94 @@
+"""A lead: a run's first turns sent before its orchestrator is up, then taken over by the run itself."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+
+import pytest
+
+from docpilot.config.model import Config
+from docpilot.run import progress
+from docpilot.run.job import EvalJob
+from docpilot.run.orchestrator import choose
+from docpilot.run.wiring import leading, run_inline
+from tests.conftest import DATA
+from tests.support.openai_server import OpenAIScript, Reply, serve_openai
+
+PIPELINE = DATA / "pipeline"
+TIMING_ROW_FIELDS = {"latency_ms", "first_token_ms", "first_thought_ms", "stages_ms"}
+
+
+def _job(tmp_path, name: str, base_url: str) -> EvalJob:
+    config = Config(
+        corpus={"docs": str(PIPELINE / "docs")},
+        golden=str(PIPELINE / "golden.yaml"),
+        cache_dir=str(tmp_path / name / "cache"),
+        reports_dir=str(tmp_path / name / "reports"),
+        shard_size=2,  # a first round of 1, a shard of 2 in the lead; 3 more records after it
+        model={"provider": "openai", "name": "scripted", "base_url": base_url, "concurrency": 1, "retries": 0},
+    )
+    return EvalJob(config=config, golden=config.golden, split="all")
+
+
+def _rows(report):
+    return [row.model_dump(exclude=TIMING_ROW_FIELDS) for row in report.rows]
+
+
+REPLY = Reply(answer="Install Acme with pip install acme-cli [index#install].", latency_s=0.05)
+
+
+@pytest.fixture()
+def script():
+    return OpenAIScript(default=REPLY)
+
+
+def test_a_run_that_took_over_a_lead_gives_the_same_rows_and_asks_each_prompt_once(tmp_path, script):
+    with serve_openai(script) as base_url:
+        plain, _ = run_inline(_job(tmp_path, "plain", base_url), choose("inline"))
+        asked_plain = len(script.history)
+        script.reset(REPLY)
+        job = _job(tmp_path, "lead", base_url)
+        with leading(job):
+            deadline = time.monotonic() + 10
+            while not script.history and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert script.history, "the lead sent nothing before the run started"
+            led, _ = run_inline(job, choose("inline"))
+        asked_led = len(script.history)
+    assert asked_led == asked_plain == 6
+    assert _rows(led) == _rows(plain)
+    timing = ("latency_", "first_token_", "first_thought_", "stage_")
+    assert {k: v for k, v in led.summary.items() if not k.startswith(timing)} == {
+        k: v for k, v in plain.summary.items() if not k.startswith(timing)}
+    assert not any(row.cached for row in led.rows)  # computed in this run, not read from a cache
+
+
+def test_a_lead_counts_each_record_once_in_the_progress(tmp_path, script):
+    stream = io.StringIO()
+    with serve_openai(script) as base_url:
+        job = _job(tmp_path, "progress", base_url)
+        progress.install(progress.LineSink(stream))
+        try:
+            with leading(job):
+                run_inline(job, choose("inline"))
+        finally:
+            progress.install(None)
+    counts = {stage: [int(done) for done, total in re.findall(rf"^{stage}: (\d+)/(\d+) records$",
+                                                                stream.getvalue(), re.M)]
+              for stage in ("retrieve", "model")}
+    assert counts["retrieve"][-1] == 6 and counts["model"][-1] == 6
+    assert max(counts["retrieve"]) == 6 and max(counts["model"]) == 6
+
+
+def test_a_lead_on_a_cached_run_sends_nothing(tmp_path, script):
+    with serve_openai(script) as base_url:
+        job = _job(tmp_path, "cached", base_url)
+        first, _ = run_inline(job, choose("inline"))
+        script.reset(REPLY)
+        with leading(job):
+            again, _ = run_inline(job, choose("inline"))
+    assert script.history == []
+    assert all("model" in row.cached and "retrieve" in row.cached for row in again.rows if row.gold)
+    assert _rows(again) != [] and [r.answer for r in again.rows] == [r.answer for r in first.rows]
