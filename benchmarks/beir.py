@@ -46,6 +46,7 @@ RETRIEVERS = {
     "hybrid": {"retriever": "hybrid", "embedder": "minilm"},
     "static": {"retriever": "dense", "embedder": "static"},
     "static-hybrid": {"retriever": "hybrid", "embedder": "static"},
+    "static-scores": {"retriever": "hybrid", "embedder": "static", "fusion": "scores"},
 }
 """Benchmark names → the retrieval settings they stand for."""
 
