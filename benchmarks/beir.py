@@ -46,6 +46,7 @@ RETRIEVERS = {
     "hybrid": {"retriever": "hybrid", "embedder": "minilm"},
     "static": {"retriever": "dense", "embedder": "static"},
     "static-hybrid": {"retriever": "hybrid", "embedder": "static"},
+    "static-scores": {"retriever": "hybrid", "embedder": "static", "fusion": "scores"},
 }
 """Benchmark names → the retrieval settings they stand for."""
 
@@ -250,10 +251,6 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  index {t['index']} ({t['index_build_s']} s to build), {t['queries_per_s']} queries/s")
 
 
-if __name__ == "__main__":
-    main()
-
-
 def parse_settings(items: list[str]) -> dict:
     """``--set KEY=VALUE`` items as retrieval overrides: a value is JSON where it parses, else text."""
     overrides = {}
@@ -264,3 +261,7 @@ def parse_settings(items: list[str]) -> dict:
         except ValueError:
             overrides[key] = value
     return overrides
+
+
+if __name__ == "__main__":
+    main()

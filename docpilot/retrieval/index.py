@@ -108,6 +108,7 @@ class LexicalIndex:
         self._indices = np.asarray(model.scores["indices"])
         self._indptr = np.asarray(model.scores["indptr"])
         self.size = int(model.scores["num_docs"])
+        self._best: np.ndarray | None = None  # each term's highest weight, made on first use
 
     @classmethod
     def build(cls, texts: Sequence[str], *, k1: float, b: float) -> LexicalIndex:
@@ -122,6 +123,15 @@ class LexicalIndex:
     @classmethod
     def load(cls, folder: Path) -> LexicalIndex:
         return cls(bm25s.BM25.load(str(folder), show_progress=False))
+
+    def best_possible(self, query: Sequence[str]) -> float:
+        """The score of a chunk holding every query term at its highest weight in the index (repeats add up)."""
+        if self._best is None:
+            filled = self._indptr[1:] > self._indptr[:-1]
+            best = np.zeros(len(self._indptr) - 1, dtype=np.float32)
+            best[filled] = np.maximum.reduceat(self._data, self._indptr[:-1][filled])
+            self._best = best
+        return float(sum(self._best[self.vocabulary[t]] for t in query if t in self.vocabulary))
 
     def scores(self, query: Sequence[str]) -> np.ndarray | None:
         """Each chunk's BM25 score for the query terms (repeats add up); None when no term is known."""

@@ -6,8 +6,10 @@ Three retrievers (``retrieval.retriever``) share one flow:
              against each chunk's heading path, page description and text, then
              multiplied by ``retrieval.reference_weight`` on reference pages
     dense    the question's embedding against each chunk's, by cosine similarity
-    hybrid   both ranked lists, fused: a section earns weight / (rrf_k + rank) from
-             each list it appears in
+    hybrid   both, fused: with ``fusion: rrf`` a section earns weight / (rrf_k + rank)
+             from each ranked list it appears in; with ``fusion: scores`` a chunk that
+             shares a word with the question scores
+             bm25_weight · BM25 / best possible BM25 + dense_weight · (1 + cosine) / 2
 
 Chunk scores fold into sections (a section takes its best chunk), sections outside
 the question's ``scope`` never enter a list, and the top ``k`` sections are returned
@@ -43,12 +45,14 @@ from docpilot.retrieval.tokens import terms, words
 
 RETRIEVERS = ("bm25", "dense", "hybrid")
 """The names ``retrieval.retriever`` accepts."""
+FUSIONS = ("rrf", "scores")
+"""The names ``retrieval.fusion`` accepts."""
 
 # Settings that change where or how fast an index is made, never a ranking.
 _OPERATIONAL = frozenset({"index_dir", "embedding_batch_size", "embedding_timeout_s"})
 _BM25_ONLY = frozenset({"k1", "b", "title_weight", "description_weight", "use_vocabulary", "reference_weight"})
 _DENSE_ONLY = frozenset({"embedder", "embedding_model", "embedding_base_url", "embedding_dim"})
-_FUSION_ONLY = frozenset({"rrf_k", "bm25_weight", "dense_weight", "fusion_depth"})
+_FUSION_ONLY = frozenset({"fusion", "rrf_k", "bm25_weight", "dense_weight", "fusion_depth"})
 _SCOPE_MASKS = 256
 _CAP_DEPTH = 4  # a capped list ranks this many times top_k sections, to fill the places given up
 
@@ -106,6 +110,11 @@ def _checked(settings: RetrievalConfig) -> RetrievalConfig:
         raise ConfigError(
             f"unknown retriever {settings.retriever!r}",
             hint=f"set retrieval.retriever to one of: {', '.join(RETRIEVERS)}",
+        )
+    if settings.fusion not in FUSIONS:
+        raise ConfigError(
+            f"unknown fusion {settings.fusion!r}",
+            hint=f"set retrieval.fusion to one of: {', '.join(FUSIONS)}",
         )
     return settings
 
@@ -227,6 +236,8 @@ class Retriever:
             return self._lexical_hits(question, mask, want)
         if retriever == "dense":
             return self._dense_hits(question, mask, want)
+        if self.settings.fusion == "scores":
+            return self._score_fused_hits(question, mask, want)
         depth = max(k, self.settings.fusion_depth)
         lists = [self._lexical_hits(question, mask, depth), self._dense_hits(question, mask, depth)]
         chunk_of: dict[str, str] = {}
@@ -287,6 +298,34 @@ class Retriever:
             scores[~mask] = 0.0
         # A chunk sharing no word with the question scores 0 and is no answer.
         return self._top_sections(scores, k, floor=0.0)
+
+    def _score_fused_hits(self, question: str, mask: np.ndarray | None, k: int) -> list[Hit]:
+        """Chunks that share a word with the question, by bm25_weight · share + dense_weight · closeness.
+
+            share      BM25 score / the best BM25 score possible for these query terms
+            closeness  (1 + cosine) / 2
+
+        Both lie in [0, 1], so the weights say how much each counts, and a question whose
+        words match weakly everywhere leaves more of the ranking to the embedding.
+        """
+        if self._lexical is None or self._vectors is None or self.embedder is None:
+            return []
+        query = self.query_terms(question)
+        scores = self._lexical.scores(query)
+        if scores is None:
+            return []
+        if self._chunk_weight is not None:
+            scores *= self._chunk_weight
+        if mask is not None:
+            scores[~mask] = 0.0
+        alive = np.flatnonzero(scores > 0.0)
+        best = self._lexical.best_possible(query)
+        vector = self.embedder.embed([question])[0]
+        cosine = np.einsum("ij,j->i", self._vectors, vector)  # see _dense_hits for why einsum
+        fused = np.full(len(scores), -np.inf, dtype=np.float32)
+        share, closeness = scores[alive] / best, (1.0 + cosine[alive]) / 2.0
+        fused[alive] = self.settings.bm25_weight * share + self.settings.dense_weight * closeness
+        return self._top_sections(fused, k, floor=-np.inf)
 
     def _dense_hits(self, question: str, mask: np.ndarray | None, k: int) -> list[Hit]:
         if self._vectors is None or self.embedder is None or not question.strip():

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -10,7 +12,7 @@ from benchmarks import beir
 from benchmarks.retrieval_speed import make_questions
 from docpilot.corpus.pages import load_corpus
 from metrics.gold import matches
-from tests.conftest import DATA
+from tests.conftest import DATA, ROOT
 
 TINY = DATA / "benchmarks" / "beir-tiny"
 
@@ -66,6 +68,18 @@ def test_the_script_prints_json(capsys, tmp_path):
     assert set(result["published"]) == {"bm25-anserini-flat", "bm25-anserini-multifield", "all-MiniLM-L6-v2"}
     beir.main(["--data", str(TINY), "--json", "--set", "k1=0.9", "--index-dir", str(tmp_path / "index")])
     assert json.loads(capsys.readouterr().out)["timings"]["index"] == "reused"
+
+
+def test_the_script_runs_as_a_module_with_static_score_fusion():
+    # Regression: the module's main guard stood above parse_settings, so `python -m` failed.
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks.beir", "--data", str(TINY), "--retriever", "static-scores", "--json"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    assert result["settings"]["fusion"] == "scores" and result["settings"]["embedder"] == "static"
+    assert 0 < result["ndcg@10"] <= 1
 
 
 def test_speed_questions_are_drawn_from_the_docs_deterministically():

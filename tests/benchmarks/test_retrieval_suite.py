@@ -35,14 +35,14 @@ def test_missing_corpora_are_reported_absent_and_the_demo_still_runs(tmp_path):
     assert set(demo["splits"]) == {"dev", "test"}
     text = suite.table(result)
     assert "| fastapi | – | absent:" in text and "SciFact: absent" in text
-    assert "| demo (" in text and "hybrid (static) recall@8" in text
+    assert "| demo (" in text and "hybrid (static, scores) recall@8" in text
     assert set(demo["splits"]["dev"]) == {"default", "hybrid_static", "baseline"}
 
 
-def test_the_hybrid_column_is_hybrid_retrieval_with_the_static_embedder(tmp_path):
+def test_the_hybrid_column_is_score_fused_hybrid_retrieval_with_the_static_embedder(tmp_path):
     demo = suite.run(tmp_path)["corpora"][0]
     corpus = load_corpus(ROOT / "docs")
-    hybrid = Retriever(corpus, RetrievalConfig(retriever="hybrid", embedder="static"))
+    hybrid = Retriever(corpus, RetrievalConfig(retriever="hybrid", embedder="static", fusion="scores"))
     dev = [r for r in load_golden(ROOT / "evals" / "golden.yaml") if r.split == "dev"]
     expected = suite.rank_figures(dev, lambda r: [h.section_id for h in hybrid.search(r.question, scope=r.scope)])
     assert demo["splits"]["dev"]["hybrid_static"] == expected
