@@ -7,7 +7,8 @@ setting that shaped it, so a saved index is reused exactly while neither changed
 
     <index_dir>/<fingerprint[:20]>/
         manifest.json        what it holds, how long it took, the full fingerprint
-        bm25/                bm25s's own files (CSC matrix as .npy, vocabulary)
+        bm25/                the BM25 weights by term (data, indices, indptr as .npy) and
+                             the vocabulary (vocabulary.json)
         vectors.npy          one unit-length float32 row per chunk
         text_hashes.npy      a hash of each embedded text, so a rebuild re-embeds only
                              the chunks whose text changed
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import re
 import shutil
@@ -33,23 +33,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import bm25s
 import numpy as np
-from tqdm import tqdm
 
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Chunk, Corpus
+from docpilot.retrieval.bm25 import LexicalIndex
 from docpilot.retrieval.embedders import Embedder
-from docpilot.retrieval.tokens import terms
-
-# bm25s narrates every index build at DEBUG level; a run's own output is the scorecard.
-logging.getLogger("bm25s").setLevel(logging.WARNING)
-# bm25s makes tqdm bars even with progress off, and the first starts tqdm's monitor thread,
-# which lives on: a process holding a stray thread cannot safely fork the server's workers.
-tqdm.monitor_interval = 0
 
 # Bump when what is stored, or how a chunk's indexed text is built, changes.
-INDEX_FORMAT = "docpilot-index-2"
+INDEX_FORMAT = "docpilot-index-3"
 MANIFEST = "manifest.json"
 _FOLDER_CHARS = 20
 _DONORS = 4  # older indexes searched for vectors to reuse
@@ -96,54 +88,6 @@ def uses_bm25(settings: RetrievalConfig) -> bool:
 def uses_vectors(settings: RetrievalConfig) -> bool:
     """Whether the configured retriever ranks with embeddings."""
     return settings.retriever in ("dense", "hybrid")
-
-
-class LexicalIndex:
-    """BM25 scores of every (term, chunk) pair, precomputed by bm25s as a CSC matrix."""
-
-    def __init__(self, model: bm25s.BM25) -> None:
-        self.model = model
-        self.vocabulary: dict[str, int] = model.vocab_dict
-        self._data = np.asarray(model.scores["data"])
-        self._indices = np.asarray(model.scores["indices"])
-        self._indptr = np.asarray(model.scores["indptr"])
-        self.size = int(model.scores["num_docs"])
-        self._best: np.ndarray | None = None  # each term's highest weight, made on first use
-
-    @classmethod
-    def build(cls, texts: Sequence[str], *, k1: float, b: float) -> LexicalIndex:
-        """Index texts, one document each, as stemmed content words."""
-        model = bm25s.BM25(k1=k1, b=b)
-        model.index([terms(text) or ["_empty_"] for text in texts], show_progress=False)
-        return cls(model)
-
-    def save(self, folder: Path) -> None:
-        self.model.save(str(folder), show_progress=False)
-
-    @classmethod
-    def load(cls, folder: Path) -> LexicalIndex:
-        return cls(bm25s.BM25.load(str(folder), show_progress=False))
-
-    def best_possible(self, query: Sequence[str]) -> float:
-        """The score of a chunk holding every query term at its highest weight in the index (repeats add up)."""
-        if self._best is None:
-            filled = self._indptr[1:] > self._indptr[:-1]
-            best = np.zeros(len(self._indptr) - 1, dtype=np.float32)
-            best[filled] = np.maximum.reduceat(self._data, self._indptr[:-1][filled])
-            self._best = best
-        return float(sum(self._best[self.vocabulary[t]] for t in query if t in self.vocabulary))
-
-    def scores(self, query: Sequence[str]) -> np.ndarray | None:
-        """Each chunk's BM25 score for the query terms (repeats add up); None when no term is known."""
-        ids = [self.vocabulary[t] for t in query if t in self.vocabulary]
-        if not ids:
-            return None
-        scores = np.zeros(self.size, dtype=np.float32)
-        for term in ids:
-            start, end = self._indptr[term], self._indptr[term + 1]
-            # A chunk appears once per term column, so plain fancy-index addition is exact.
-            scores[self._indices[start:end]] += self._data[start:end]
-        return scores
 
 
 @dataclass

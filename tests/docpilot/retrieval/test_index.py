@@ -93,7 +93,7 @@ def test_a_damaged_index_is_rebuilt(docs, tmp_path, damage):
     if damage == "manifest":
         (path / MANIFEST).write_text("{not json")
     else:
-        (path / "bm25" / "data.csc.index.npy").write_bytes(b"broken")
+        (path / "bm25" / "data.npy").write_bytes(b"broken")
     again = _open(docs, cache)
     assert again.index.built and again.search(QUESTION)
     assert not _open(docs, cache).index.built

@@ -12,7 +12,8 @@ import pytest
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import load_corpus
 from docpilot.errors import ConfigError
-from docpilot.retrieval.index import LexicalIndex, dense_text, lexical_text
+from docpilot.retrieval.bm25 import LexicalIndex
+from docpilot.retrieval.index import dense_text, lexical_text
 from docpilot.retrieval.rankers import Retriever
 from docpilot.retrieval.tokens import terms
 from tests.conftest import DATA, ROOT
