@@ -26,11 +26,9 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import httpx
 import numpy as np
-from scipy import sparse
 
 from docpilot.config.model import RetrievalConfig
 from docpilot.config.redact import redact
@@ -38,6 +36,9 @@ from docpilot.errors import ConfigError, ModelError
 from docpilot.models.keys import api_key_from_env
 from docpilot.models.wire import parse_retry_after
 from docpilot.retrieval.wordpiece import WordPiece
+
+if TYPE_CHECKING:  # imported where used: a run with BM25 alone needs neither
+    import httpx
 
 _log = logging.getLogger(__name__)
 
@@ -158,6 +159,8 @@ class StaticEmbedder:
         return self._table, self._tokenizer
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        from scipy import sparse
+
         table, tokenizer = self._load()
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
@@ -270,6 +273,8 @@ class OpenAIEmbedder:
         self.retries = retries
         self.backoff_base_s = backoff_base_s
         self.name = f"openai/{model}@{self.base_url}" + (f"/{dimensions}" if dimensions else "")
+        import httpx
+
         self._api_key = api_key or api_key_from_env(os.environ if env is None else env)
         self._client = client or httpx.Client(transport=transport, timeout=httpx.Timeout(timeout_s))
         self._owns_client = client is None
@@ -312,6 +317,8 @@ class OpenAIEmbedder:
         return matrix
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        import httpx
+
         # The service refuses empty strings; a space embeds as "nothing to say".
         body: dict[str, Any] = {"model": self.model, "input": [t if t.strip() else " " for t in batch]}
         body["encoding_format"] = "float"
