@@ -140,10 +140,11 @@ class OpenAIModel:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
         self._tls: ssl.SSLContext | None = None
         if self._owns_session:
-            self._tls = tls_context()
             # Read from the environment once, where aiohttp's trust_env would read it again
             # for every request, in a worker thread (with ~/.netrc): more CPU than the turn.
             proxy, credentials = env_proxy(URL(self._url))
+            if self._url.startswith("https:") or (proxy is not None and proxy.scheme == "https"):
+                self._tls = tls_context()  # certificates are read only for a connection that speaks TLS
             if proxy is not None:
                 self._request_options["proxy"] = proxy
             if credentials is not None and self._url.startswith("https:"):
