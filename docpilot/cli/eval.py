@@ -93,6 +93,17 @@ def _import_prefect_meanwhile() -> None:
     threading.Thread(target=load, name="docpilot-import-prefect", daemon=True).start()
 
 
+def _run(job, orchestration, runner: str, dask_address: str | None):
+    """The report of the run and its path, inline or under Prefect as ``orchestration`` says."""
+    if orchestration.orchestrator == "inline" and runner == "local":
+        from docpilot.run.wiring import run_inline  # Prefect is never imported
+
+        return run_inline(job, orchestration)
+    from flows.eval import run_eval
+
+    return run_eval(job, orchestration, runner=runner, dask_address=dask_address)
+
+
 def _exit(code: int, *, quick: str | None) -> None:
     """End the command with ``code``; the ``docpilot`` process itself skips the interpreter's teardown.
 
@@ -250,23 +261,20 @@ def eval_command(
             from docpilot.run.reaper import watch_children
 
             watch_children()  # Prefect's temporary server, a Dask cluster or a local server: gone if this is killed
-        job = job.model_copy(update={"config": ready()})
         sink = progress.sink_for()
         progress.install(sink)
         try:
             with interrupts_resume():
-                if inline:
-                    from docpilot.run.wiring import run_inline  # Prefect is never imported
-
-                    report, path = run_inline(job, orchestration)
-                else:
+                if runner == "local":
                     from docpilot.run.wiring import leading
 
-                    # The first turns go out while Prefect is imported and the flow run starts.
-                    with leading(job) if runner == "local" else contextlib.nullcontext():
-                        from flows.eval import run_eval
-
-                        report, path = run_eval(job, orchestration, runner=runner, dask_address=dask_address)
+                    # The first shards are ranked while the endpoint's probe is out, and their
+                    # turns go out before Prefect, when it runs, is imported.
+                    with leading(job, ready) as job:
+                        report, path = _run(job, orchestration, runner, dask_address)
+                else:
+                    report, path = _run(job.model_copy(update={"config": ready()}), orchestration, runner,
+                                        dask_address)
         finally:
             progress.install(None)
             sink.close()

@@ -9,8 +9,9 @@ it exists, so a crash loses no finished model call.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from docpilot.assistant.guard import gate_refuses
 from docpilot.assistant.language import RULE as LANGUAGE_RULE
@@ -107,6 +108,13 @@ def answer_shard(ws: Workspace, traces: list[Trace], *, counted: bool = True) ->
         with open_lane(ws, TurnWriter(ws)) as lane:
             lane.answer(todo, [_model_key(ws, t.prompt) for t in todo], counted=counted)
     return traces
+
+
+@contextlib.contextmanager
+def lane_held(ws: Workspace) -> Iterator[None]:
+    """Keep the workspace's model lane open for the block, and with it the turns it answered."""
+    with open_lane(ws, TurnWriter(ws)):
+        yield
 
 
 class TurnWriter:

@@ -64,6 +64,11 @@ def answer_ahead(job: EvalJob, traces: list[Trace]) -> list[Trace]:
         return traces
 
 
+def lane_held(job: EvalJob):
+    """A context that keeps the run's model lane open (and what it answered) for its duration."""
+    return pipeline.lane_held(_workspace(job))
+
+
 def remote(job: EvalJob, traces: list[Trace]) -> list[Trace]:
     """Ask the assistant's HTTP server a shard's questions: retrieve, prime and model, over the network."""
     from docpilot.run.remote import remote_shard

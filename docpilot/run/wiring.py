@@ -11,6 +11,7 @@ stage that ran in another process (with no cache there) has its results stored h
 from __future__ import annotations
 
 import contextlib
+import copy
 import gc
 import itertools
 import time
@@ -20,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
+from docpilot.config.model import Config
 from docpilot.run import progress, stages
 from docpilot.run.job import EvalJob, job_records, shards
 from docpilot.run.lane import cancel_lanes, reset_lanes
@@ -108,42 +110,54 @@ _lead: Lead | None = None  # the lead of the run about to start in this process,
 
 
 @contextlib.contextmanager
-def leading(job: EvalJob) -> Iterator[None]:
-    """Send the run's first turns now, and let the run that follows in the block take them up.
+def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator[EvalJob]:
+    """Send the run's first turns now, and let the run that follows in the block take them up; yields its job.
 
-    An orchestrator that takes a second or more to get going (Prefect: its import, the
-    flow run) would keep the model idle meanwhile. So the run's first ``LOOKAHEAD``
-    shards (a round of ``model.concurrency`` records, then a full shard) are ranked and
-    primed here, in this thread, and their turns go to the process's model lane on a
-    thread of their own. When the run in the block reaches those shards, it ranks and
-    primes them again as stages of its own (the same results, in a few milliseconds,
-    so every stage of every shard is still one of its task runs), and its model stage
-    waits for the turns in flight: the lane sends a prompt once. Only for stages that
-    run in this process (not Dask, not the server runtime) and for runs that call the
-    model.
+    Before a run's first turn, the model endpoint must have answered its probe, and an
+    orchestrator may take a second or more to get going (Prefect: its import, the flow
+    run): the model would wait for both. So the run's first ``LOOKAHEAD`` shards (a
+    round of ``model.concurrency`` records, then a full shard) are ranked and primed
+    here, in this thread: the first while the probe is out, after which ``ready()``
+    (``models.probe``) waits for the endpoint and gives the config to run with. Each
+    shard's turns then go to the process's model lane on a thread of their own. When the run in the block
+    reaches those shards, it ranks and primes them again as stages of its own (the same
+    results, in a few milliseconds, so every stage of every shard is still one of its
+    task runs), and its model stage waits for the turns in flight: the lane sends a
+    prompt once. Only for stages that run in this process (not Dask, not the server
+    runtime) and for runs that call the model; any other run gets its job and no lead.
     """
     global _lead
     records = job_records(job)
-    concurrency = job.config.model.concurrency
     if job.gate_only or job.runtime == "server" or not records:
-        yield
+        yield _ready(job, ready)
         return
-    lead = Lead(job, [], time.perf_counter())
-    with ThreadPoolExecutor(max_workers=LOOKAHEAD, thread_name_prefix="docpilot-lead") as pool:
+    started = time.perf_counter()
+    reset_lanes()  # the run starts here: an earlier run of this process may have been interrupted
+    lead: Lead | None = None
+    with contextlib.ExitStack() as held, ThreadPoolExecutor(max_workers=LOOKAHEAD,
+                                                           thread_name_prefix="docpilot-lead") as pool:
         answering = []
         try:
-            for shard in itertools.islice(shards(records, job.config.shard_size, first=concurrency), LOOKAHEAD):
+            for shard in itertools.islice(shards(records, job.config.shard_size, first=job.config.model.concurrency),
+                                          LOOKAHEAD):
                 traces = start_traces(shard)
                 with progress.muted():  # the run's own stages count these records
-                    todo = stages.look_up_rankings(job, traces)
-                    for position, trace in zip(todo, stages.retrieve(job, [traces[p] for p in todo]), strict=True):
+                    ranked = stages.look_up_rankings(job, traces)
+                    for position, trace in zip(ranked, stages.retrieve(job, [traces[p] for p in ranked]), strict=True):
                         traces[position] = trace
                     traces = stages.prime(job, traces)
                     sent = stages.look_up_turns(job, traces)
-                answering.append(pool.submit(stages.answer_ahead, job, [traces[p] for p in sent]))
-                lead.shards.append((traces, todo, sent))
+                if lead is None:  # the first shard is ready to go: wait for the endpoint, then send it
+                    job = _ready(job, ready)
+                    lead = Lead(job, [], started)
+                    # Open until the run is done, so that it finds every turn the lead answered.
+                    held.enter_context(stages.lane_held(job))
+                # Copies: the turns land on the lead's own traces, and the run's model stage gets
+                # them from the lane (and counts them) like any other turn.
+                answering.append(pool.submit(stages.answer_ahead, job, [copy.copy(traces[p]) for p in sent]))
+                lead.shards.append((traces, ranked, sent))
             _lead = lead
-            yield
+            yield job
         except BaseException:
             cancel_lanes()  # the lead's turns still out return now; those answered stay stored
             raise
@@ -151,6 +165,10 @@ def leading(job: EvalJob) -> Iterator[None]:
             _lead = None
     for future in answering:
         future.result()  # its turns are stored by now; a failure there is the run's own
+
+
+def _ready(job: EvalJob, ready: Callable[[], Config] | None) -> EvalJob:
+    return job if ready is None else job.model_copy(update={"config": ready()})
 
 
 def _take_lead(job: EvalJob) -> Lead | None:

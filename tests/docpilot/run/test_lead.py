@@ -92,3 +92,17 @@ def test_a_lead_on_a_cached_run_sends_nothing(tmp_path, script):
     assert script.history == []
     assert all("model" in row.cached and "retrieve" in row.cached for row in again.rows if row.gold)
     assert _rows(again) != [] and [r.answer for r in again.rows] == [r.answer for r in first.rows]
+
+
+def test_turns_the_lead_finished_before_the_run_began_are_not_asked_again(tmp_path, script):
+    # As when Prefect takes longer to start than the model takes to answer the lead.
+    with serve_openai(script) as base_url:
+        job = _job(tmp_path, "finished", base_url)
+        with leading(job):
+            deadline = time.monotonic() + 10
+            while len(script.history) < 3 and time.monotonic() < deadline:  # the lead's 1 + 2 records
+                time.sleep(0.01)
+            time.sleep(0.2)  # answered and stored
+            report, _ = run_inline(job, choose("inline"))
+    assert len(script.history) == 6
+    assert not any(row.cached for row in report.rows)
