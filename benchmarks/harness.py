@@ -7,7 +7,8 @@ after it arrived (``tests.support.latency_server``), and runs `docpilot eval` ag
 1. the whole command, cold cache, in a fresh process with the default flags (no Prefect
    API configured, so ``auto`` runs inline), as a user types it: its wall time from
    start to exit against the ideal N × latency / concurrency, beside the stages' own
-   wall time from the report;
+   wall time from the report, when its first request (the endpoint's probe) arrived
+   and how long it ran on after the last reply;
 2. with --prefect-server (start one for the run, with its services, as `prefect server
    start` runs) or --prefect-api URL: the same whole command with that API configured
    (``auto`` then runs under Prefect), ÷ the inline one, and the flow run and its task
@@ -62,8 +63,13 @@ def make_golden(path: Path, records: int, *, edit: int | None = None) -> None:
     path.write_text(yaml.safe_dump(rows, sort_keys=False))
 
 
+def server_stats(base_url: str) -> dict:
+    """Requests so far, the first since the last look and the last answer (``tests.support.latency_server``)."""
+    return httpx.get(base_url.removesuffix("/v1") + "/stats").json()
+
+
 def requests_seen(base_url: str) -> int:
-    return httpx.get(base_url.removesuffix("/v1") + "/stats").json()["requests"]
+    return server_stats(base_url)["requests"]
 
 
 def run(golden: Path, cache: Path, base_url: str, concurrency: int, orchestrator: str) -> dict:
@@ -102,15 +108,19 @@ def whole_command(golden: Path, cache: Path, base_url: str, concurrency: int, ap
     if api:
         env["PREFECT_API_URL"] = api
     args = [sys.executable, "-m", "docpilot", "eval", "--golden", str(golden), "--provider", "openai",
-            "--model", "bench", "--base-url", base_url, "--concurrency", str(concurrency), "--out", str(out),
-            "--json"]
-    started = time.perf_counter()
+            "--model", "bench", "--base-url", base_url, "--concurrency", str(concurrency), "--out", str(out)]
+    server_stats(base_url)  # from here on, the server notes this run's first request
+    started, wall = time.perf_counter(), time.time()
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
+    ended = wall + seconds
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"docpilot eval exited with {proc.returncode}:\n{proc.stderr}")
     report = json.loads(out.read_text())
-    return {"command_s": seconds, "wall_s": report["wall_ms"] / 1000, "orchestrator": report["orchestrator"]}
+    stats = server_stats(base_url)
+    return {"command_s": seconds, "wall_s": report["wall_ms"] / 1000, "orchestrator": report["orchestrator"],
+            # The endpoint's probe is the first request; the last reply is the last turn's.
+            "first_request_s": stats["first_request_at"] - wall, "after_last_reply_s": ended - stats["last_reply_at"]}
 
 
 @contextlib.contextmanager
@@ -188,6 +198,8 @@ def main() -> None:
             "orchestrator": command["orchestrator"],
             "command_s": round(command["command_s"], 3),
             "stages_wall_s": round(command["wall_s"], 3),
+            "first_request_s": round(command["first_request_s"], 3),
+            "after_last_reply_s": round(command["after_last_reply_s"], 3),
             "ratio_to_ideal": round(command["command_s"] / ideal, 3),
             "stages_ratio_to_ideal": round(command["wall_s"] / ideal, 3),
         }
@@ -202,6 +214,8 @@ def main() -> None:
                     "orchestrator": reported["orchestrator"],
                     "command_s": round(reported["command_s"], 3),
                     "stages_wall_s": round(reported["wall_s"], 3),
+                    "first_request_s": round(reported["first_request_s"], 3),
+                    "after_last_reply_s": round(reported["after_last_reply_s"], 3),
                     "ratio_to_inline": round(reported["command_s"] / command["command_s"], 3),
                     # The run as the Prefect UI shows it: the flow run and every task run.
                     "recorded": recorded_run(api, expected),

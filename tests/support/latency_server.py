@@ -11,7 +11,8 @@ each reply for the moment the request arrived plus the latency, so the time it a
 is the latency asked for and little more.
 
 It serves ``POST /v1/chat/completions`` (streamed or not) and ``GET /stats`` (requests
-so far), keeps connections alive, and runs in its own process:
+so far; when the first since the last ``/stats`` arrived, and when the last was
+answered, as ``time.time()``), keeps connections alive, and runs in its own process:
 
     with serve_latency_process(Reply(latency_s=0.2)) as base_url:
         ...  # point a client at base_url
@@ -23,6 +24,7 @@ import asyncio
 import json
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -44,6 +46,10 @@ class _Server:
     def __init__(self, reply: Reply) -> None:
         self.reply = reply
         self.requests = 0
+        # Wall-clock times of the first completion asked for since stats were last read, and
+        # of the last one sent: how long a client took to start, and to finish after it.
+        self.first_request_at: float | None = None
+        self.last_reply_at: float | None = None
 
 
 class _Connection(asyncio.Protocol):
@@ -87,9 +93,14 @@ class _Connection(asyncio.Protocol):
         arrived = self.loop.time()
         method = self.parser.get_method()
         if method == b"GET" and self.url == b"/stats":
-            self._send(200, json.dumps({"requests": self.server.requests}).encode())
+            stats = {"requests": self.server.requests, "first_request_at": self.server.first_request_at,
+                     "last_reply_at": self.server.last_reply_at}
+            self._send(200, json.dumps(stats).encode())
+            self.server.first_request_at = None
         elif method == b"POST" and self.url == b"/v1/chat/completions":
             self.server.requests += 1
+            if self.server.first_request_at is None:
+                self.server.first_request_at = time.time()
             body = json.loads(b"".join(self.body) or b"{}")
             self.loop.call_at(arrived + self.server.reply.latency_s, self._answer, body)
         else:
@@ -98,6 +109,7 @@ class _Connection(asyncio.Protocol):
     def _answer(self, body: dict[str, Any]) -> None:
         if self.transport is None:  # the client went away while it waited
             return
+        self.server.last_reply_at = time.time()
         reply = self.server.reply
         if not body.get("stream") or reply.stream is False:
             self._send(200, json.dumps(_completion(body, reply)).encode())
