@@ -150,11 +150,13 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
                 if lead is None:  # the first shard is ready to go: wait for the endpoint, then send it
                     job = _ready(job, ready)
                     lead = Lead(job, [], started)
+                if sent and not answering:
                     # Open until the run is done, so that it finds every turn the lead answered.
                     held.enter_context(stages.lane_held(job))
-                # Copies: the turns land on the lead's own traces, and the run's model stage gets
-                # them from the lane (and counts them) like any other turn.
-                answering.append(pool.submit(stages.answer_ahead, job, [copy.copy(traces[p]) for p in sent]))
+                if sent:
+                    # Copies: the turns land on the lead's own traces, and the run's model stage
+                    # gets them from the lane (and counts them) like any other turn.
+                    answering.append(pool.submit(stages.answer_ahead, job, [copy.copy(traces[p]) for p in sent]))
                 lead.shards.append((traces, ranked, sent))
             _lead = lead
             yield job
