@@ -286,16 +286,23 @@ class Retriever:
             self._masks.move_to_end(key)
         return mask
 
-    def _lexical_hits(self, question: str, mask: np.ndarray | None, k: int) -> list[Hit]:
-        if self._lexical is None:
-            return []
-        scores = self._lexical.scores(self.query_terms(question))
+    def _bm25_scores(self, query: list[str], mask: np.ndarray | None) -> np.ndarray | None:
+        """Each chunk's BM25 score for the query terms, reference pages weighted, 0 outside the scope."""
+        scores = self._lexical.scores(query)
         if scores is None:
-            return []
+            return None
         if self._chunk_weight is not None:
             scores *= self._chunk_weight
         if mask is not None:
             scores[~mask] = 0.0
+        return scores
+
+    def _lexical_hits(self, question: str, mask: np.ndarray | None, k: int) -> list[Hit]:
+        if self._lexical is None:
+            return []
+        scores = self._bm25_scores(self.query_terms(question), mask)
+        if scores is None:
+            return []
         # A chunk sharing no word with the question scores 0 and is no answer.
         return self._top_sections(scores, k, floor=0.0)
 
@@ -311,13 +318,9 @@ class Retriever:
         if self._lexical is None or self._vectors is None or self.embedder is None:
             return []
         query = self.query_terms(question)
-        scores = self._lexical.scores(query)
+        scores = self._bm25_scores(query, mask)
         if scores is None:
             return []
-        if self._chunk_weight is not None:
-            scores *= self._chunk_weight
-        if mask is not None:
-            scores[~mask] = 0.0
         alive = np.flatnonzero(scores > 0.0)
         best = self._lexical.best_possible(query)
         vector = self.embedder.embed([question])[0]
