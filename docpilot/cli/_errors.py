@@ -107,11 +107,12 @@ INTERRUPTED_EXIT = 130
 
 
 @contextlib.contextmanager
-def interrupts_resume():
+def interrupts_resume(*, quick: str | None = None):
     """Turn Ctrl-C and SIGTERM into a one-line message: finished work is cached, re-run to resume.
 
     Model results are stored as each one completes, so nothing finished is lost; the
-    message tells the user so instead of printing a traceback.
+    message tells the user so instead of printing a traceback. ``quick`` is how the
+    process may end (``docpilot.cli._exit.end_process``).
     """
 
     def _terminate(signum, frame):
@@ -125,6 +126,8 @@ def interrupts_resume():
             "interrupted: every finished record is in the cache; run the same command again to resume",
             err=True,
         )
-        raise SystemExit(INTERRUPTED_EXIT) from None
+        from docpilot.cli._exit import end_process
+
+        end_process(INTERRUPTED_EXIT, quick=quick, interrupted=True)  # or raises SystemExit
     finally:
         signal.signal(signal.SIGTERM, previous)

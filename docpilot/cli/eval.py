@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 
 import click
@@ -12,6 +11,7 @@ from rich.console import Console
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors, interrupts_resume
+from docpilot.cli._exit import end_process
 
 
 def _overrides(docs, golden, record_set, provider, model, base_url, concurrency) -> dict:
@@ -102,55 +102,6 @@ def _run(job, orchestration, runner: str, dask_address: str | None):
     from flows.eval import run_eval
 
     return run_eval(job, orchestration, runner=runner, dask_address=dask_address)
-
-
-def _exit(code: int, *, quick: str | None) -> None:
-    """End the command with ``code``; the ``docpilot`` process itself skips the interpreter's teardown.
-
-    Everything the run writes is written and closed by now. What is left is the
-    interpreter freeing every object of the run one by one: a quarter of a second
-    after an inline run of 1,000 records and more than half a second after a Prefect
-    run (measured), which the user would wait for and nothing needs. The exit handlers
-    still run and the output is flushed first. ``quick`` is ``inline``, or ``prefect``
-    for a run that reported to a configured Prefect API: its queued events and logs
-    are sent first, as Prefect would at exit, so the run's record is complete on the
-    server. A temporary Prefect server, a Dask cluster, or a command run inside another
-    program (a test, a benchmark, a profiler) gets the ordinary exit.
-    """
-    if quick and _is_this_process() and _threads_quiet():
-        if quick == "prefect":
-            from tasks.prefect_server import drain_to_api
-
-            if not drain_to_api():
-                sys.exit(code)
-        import atexit
-
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
-
-
-def _is_this_process() -> bool:
-    # A profiler, a debugger or coverage wraps the command and writes what it gathered
-    # after the command returns: the process is theirs.
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-        return False
-    # `python -m docpilot` runs docpilot.__main__; the installed `docpilot` script runs a file of that name.
-    entry = sys.modules.get("__main__")
-    spec = getattr(entry, "__spec__", None)
-    if spec is not None:
-        return spec.name == "docpilot.__main__"
-    return os.path.basename(sys.argv[0] or "") in ("docpilot", "docpilot.exe")
-
-
-def _threads_quiet() -> bool:
-    """Whether only daemon threads run besides this one: nothing that the interpreter would wait for at exit."""
-    import threading
-
-    main_thread = threading.main_thread()
-    return all(t.daemon or t is main_thread or not t.is_alive() for t in threading.enumerate())
 
 
 @main.command("eval")
@@ -264,7 +215,7 @@ def eval_command(
         sink = progress.sink_for()
         progress.install(sink)
         try:
-            with interrupts_resume():
+            with interrupts_resume(quick=quick_exit):
                 if runner == "local":
                     from docpilot.run.wiring import leading
 
@@ -287,7 +238,7 @@ def eval_command(
     if not as_json:
         for kind, where in written.items():
             click.echo(f"{kind}: {where}")
-    _exit(0 if report.verdict == "pass" else 1, quick=quick_exit)
+    end_process(0 if report.verdict == "pass" else 1, quick=quick_exit)
 
 
 def _check_outputs(out, reports_dir, html_path, junit_path, markdown_path) -> None:
