@@ -112,16 +112,20 @@ def interrupts_resume(*, quick: str | None = None):
 
     Model results are stored as each one completes, so nothing finished is lost; the
     message tells the user so instead of printing a traceback. ``quick`` is how the
-    process may end (``docpilot.cli._exit.end_process``).
+    process may end (``docpilot.cli._exit.end_process``). The signal also marks the
+    run as stopping, so that it stops even if a library it passes through (Prefect,
+    while its flow run starts) swallows the KeyboardInterrupt.
     """
+    from docpilot.run.lane import Interrupted, stop_requested
 
     def _terminate(signum, frame):
+        stop_requested()
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         click.echo(
             "interrupted: every finished record is in the cache; run the same command again to resume",
             err=True,
@@ -130,4 +134,5 @@ def interrupts_resume(*, quick: str | None = None):
 
         end_process(INTERRUPTED_EXIT, quick=quick, interrupted=True)  # or raises SystemExit
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -239,6 +239,22 @@ def cancel_lanes() -> None:
         lane.cancel()
 
 
+def stop_requested() -> None:
+    """A signal asked the run to stop: model stages that start from now on stop at once.
+
+    Safe in a signal handler (it takes no lock the interrupted thread may hold). The
+    KeyboardInterrupt the handler raises next normally stops the run and cancels the
+    lanes; should a library on the way swallow it, the run still ends, interrupted,
+    before its report (``interrupted``).
+    """
+    _INTERRUPTED.set()
+
+
+def interrupted() -> bool:
+    """Whether the run was interrupted (``cancel_lanes`` or ``stop_requested``) since it started."""
+    return _INTERRUPTED.is_set()
+
+
 def reset_lanes() -> None:
     """A new run starts: model stages may open lanes again after an interrupted run."""
     _INTERRUPTED.clear()

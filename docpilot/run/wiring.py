@@ -24,7 +24,7 @@ from typing import Any
 from docpilot.config.model import Config
 from docpilot.run import progress, stages
 from docpilot.run.job import EvalJob, job_records, shards
-from docpilot.run.lane import cancel_lanes, reset_lanes
+from docpilot.run.lane import Interrupted, cancel_lanes, interrupted, reset_lanes
 from docpilot.run.orchestrator import Orchestration
 from docpilot.run.pipeline import start_traces
 from docpilot.run.workspace import Trace
@@ -66,7 +66,8 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
     """Run every stage over every shard, then score and write the report; the report and its path."""
     lead = None if executor.remote else _take_lead(job)
     start = lead.started if lead is not None else time.perf_counter()  # the stages' time includes the lead's
-    reset_lanes()
+    if lead is None:
+        reset_lanes()  # the run starts here (a lead started it, and reset then)
     # What exists now (imports, the corpus, the index) lives for the whole run; frozen, the
     # garbage collector stops walking it again and again. The run's own objects are many
     # and short-lived: young-generation passes come less often, each over more objects,
@@ -76,6 +77,8 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
     gc.set_threshold(max(threshold[0], 50_000), *threshold[1:])
     try:
         rows = _rows(job, executor, lead)
+        if interrupted():  # stopped by a signal whose KeyboardInterrupt something on the way swallowed
+            raise Interrupted("the run was interrupted; the turns answered so far are stored")
         wall_ms = (time.perf_counter() - start) * 1000
         return executor.call(stages.report, job, rows, wall_ms, orchestration.report_fields())
     finally:

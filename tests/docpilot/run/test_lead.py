@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 import time
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from docpilot.config.model import Config
 from docpilot.run import progress
 from docpilot.run.job import EvalJob
+from docpilot.run.lane import Interrupted, reset_lanes, stop_requested
 from docpilot.run.orchestrator import choose
 from docpilot.run.wiring import leading, run_inline
 from tests.conftest import DATA
@@ -106,3 +108,27 @@ def test_turns_the_lead_finished_before_the_run_began_are_not_asked_again(tmp_pa
             report, _ = run_inline(job, choose("inline"))
     assert len(script.history) == 6
     assert not any(row.cached for row in report.rows)
+
+
+def test_a_run_asked_to_stop_ends_interrupted_before_its_report(tmp_path, script):
+    # The signal handler marks the run as stopping and raises KeyboardInterrupt; should a
+    # library the run passes through swallow that, the mark alone still ends the run.
+    with serve_openai(script) as base_url:
+        job = _job(tmp_path, "stopped", base_url)
+
+        def stop_once_asked() -> None:
+            deadline = time.monotonic() + 10
+            while not script.history and time.monotonic() < deadline:
+                time.sleep(0.005)
+            stop_requested()
+
+        stopper = threading.Thread(target=stop_once_asked)
+        stopper.start()
+        try:
+            with pytest.raises(Interrupted):
+                run_inline(job, choose("inline"))
+        finally:
+            stopper.join()
+            reset_lanes()
+    assert not list((tmp_path / "stopped" / "reports").glob("*.json"))
+    assert len(script.history) < 6  # the stages that started after the mark sent nothing
