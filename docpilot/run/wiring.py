@@ -122,7 +122,9 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
     round of ``model.concurrency`` records, then a full shard) are ranked and primed
     here, in this thread: the first while the probe is out, after which ``ready()``
     (``models.probe``) waits for the endpoint and gives the config to run with. Each
-    shard's turns then go to the process's model lane on a thread of their own. When the run in the block
+    shard's turns then go to the process's model lane on a thread of their own. A run
+    that the lead covers whole and whose turns are all stored calls no model, so it
+    does not wait for the endpoint (nor start the local provider's server). When the run in the block
     reaches those shards, it ranks and primes them again as stages of its own (the same
     results, in a few milliseconds, so every stage of every shard is still one of its
     task runs), and its model stage waits for the turns in flight: the lane sends a
@@ -136,7 +138,8 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
         return
     started = time.perf_counter()
     reset_lanes()  # the run starts here: an earlier run of this process may have been interrupted
-    lead: Lead | None = None
+    lead = Lead(job, [], started)
+    run_job: EvalJob | None = None  # the job with the endpoint checked, once a turn is to be sent
     with contextlib.ExitStack() as held, ThreadPoolExecutor(max_workers=LOOKAHEAD,
                                                            thread_name_prefix="docpilot-lead") as pool:
         answering = []
@@ -150,19 +153,24 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
                         traces[position] = trace
                     traces = stages.prime(job, traces)
                     sent = stages.look_up_turns(job, traces)
-                if lead is None:  # the first shard is ready to go: wait for the endpoint, then send it
-                    job = _ready(job, ready)
-                    lead = Lead(job, [], started)
-                if sent and not answering:
+                if sent and run_job is None:  # the first turns are ready to go: wait for the endpoint
+                    run_job = _ready(job, ready)
                     # Open until the run is done, so that it finds every turn the lead answered.
-                    held.enter_context(stages.lane_held(job))
+                    held.enter_context(stages.lane_held(run_job))
                 if sent:
                     # Copies: the turns land on the lead's own traces, and the run's model stage
                     # gets them from the lane (and counts them) like any other turn.
-                    answering.append(pool.submit(stages.answer_ahead, job, [copy.copy(traces[p]) for p in sent]))
+                    answering.append(pool.submit(stages.answer_ahead, run_job,
+                                                 [copy.copy(traces[p]) for p in sent]))
                 lead.shards.append((traces, ranked, sent))
+            if run_job is None:
+                # Nothing in the lead needs the model: a run the lead covers whole (every turn
+                # stored) needs no endpoint at all; a longer one waits for it now.
+                covered = sum(len(traces) for traces, _, _ in lead.shards) == len(records)
+                run_job = job if covered else _ready(job, ready)
+            lead.job = run_job
             _lead = lead
-            yield job
+            yield run_job
         except BaseException:
             cancel_lanes()  # the lead's turns still out return now; those answered stay stored
             raise

@@ -22,13 +22,13 @@ PIPELINE = DATA / "pipeline"
 TIMING_ROW_FIELDS = {"latency_ms", "first_token_ms", "first_thought_ms", "stages_ms"}
 
 
-def _job(tmp_path, name: str, base_url: str) -> EvalJob:
+def _job(tmp_path, name: str, base_url: str, shard_size: int = 2) -> EvalJob:
     config = Config(
         corpus={"docs": str(PIPELINE / "docs")},
         golden=str(PIPELINE / "golden.yaml"),
         cache_dir=str(tmp_path / name / "cache"),
         reports_dir=str(tmp_path / name / "reports"),
-        shard_size=2,  # a first round of 1, a shard of 2 in the lead; 3 more records after it
+        shard_size=shard_size,  # 2: a first round of 1, a shard of 2 in the lead; 3 more records after it
         model={"provider": "openai", "name": "scripted", "base_url": base_url, "concurrency": 1, "retries": 0},
     )
     return EvalJob(config=config, golden=config.golden, split="all")
@@ -132,3 +132,24 @@ def test_a_run_asked_to_stop_ends_interrupted_before_its_report(tmp_path, script
             reset_lanes()
     assert not list((tmp_path / "stopped" / "reports").glob("*.json"))
     assert len(script.history) < 6  # the stages that started after the mark sent nothing
+
+
+@pytest.mark.parametrize(("shard_size", "waits_when_cached"), [(10, False), (2, True)])
+def test_the_endpoint_is_waited_for_only_by_a_run_that_may_call_it(tmp_path, script, shard_size, waits_when_cached):
+    with serve_openai(script) as base_url:
+        job = _job(tmp_path, f"ready-{shard_size}", base_url, shard_size=shard_size)
+        asked: list[int] = []
+
+        def ready():
+            asked.append(len(script.history))
+            return job.config
+
+        with leading(job, ready) as run_job:
+            run_inline(run_job, choose("inline"))
+        assert asked == [0]  # once, before the first turn went out
+        asked.clear()
+        with leading(job, ready) as run_job:  # every turn stored now
+            again, _ = run_inline(run_job, choose("inline"))
+    # With shard_size 10 the lead holds all six records: nothing can call the model.
+    assert asked == ([len(script.history)] if waits_when_cached else [])
+    assert all("model" in row.cached for row in again.rows if row.gold)
