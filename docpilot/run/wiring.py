@@ -122,14 +122,16 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
     round of ``model.concurrency`` records, then a full shard) are ranked and primed
     here, in this thread: the first while the probe is out, after which ``ready()``
     (``models.probe``) waits for the endpoint and gives the config to run with. Each
-    shard's turns then go to the process's model lane on a thread of their own. A run
-    that the lead covers whole and whose turns are all stored calls no model, so it
-    does not wait for the endpoint (nor start the local provider's server). When the run in the block
-    reaches those shards, it ranks and primes them again as stages of its own (the same
-    results, in a few milliseconds, so every stage of every shard is still one of its
-    task runs), and its model stage waits for the turns in flight: the lane sends a
-    prompt once. Only for stages that run in this process (not Dask, not the server
-    runtime) and for runs that call the model; any other run gets its job and no lead.
+    shard's turns then go to the process's model lane on a thread of their own.
+
+    When the run in the block reaches those shards, it ranks and primes them again as
+    stages of its own (the same results, in a few milliseconds, so every stage of every
+    shard is still one of its task runs), and its model stage waits for the turns in
+    flight: the lane sends a prompt once. A run that the lead covers whole and whose
+    turns are all stored calls no model, so it does not wait for the endpoint (nor
+    start the local provider's server). Only for stages that run in this process (not
+    Dask, not the server runtime) and for runs that call the model; any other run gets
+    its job and no lead.
     """
     global _lead
     records = job_records(job)
