@@ -123,6 +123,13 @@ def whole_command(golden: Path, cache: Path, base_url: str, concurrency: int, ap
             "first_request_s": stats["first_request_at"] - wall, "after_last_reply_s": ended - stats["last_reply_at"]}
 
 
+def command_figures(command: dict) -> dict:
+    """What ``whole_command`` measured, as reported: the orchestrator and the times, in seconds."""
+    return {"orchestrator": command["orchestrator"], "command_s": round(command["command_s"], 3),
+            "stages_wall_s": round(command["wall_s"], 3), "first_request_s": round(command["first_request_s"], 3),
+            "after_last_reply_s": round(command["after_last_reply_s"], 3)}
+
+
 @contextlib.contextmanager
 def prefect_server(url: str | None, start: bool):
     """The API URL of the Prefect server to time against: the given one, one started for the run, or None."""
@@ -198,11 +205,7 @@ def main() -> None:
 
         command = whole_command(golden, tmp / "cache-command", base_url, args.concurrency, None)
         out["whole_command"] = {
-            "orchestrator": command["orchestrator"],
-            "command_s": round(command["command_s"], 3),
-            "stages_wall_s": round(command["wall_s"], 3),
-            "first_request_s": round(command["first_request_s"], 3),
-            "after_last_reply_s": round(command["after_last_reply_s"], 3),
+            **command_figures(command),
             "ratio_to_ideal": round(command["command_s"] / ideal, 3),
             "stages_ratio_to_ideal": round(command["wall_s"] / ideal, 3),
         }
@@ -214,11 +217,7 @@ def main() -> None:
                 recorded_run(api, expected)  # the server idle again, as for a single run
                 reported = whole_command(golden, tmp / "cache-api", base_url, args.concurrency, api)
                 out["whole_command_with_prefect_api"] = {
-                    "orchestrator": reported["orchestrator"],
-                    "command_s": round(reported["command_s"], 3),
-                    "stages_wall_s": round(reported["wall_s"], 3),
-                    "first_request_s": round(reported["first_request_s"], 3),
-                    "after_last_reply_s": round(reported["after_last_reply_s"], 3),
+                    **command_figures(reported),
                     "ratio_to_inline": round(reported["command_s"] / command["command_s"], 3),
                     # The run as the Prefect UI shows it: the flow run and every task run.
                     "recorded": recorded_run(api, expected),
