@@ -74,6 +74,7 @@ def prime_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     for trace in traces:
         hits = [Hit(**h) for h in trace.hits[:k]]  # only the primed ones
         trace.prompt = prime(trace.record.question, hits, ws.chunks, k=k)
+        trace.turn_key = None  # a new prompt, a new key
         trace.gate_refused = gate_refuses(ws.config.guard, hits)
     return traces
 
@@ -83,6 +84,13 @@ def _model_key(ws: Workspace, prompt: Prompt) -> str:
         ws._identity = model_identity(ws.config.model, corpus_fingerprint=ws.corpus.fingerprint)
     version = (PROMPT_VERSION, ws.config.prime.prompt_version)
     return cache_key("model", version, prompt.messages, ws._identity)
+
+
+def turn_key(ws: Workspace, trace: Trace) -> str:
+    """The cache key of the trace's turn, worked out once per prompt: looking it up, asking and storing share it."""
+    if trace.turn_key is None:
+        trace.turn_key = _model_key(ws, trace.prompt)
+    return trace.turn_key
 
 
 def _languages(trace: Trace) -> dict[str, str | None]:
@@ -106,7 +114,7 @@ def answer_shard(ws: Workspace, traces: list[Trace], *, counted: bool = True) ->
     todo = [t for t in traces if t.turn is None and t.prompt is not None and not t.gate_refused]
     if todo:
         with open_lane(ws, TurnWriter(ws)) as lane:
-            lane.answer(todo, [_model_key(ws, t.prompt) for t in todo], counted=counted)
+            lane.answer(todo, [turn_key(ws, t) for t in todo], counted=counted)
     return traces
 
 
@@ -303,7 +311,7 @@ def lookup_turns(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -
     for position, trace in enumerate(traces):
         if trace.gate_refused or trace.prompt is None or trace.turn is not None:
             continue
-        stored = ws.cache.get(_model_key(ws, trace.prompt)) if ws.cache and not refresh else None
+        stored = ws.cache.get(turn_key(ws, trace)) if ws.cache and not refresh else None
         if stored is None:
             todo.append(position)
             continue
@@ -326,7 +334,7 @@ def store_turns(ws: Workspace, traces: list[Trace]) -> None:
 
 def _put_turn(ws: Workspace, trace: Trace) -> None:
     # The entry ``lookup_turns`` reads back.
-    ws.cache.set(_model_key(ws, trace.prompt), {"turn": trace.turn.model_dump(), "languages": trace.languages})
+    ws.cache.set(turn_key(ws, trace), {"turn": trace.turn.model_dump(), "languages": trace.languages})
 
 
 def _ranking_key(ws: Workspace, record: GoldenRecord) -> str:

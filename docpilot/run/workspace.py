@@ -43,6 +43,8 @@ class Trace:
     """The retrieval gate refused before the model."""
     turn: Turn | None = None
     """What the model produced."""
+    turn_key: str | None = None
+    """The model-stage cache key of ``prompt``, once worked out (``pipeline.turn_key``)."""
     stages_ms: dict[str, float] | None = None
     """Stage timings a server reported (server runtime); None when the stages ran here."""
     languages: dict[str, str | None] = field(default_factory=dict)
