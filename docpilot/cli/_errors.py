@@ -118,14 +118,15 @@ def interrupts_resume(*, quick: str | None = None):
     """
     from docpilot.run.lane import Interrupted, stop_requested
 
+    signalled = False
+
     def _terminate(signum, frame):
+        nonlocal signalled
+        signalled = True
         stop_requested()
         raise KeyboardInterrupt
 
-    previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    except (KeyboardInterrupt, Interrupted):
+    def _stop() -> None:
         click.echo(
             "interrupted: every finished record is in the cache; run the same command again to resume",
             err=True,
@@ -133,6 +134,19 @@ def interrupts_resume(*, quick: str | None = None):
         from docpilot.cli._exit import end_process
 
         end_process(INTERRUPTED_EXIT, quick=quick, interrupted=True)  # or raises SystemExit
+
+    previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    except (KeyboardInterrupt, Interrupted):
+        _stop()
+    except Exception:
+        # Raised inside code that turns every exception into its own (pydantic, serializing
+        # a turn: "PydanticSerializationError: ... KeyboardInterrupt"), the interrupt comes
+        # back as an error. It is still the interrupt.
+        if not signalled:
+            raise
+        _stop()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

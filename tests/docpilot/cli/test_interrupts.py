@@ -1,0 +1,52 @@
+"""Ctrl-C and SIGTERM end a command with one message and exit 130, however the interrupt travels."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from docpilot.cli._errors import INTERRUPTED_EXIT, interrupts_resume
+from docpilot.run.lane import interrupted, reset_lanes
+
+
+def _signal_self(signum: int) -> None:
+    os.kill(os.getpid(), signum)
+    time.sleep(5)  # the handler raises long before this ends
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_the_block_with_exit_130_and_marks_the_run(signum, capsys):
+    try:
+        with pytest.raises(SystemExit) as ended, interrupts_resume():
+            _signal_self(signum)
+        assert ended.value.code == INTERRUPTED_EXIT
+        assert interrupted()  # model stages that start after the signal stop at once
+        assert "run the same command again to resume" in capsys.readouterr().err
+    finally:
+        reset_lanes()
+
+
+def test_an_interrupt_that_comes_back_as_an_error_is_still_the_interrupt(capsys):
+    # pydantic, serializing a turn when the signal lands, reports the KeyboardInterrupt
+    # as a PydanticSerializationError: an error, not an interrupt.
+    try:
+        with pytest.raises(SystemExit) as ended, interrupts_resume():
+            try:
+                _signal_self(signal.SIGTERM)
+            except KeyboardInterrupt as caught:
+                raise ValueError(f"Error calling function `_ser_model`: {caught!r}") from None
+        assert ended.value.code == INTERRUPTED_EXIT
+        assert "resume" in capsys.readouterr().err
+    finally:
+        reset_lanes()
+
+
+def test_an_error_without_a_signal_stays_an_error_and_the_handlers_are_restored():
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    with pytest.raises(ValueError, match="a bug"), interrupts_resume():
+        assert signal.getsignal(signal.SIGTERM) is not before[signal.SIGTERM]
+        raise ValueError("a bug")
+    assert {signum: signal.getsignal(signum) for signum in before} == before
