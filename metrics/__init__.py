@@ -26,7 +26,6 @@ and the machinery that turns scores into a run's numbers:
 
 from metrics.gates import check_gates, parse_condition, verdict
 from metrics.registry import METRICS, RETRIEVAL_METRICS, Metric, get, names
-from metrics.summary import per_record, summarize
 
 __all__ = [
     "METRICS",
@@ -40,3 +39,13 @@ __all__ = [
     "summarize",
     "verdict",
 ]
+
+
+def __getattr__(name: str):
+    # The summary is computed with NumPy: checking a config's gates (before a run's first
+    # model call) needs only the registry, and does not wait for NumPy to load.
+    if name in ("per_record", "summarize"):
+        from metrics import summary
+
+        return getattr(summary, name)
+    raise AttributeError(f"module 'metrics' has no attribute {name!r}")
