@@ -7,7 +7,6 @@ import json
 import sys
 
 import click
-from rich.console import Console
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors, interrupts_resume
@@ -49,6 +48,8 @@ def check_settings(config) -> None:
 
 
 def _emit(report, path: str, as_json: bool, *, live: bool = False) -> None:
+    from rich.console import Console
+
     from docpilot.reports.scorecard import render_faults
 
     if as_json:
@@ -96,6 +97,9 @@ def _import_prefect_meanwhile() -> None:
 def _run(job, orchestration, runner: str, dask_address: str | None):
     """The report of the run and its path, inline or under Prefect as ``orchestration`` says."""
     if orchestration.orchestrator == "inline" and runner == "local":
+        # The first turns are out by now (``leading``): the scorecard's code loads while the
+        # model answers them, not after the last answer.
+        import docpilot.reports.scorecard  # noqa: F401
         from docpilot.run.wiring import run_inline  # Prefect is never imported
 
         return run_inline(job, orchestration)
