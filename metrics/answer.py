@@ -13,7 +13,7 @@ from collections import Counter
 
 from docpilot.schema import Row
 
-_PUNCTUATION = frozenset(string.punctuation)
+_DROP_PUNCTUATION = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
@@ -24,7 +24,7 @@ def normalize_answer(text: str) -> str:
     goes before articles are looked for) and keeps its article.
     """
     lowered = text.lower()
-    unpunctuated = "".join(ch for ch in lowered if ch not in _PUNCTUATION)
+    unpunctuated = lowered.translate(_DROP_PUNCTUATION)
     unarticled = _ARTICLES.sub(" ", unpunctuated)
     return " ".join(unarticled.split())
 

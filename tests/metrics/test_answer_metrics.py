@@ -66,6 +66,17 @@ def test_token_f1_matches_the_squad_script_and_the_hand_value(case: dict) -> Non
     assert token_f1(prediction, truth) == pytest.approx(case["f1"])
 
 
+@pytest.mark.parametrize("text", [
+    string.punctuation,
+    f"a{string.punctuation}the end",
+    "Ünïcode — dashes… «quotes» and ‘curly’ ones stay; ASCII ones go!",
+    "tabs\tand\nnew lines, the-end, an_id, x^2 ~ y",
+    "",
+])
+def test_normalisation_drops_exactly_the_ascii_punctuation_the_squad_script_drops(text: str) -> None:
+    assert normalize_answer(text) == _squad_normalize(text)
+
+
 def test_answer_f1_scores_a_turn_that_did_not_answer_as_zero(make_row) -> None:
     base = {"gold": ["a#"], "gold_answer": "use eval"}
     assert answer_f1(make_row(answer="use eval", **base)) == 1.0
