@@ -21,7 +21,7 @@ Kind = Literal["positive", "negative", "attack"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
 
 class GoldenRecord(_Strict):

@@ -11,13 +11,14 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
 from docpilot.config.model import Config
+from docpilot.json_schema import DocumentedSchema, json_schema_of
 from docpilot.schema import AttackProbe, GoldenRecord, Report
 
 
 class GoldenSetMapping(BaseModel):
     """A golden set written as a mapping whose only key is `records`."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
     records: list[GoldenRecord]
     """The records, one mapping each."""
 
@@ -25,14 +26,14 @@ class GoldenSetMapping(BaseModel):
 class AttackProbesMapping(BaseModel):
     """Attack probes written as a mapping whose only key is `records`."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
     records: list[AttackProbe]
     """The probes, one mapping each."""
 
 
 def _file_schema(record: type[BaseModel], mapping: type[BaseModel], what: str) -> dict[str, Any]:
     """The schema of a whole YAML or JSON file: a list of records, or a mapping with `records:`."""
-    schema = TypeAdapter(list[record] | mapping).json_schema()  # type: ignore[valid-type]
+    schema = TypeAdapter(list[record] | mapping).json_schema(schema_generator=DocumentedSchema)  # type: ignore[valid-type]
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": what,
             "description": f"A {what} file (YAML or JSON): a list of records, or a mapping with a `records:` list. "
                            f"A JSONL file holds one `$defs/{record.__name__}` per line.", **schema}
@@ -40,11 +41,11 @@ def _file_schema(record: type[BaseModel], mapping: type[BaseModel], what: str) -
 
 SCHEMAS: dict[str, Any] = {
     "golden": lambda: _file_schema(GoldenRecord, GoldenSetMapping, "golden set"),
-    "golden-record": GoldenRecord.model_json_schema,
+    "golden-record": lambda: json_schema_of(GoldenRecord),
     "adversarial": lambda: _file_schema(AttackProbe, AttackProbesMapping, "attack probes"),
-    "adversarial-record": AttackProbe.model_json_schema,
-    "report": Report.model_json_schema,
-    "config": Config.model_json_schema,
+    "adversarial-record": lambda: json_schema_of(AttackProbe),
+    "report": lambda: json_schema_of(Report),
+    "config": lambda: json_schema_of(Config),
 }
 """Schema name on the command line → the function that builds it."""
 

@@ -16,7 +16,7 @@ _PageName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
 
 class CorpusConfig(_Strict):

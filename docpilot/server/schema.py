@@ -28,6 +28,7 @@ from pydantic.json_schema import models_json_schema
 
 from docpilot import __version__
 from docpilot.assistant.render import Panel
+from docpilot.json_schema import DocumentedSchema
 
 # MAX_QUESTION_CHARS, the longest question a request may ask, is the golden set's limit too.
 from docpilot.schema import MAX_QUESTION_CHARS, Cause  # noqa: F401
@@ -267,7 +268,7 @@ def openapi_document(*, max_body_bytes: int, max_question_chars: int, max_concur
     shown = [AskRequest, AskResult, ErrorBody, Health, *dict.fromkeys(EVENT_MODELS.values())]
     _, schemas = models_json_schema(
         [(m, "validation" if m is AskRequest else "serialization") for m in shown],
-        ref_template="#/components/schemas/{model}",
+        ref_template="#/components/schemas/{model}", schema_generator=DocumentedSchema,
     )
 
     def ref(model: type[BaseModel]) -> dict[str, str]:
