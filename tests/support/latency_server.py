@@ -8,7 +8,10 @@ reply there takes 204–208 ms. A benchmark that compares a run against
 server speaks the same wire format (the chunks come from the scripted server's own
 ``_chunks``) straight from an asyncio protocol with httptools' parser, and schedules
 each reply for the moment the request arrived plus the latency, so the time it adds
-is the latency asked for and little more.
+is the latency asked for and little more. The reply is made as its request arrives and
+only written when it is due: when 32 replies fall due together, the last of them no
+longer waits for the other 31 to be made (2.4 ms per reply at concurrency 32 measured
+with a bare socket client, 1.0 ms now, as with a single request).
 
 It serves ``POST /v1/chat/completions`` (streamed or not) and ``GET /stats`` (requests
 so far; when the first since the last ``/stats`` arrived, and when the last was
@@ -101,27 +104,35 @@ class _Connection(asyncio.Protocol):
             self.server.requests += 1
             if self.server.first_request_at is None:
                 self.server.first_request_at = time.time()
-            body = json.loads(b"".join(self.body) or b"{}")
-            self.loop.call_at(arrived + self.server.reply.latency_s, self._answer, body)
+            # The reply is made now and only written when it is due: 32 replies due at once
+            # then go out together, rather than each after the others were made.
+            reply = self._reply(json.loads(b"".join(self.body) or b"{}"))
+            self.loop.call_at(arrived + self.server.reply.latency_s, self._answer, reply)
         else:
             self._send(404, b'{"error": {"message": "not found"}}')
 
-    def _answer(self, body: dict[str, Any]) -> None:
+    def _reply(self, body: dict[str, Any]) -> bytes:
+        reply = self.server.reply
+        if not body.get("stream") or reply.stream is False:
+            return self._response(200, json.dumps(_completion(body, reply)).encode())
+        events = b"".join(f"data: {json.dumps(chunk)}\n\n".encode() for chunk in _chunks(body, reply))
+        events += b"data: [DONE]\n\n"
+        return _SSE_HEADERS + b"%x\r\n%s\r\n0\r\n\r\n" % (len(events), events)
+
+    def _answer(self, reply: bytes) -> None:
         if self.transport is None:  # the client went away while it waited
             return
         self.server.last_reply_at = time.time()
-        reply = self.server.reply
-        if not body.get("stream") or reply.stream is False:
-            self._send(200, json.dumps(_completion(body, reply)).encode())
-            return
-        events = b"".join(f"data: {json.dumps(chunk)}\n\n".encode() for chunk in _chunks(body, reply))
-        events += b"data: [DONE]\n\n"
-        self.transport.write(_SSE_HEADERS + b"%x\r\n%s\r\n0\r\n\r\n" % (len(events), events))
+        self.transport.write(reply)
 
     def _send(self, status: int, payload: bytes) -> None:
+        self.transport.write(self._response(status, payload))
+
+    @staticmethod
+    def _response(status: int, payload: bytes) -> bytes:
         reason = {200: b"OK", 400: b"Bad Request", 404: b"Not Found"}[status]
         head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
-        self.transport.write(head % (status, reason, len(payload)) + payload)
+        return head % (status, reason, len(payload)) + payload
 
 
 def _check(reply: Reply) -> None:
