@@ -23,10 +23,12 @@ def normalize_answer(text: str) -> str:
     The steps run in SQuAD's order, so ``the-end`` becomes ``theend`` (punctuation
     goes before articles are looked for) and keeps its article.
     """
-    lowered = text.lower()
-    unpunctuated = lowered.translate(_DROP_PUNCTUATION)
-    unarticled = _ARTICLES.sub(" ", unpunctuated)
-    return " ".join(unarticled.split())
+    return " ".join(_tokens(text))
+
+
+def _tokens(text: str) -> list[str]:
+    """The words of ``normalize_answer(text)``, without joining them first."""
+    return _ARTICLES.sub(" ", text.lower().translate(_DROP_PUNCTUATION)).split()
 
 
 def token_f1(prediction: str, truth: str) -> float:
@@ -39,11 +41,17 @@ def token_f1(prediction: str, truth: str) -> float:
 
     Both empty after normalisation scores 1; exactly one empty scores 0.
     """
-    predicted = normalize_answer(prediction).split()
-    expected = normalize_answer(truth).split()
+    predicted = _tokens(prediction)
+    expected = _tokens(truth)
     if not predicted or not expected:
         return float(predicted == expected)
-    overlap = sum((Counter(predicted) & Counter(expected)).values())
+    unmatched = Counter(expected)
+    overlap = 0
+    for token in predicted:  # each predicted token takes one of the truth's copies, while any are left
+        left = unmatched.get(token)
+        if left:
+            unmatched[token] = left - 1
+            overlap += 1
     if overlap == 0:
         return 0.0
     # 2PR / (P + R) with P = o/|pred| and R = o/|truth| is 2o / (|pred| + |truth|):

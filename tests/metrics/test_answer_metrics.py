@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 import string
 from collections import Counter
@@ -75,6 +76,21 @@ def test_token_f1_matches_the_squad_script_and_the_hand_value(case: dict) -> Non
 ])
 def test_normalisation_drops_exactly_the_ascii_punctuation_the_squad_script_drops(text: str) -> None:
     assert normalize_answer(text) == _squad_normalize(text)
+
+
+def test_token_f1_counts_the_overlap_as_a_multiset_intersection() -> None:
+    rng = random.Random(7)
+    words = ["a", "the", "port", "Port", "8080", "token", "header", "x-api-key", "--json", "é"]
+    for _ in range(500):
+        prediction = " ".join(rng.choices(words, k=rng.randint(0, 12)))
+        truth = " ".join(rng.choices(words, k=rng.randint(0, 12)))
+        predicted, expected = normalize_answer(prediction).split(), normalize_answer(truth).split()
+        overlap = sum((Counter(predicted) & Counter(expected)).values())
+        if not predicted or not expected:
+            want = float(predicted == expected)
+        else:
+            want = 2 * overlap / (len(predicted) + len(expected)) if overlap else 0.0
+        assert token_f1(prediction, truth) == want  # exactly: the same division of the same integers
 
 
 def test_answer_f1_scores_a_turn_that_did_not_answer_as_zero(make_row) -> None:
