@@ -37,12 +37,44 @@ def evaluate(metric: Metric, rows: Sequence[Row]) -> tuple[float | int | None, i
     return metric.aggregate([metric.score(row) for row in members]), len(members)
 
 
-def summarize(rows: list[Row], *, gate_only: bool = False) -> tuple[Summary, Counts]:
+class Ahead:
+    """Rows' metric values worked out before their summary, while a run's later rows are still to come.
+
+    A run scores its rows shard by shard, and the model is still answering the last
+    shards while the first are scored: ``add`` works out each row's values then, and
+    ``summarize(rows, ahead=...)`` reads them instead of working them out after the
+    last answer. Each value is the metric's own function of the row, and it is used
+    only for the very row object it came from (a copy, or a row built again, is
+    scored afresh). The retrieval metrics, computed over all rows at once, and the
+    per-stage latencies are left to the summary.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[int, tuple[Row, dict[str, float]]] = {}  # the row is kept, so its id stays its own
+
+    def add(self, rows: Sequence[Row]) -> None:
+        metrics = [m for m in METRICS.values() if m.family != "retrieval"]
+        for row in rows:
+            self._rows[id(row)] = (row, {m.id: m.score(row) for m in metrics if m.population.includes(row)})
+
+    def value(self, metric: Metric, row: Row) -> float:
+        """The metric's value for ``row``: the one worked out ahead, else worked out now."""
+        found = self._rows.get(id(row))
+        if found is not None and found[0] is row and metric.id in found[1]:
+            return found[1][metric.id]
+        return metric.score(row)
+
+    def clear(self) -> None:
+        self._rows.clear()
+
+
+def summarize(rows: list[Row], *, gate_only: bool = False, ahead: Ahead | None = None) -> tuple[Summary, Counts]:
     """The run's value and population size for every reported metric.
 
     A metric whose population is empty is None (never 0.0), with count 0. Each
     population is selected once, and the retrieval metrics are computed over all
     their rows at once (``metrics.relevance``), with the per-record functions' values.
+    ``ahead`` holds values some rows' metrics already have (``Ahead``): the same numbers.
     """
     summary: Summary = {}
     counts: Counts = {}
@@ -56,6 +88,8 @@ def summarize(rows: list[Row], *, gate_only: bool = False) -> tuple[Summary, Cou
             if batch is None:
                 batch = _retrieval_batch(population)
             values = batch[metric.id]
+        elif ahead is not None:
+            values = [ahead.value(metric, row) for row in population]
         else:
             values = [metric.score(row) for row in population]
         summary[metric.id], counts[metric.id] = metric.aggregate(values), len(population)

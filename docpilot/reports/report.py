@@ -116,12 +116,15 @@ def check_consistency(report: Report, path: str | Path) -> Report:
 
 
 def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bool = False,
-          record_set: str = "golden"):
-    """Summary, counts, gates and verdict of a list of rows: a pure function of the rows."""
+          record_set: str = "golden", ahead=None):
+    """Summary, counts, gates and verdict of a list of rows: a pure function of the rows.
+
+    ``ahead`` (``metrics.summary.Ahead``) holds row values worked out while the run went on.
+    """
     from metrics.gates import check_gates, verdict
     from metrics.summary import summarize
 
-    summary, counts = summarize(rows, gate_only=gate_only)
+    summary, counts = summarize(rows, gate_only=gate_only, ahead=ahead)
     gates = check_gates(summary, rows, conditions, gate_only=gate_only, allow_errors=allow_errors,
                         record_set=record_set)
     return summary, counts, gates, verdict(gates)
@@ -158,8 +161,11 @@ def _replayed(rows, *, gate_only: bool) -> dict[str, int]:
 
 def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fingerprint: str,
                     orchestrator_reason: str | None = None, orchestrator_other: str | None = None,
-                    page_fingerprints: dict[str, str] | None = None) -> Report:
-    """The report of one run: its settings and fingerprints, rows, summary and verdict."""
+                    page_fingerprints: dict[str, str] | None = None, ahead=None) -> Report:
+    """The report of one run: its settings and fingerprints, rows, summary and verdict.
+
+    ``ahead`` (``metrics.summary.Ahead``) holds row values worked out while the run went on.
+    """
     from docpilot.config.loading import public_config
     from docpilot.models.registry import model_identity
     from docpilot.run.clock import command_ms
@@ -178,7 +184,8 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         "code": code_fingerprint(),
     }
     summary, counts, gates, outcome = score(
-        rows, job.config.gates, gate_only=job.gate_only, allow_errors=job.allow_errors, record_set=job.set
+        rows, job.config.gates, gate_only=job.gate_only, allow_errors=job.allow_errors, record_set=job.set,
+        ahead=ahead,
     )
     return Report(
         run_id=new_run_id(),
@@ -201,7 +208,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         rows=rows,
         summary=summary,
         counts=counts,
-        slices=slice_by_tag(rows, gate_only=job.gate_only),
+        slices=slice_by_tag(rows, gate_only=job.gate_only, ahead=ahead),
         replayed=_replayed(rows, gate_only=job.gate_only),
         gates=gates,
         verdict=outcome,

@@ -14,6 +14,11 @@ from docpilot.run.job import EvalJob
 from docpilot.run.lane import Interrupted
 from docpilot.run.workspace import Trace, Workspace, open_workspace
 from docpilot.schema import Report, Row
+from metrics.summary import Ahead
+
+# The rows scored so far in this process, with their metric values: the report's summary
+# reads them rather than working every row out after the model's last answer.
+_scored = Ahead()
 
 
 def _workspace(job: EvalJob) -> Workspace:
@@ -85,12 +90,19 @@ def render(job: EvalJob, traces: list[Trace]) -> list[Trace]:
 
 
 def score(job: EvalJob, traces: list[Trace]) -> list[Row]:
-    """Turn a shard's traces into report rows."""
+    """Turn a shard's traces into report rows, and work out their metric values for the report to come."""
     if job.gate_only:
         return pipeline.build_rows(traces, gate_only=True)
     from docpilot.assistant.language import corpus_language
 
-    return pipeline.build_rows(traces, corpus_language=corpus_language(_workspace(job).corpus), model=job.config.model)
+    rows = pipeline.build_rows(traces, corpus_language=corpus_language(_workspace(job).corpus), model=job.config.model)
+    _scored.add(rows)
+    return rows
+
+
+def forget_scores() -> None:
+    """Let go of the rows scored so far (a run starts, or its report is made)."""
+    _scored.clear()
 
 
 def store(job: EvalJob, stage: str, traces: list[Trace]) -> None:
@@ -108,7 +120,10 @@ def report(job: EvalJob, rows: list[Row], wall_ms: float, orchestration: dict) -
     ``orchestration`` holds the report's ``orchestrator`` and its reason and alternative.
     """
     corpus = _workspace(job).corpus
-    built = assemble_report(job, rows, wall_ms=wall_ms, corpus_fingerprint=corpus.fingerprint,
-                            page_fingerprints=page_fingerprints(corpus), **orchestration)
+    try:
+        built = assemble_report(job, rows, wall_ms=wall_ms, corpus_fingerprint=corpus.fingerprint,
+                                page_fingerprints=page_fingerprints(corpus), ahead=_scored, **orchestration)
+    finally:
+        forget_scores()
     path = write_report(built, job.out or f"{job.config.reports_dir}/{built.run_id}.json")
     return built, str(path)

@@ -68,6 +68,7 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
     start = lead.started if lead is not None else time.perf_counter()  # the stages' time includes the lead's
     if lead is None:
         reset_lanes()  # the run starts here (a lead started it, and reset then)
+    stages.forget_scores()  # an earlier run of this process may have stopped before its report
     # What exists now (imports, the corpus, the index) lives for the whole run; frozen, the
     # garbage collector stops walking it again and again. The run's own objects are many
     # and short-lived: young-generation passes come less often, each over more objects,

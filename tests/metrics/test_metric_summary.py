@@ -90,3 +90,41 @@ def test_errored_rows_are_left_out_of_the_answer_averages(make_row) -> None:
     assert summary["answer_f1"] is None and summary["identifier_recall"] is None
     assert summary["citation_recall"] is None and summary["errors"] == 2
     assert counts["answer_f1"] == 0
+
+
+def _mixed_rows(make_row) -> list:
+    return [
+        make_row("p1", gold=["a#"], retrieved=["a#", "b#"], answer="The port is 8080 [1].", gold_answer="port 8080",
+                 markers=["1"], latency_ms=210.0, identifiers=["8080"], tags=["ports"]),
+        make_row("p2", gold=["b#"], retrieved=["c#"], answer="Use the --json flag.", gold_answer="pass --json",
+                 latency_ms=190.0, tags=["ports", "flags"]),
+        make_row("n1", kind="negative", retrieved=["a#"], answer="", refused=True, latency_ms=50.0),
+        make_row("p3", gold=["c#"], retrieved=["c#"], error="HTTP 500 from the model", tags=["flags"]),
+    ]
+
+
+def test_values_worked_out_ahead_give_the_same_summary(make_row) -> None:
+    from metrics.slices import slice_by_tag
+    from metrics.summary import Ahead
+
+    rows = _mixed_rows(make_row)
+    ahead = Ahead()
+    ahead.add(rows[:2])  # as a run does, shard by shard: the rest are worked out at the end
+    assert summarize(rows, ahead=ahead) == summarize(rows)
+    ahead.add(rows[2:])
+    assert summarize(rows, ahead=ahead) == summarize(rows)
+    assert slice_by_tag(rows, ahead=ahead) == slice_by_tag(rows)
+
+
+def test_a_value_worked_out_ahead_belongs_to_its_row_object_only(make_row) -> None:
+    from metrics.summary import Ahead
+
+    rows = _mixed_rows(make_row)
+    ahead = Ahead()
+    ahead.add(rows)
+    # A copy with another answer (as a report's rows are copied to redact an error) is scored afresh.
+    changed = [rows[0].model_copy(update={"answer": "Nothing about it."}), *rows[1:]]
+    assert summarize(changed, ahead=ahead) == summarize(changed)
+    assert summarize(changed, ahead=ahead)[0]["answer_f1"] != summarize(rows, ahead=ahead)[0]["answer_f1"]
+    ahead.clear()
+    assert summarize(rows, ahead=ahead) == summarize(rows)
