@@ -126,13 +126,23 @@ def select_records(records: list, selection: Selection, path: str | None = None)
 
 
 def shards(items: Sequence, size: int, *, first: int | None = None) -> Iterator[list]:
-    """Consecutive slices of at most ``size`` items; the first one holds at most ``first``."""
-    start = 0
+    """Consecutive slices of at most ``size`` items; the first one, and the last, hold at most ``first``.
+
+    A run's first shard is one round of turns, to get the model going while the rest
+    is ranked. Its last shard is one round too, when the run is longer than a round
+    and a shard: the shard before it is then answered a round before the run ends, and
+    is rendered and scored while the model answers that last round, not after it.
+    """
+    start, end = 0, len(items)
     if first is not None and first < min(size, len(items)):
         yield list(items[:first])
         start = first
-    for start in range(start, len(items), size):
-        yield list(items[start : start + size])
+        if end - start > size:
+            end -= first
+    for start in range(start, end, size):
+        yield list(items[start : min(start + size, end)])
+    if end < len(items):
+        yield list(items[end:])
 
 
 def build_job(

@@ -154,9 +154,14 @@ def test_the_lane_closes_when_its_last_user_leaves(tmp_path):
             assert fresh is not first
 
 
-def test_the_first_shard_can_be_smaller():
+def test_the_first_and_last_shards_can_be_one_round():
     items = list(range(10))
     assert list(shards(items, 4)) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
-    assert list(shards(items, 4, first=2)) == [[0, 1], [2, 3, 4, 5], [6, 7, 8, 9]]
+    # More than a shard after the first round: the last round is a shard of its own.
+    assert list(shards(items, 4, first=2)) == [[0, 1], [2, 3, 4, 5], [6, 7], [8, 9]]
+    assert list(shards(items[:6], 4, first=2)) == [[0, 1], [2, 3, 4, 5]]  # a round and a shard: no split
+    assert list(shards(items[:7], 4, first=2)) == [[0, 1], [2, 3, 4], [5, 6]]
     assert list(shards(items, 4, first=8)) == list(shards(items, 4))
     assert list(shards(items[:3], 4, first=3)) == [[0, 1, 2]]
+    assert [len(s) for s in shards(range(1000), 250, first=32)] == [32, 250, 250, 250, 186, 32]
+    assert [x for s in shards(items, 4, first=2) for x in s] == items  # every item once, in order
