@@ -139,8 +139,8 @@ def shards(items: Sequence, size: int, *, first: int | None = None) -> Iterator[
         start = first
         if end - start > size:
             end -= first
-    for start in range(start, end, size):
-        yield list(items[start : min(start + size, end)])
+    for offset in range(start, end, size):
+        yield list(items[offset : min(offset + size, end)])
     if end < len(items):
         yield list(items[end:])
 
