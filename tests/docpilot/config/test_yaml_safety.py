@@ -1,4 +1,4 @@
-"""Hand-written YAML that would take a CI runner down: alias bombs, self-references, huge values in messages."""
+"""Hand-written YAML: alias bombs and huge values cannot take a CI runner down; values are as PyYAML builds them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from docpilot.cli import main
-from docpilot.config.userfile import MAX_ALIAS_VALUES, parse_yaml, show
+from docpilot.config.userfile import MAX_ALIAS_VALUES, _Loader, parse_yaml, show
 from docpilot.errors import InputError
 
 
@@ -94,3 +94,23 @@ def test_a_page_whose_front_matter_is_an_alias_bomb_is_refused(tmp_path):
     with pytest.raises(CorpusError, match="aliases expand") as caught:
         load_corpus(docs)
     assert "index.md" in str(caught.value)
+
+
+@pytest.mark.parametrize("text", [
+    "- id: a\n  question: No\n  n: 3\n  f: 1.5\n  t: true\n  z: null\n  e: ~\n  d: 2024-05-01\n  y: yes\n  l: [1, two, 3.0]\n",
+    "records:\n  - {id: x, question: 'q?', gold: [a#b], tags: []}\n  - id: y\n    question: |\n      two\n      lines\n",
+    "base: &b {x: 1}\nother:\n  <<: *b\n  y: 2\n",
+    "a: !!str 123\nb: !!int '7'\nc: !!float '2'\n",
+    "1: one\n2.5: two\ntrue: three\nnull: four\n",
+    "x: '*not an alias'\nx: again\n",
+    "- [a, [b, [c, {d: [e]}]]]\n",
+])
+def test_values_are_those_pyyamls_constructor_builds(text):
+    # Lists, mappings and strings are built without PyYAML's constructor; the values must not differ.
+    loader = _Loader(text)
+    try:
+        expected = loader.get_single_data()
+    finally:
+        loader.dispose()
+    _, value = parse_yaml(text, Path("golden.yaml"))
+    assert value == expected and type(value) is type(expected)
