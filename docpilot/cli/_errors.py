@@ -23,7 +23,6 @@ import click
 
 from docpilot.config.redact import redact
 from docpilot.errors import DocpilotError
-from docpilot.reports.output import os_fix
 from docpilot.reports.terminal import clean
 
 INTERNAL_ERROR_EXIT = 3
@@ -64,6 +63,8 @@ class _ErrorHandler(contextlib.ContextDecorator):
             click.echo(clean(f"error: {_os_error(exc)}"), err=True)
             raise SystemExit(2) from None
         if _disk_full(exc):
+            from docpilot.reports.output import os_fix
+
             click.echo(f"error: {exc}; fix: {os_fix(OSError(errno.ENOSPC, 'disk full'))}", err=True)
             raise SystemExit(2) from None
         detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
@@ -74,6 +75,8 @@ class _ErrorHandler(contextlib.ContextDecorator):
 
 def _os_error(exc: OSError) -> str:
     """An operating-system error (a full disk, a read-only folder, no permission) in one line with its fix."""
+    from docpilot.reports.output import os_fix
+
     where = f"{exc.filename}: " if exc.filename else ""
     return f"{where}{exc.strerror or exc}; fix: {os_fix(exc)}"
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from docpilot.config.model import ModelConfig
-from docpilot.corpus.pages import Corpus
+from typing import TYPE_CHECKING
+
 from docpilot.errors import ConfigError
-from docpilot.models.base import Model
+
+if TYPE_CHECKING:  # the names only: checking a config's provider loads neither the docs' code nor the models'
+    from docpilot.config.model import ModelConfig
+    from docpilot.corpus.pages import Corpus
+    from docpilot.models.base import Model
 
 PROVIDERS = ("extractive", "openai", "local")
 TURN_RULES = 2
