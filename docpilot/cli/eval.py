@@ -97,10 +97,14 @@ def _import_prefect_meanwhile() -> None:
 def _run(job, orchestration, runner: str, dask_address: str | None):
     """The report of the run and its path, inline or under Prefect as ``orchestration`` says."""
     if orchestration.orchestrator == "inline" and runner == "local":
-        # The first turns are out by now (``leading``): the scorecard's code loads while the
-        # model answers them, not after the last answer.
+        # The first turns are out by now (``leading``): what the end of the run needs (the
+        # scorecard's code, the fingerprint of the code) is ready while the model answers
+        # them, not after the last answer.
         import docpilot.reports.scorecard  # noqa: F401
+        from docpilot.reports.report import code_fingerprint
         from docpilot.run.wiring import run_inline  # Prefect is never imported
+
+        code_fingerprint()
 
         return run_inline(job, orchestration)
     from flows.eval import run_eval

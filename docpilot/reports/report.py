@@ -7,6 +7,7 @@ previous one intact, and a path that is not a regular file is refused.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -39,8 +40,12 @@ def file_fingerprint(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+@functools.cache
 def code_fingerprint() -> str:
-    """sha256 over the project's Python sources, so a report says which code produced it."""
+    """sha256 over the project's Python sources, so a report says which code produced it.
+
+    Worked out once per process: the code that runs is the code that was loaded.
+    """
     root = Path(__file__).resolve().parents[2]
     digest = hashlib.sha256()
     for package in _CODE_PACKAGES:
