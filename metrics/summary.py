@@ -50,22 +50,28 @@ class Ahead:
     """
 
     def __init__(self) -> None:
-        self._rows: dict[int, tuple[Row, dict[str, float]]] = {}  # the row is kept, so its id stays its own
+        self._rows: dict[int, Row] = {}  # by id; the row is kept, so its id stays its own
+        self._values: dict[str, dict[int, float]] = {}  # metric id → row id → value
 
     def add(self, rows: Sequence[Row]) -> None:
         metrics = [m for m in METRICS.values() if m.family != "retrieval"]
+        for metric in metrics:
+            values = self._values.setdefault(metric.id, {})
+            includes, score = metric.population.includes, metric.score
+            for row in rows:
+                if includes(row):
+                    values[id(row)] = score(row)
         for row in rows:
-            self._rows[id(row)] = (row, {m.id: m.score(row) for m in metrics if m.population.includes(row)})
+            self._rows[id(row)] = row
 
-    def value(self, metric: Metric, row: Row) -> float:
-        """The metric's value for ``row``: the one worked out ahead, else worked out now."""
-        found = self._rows.get(id(row))
-        if found is not None and found[0] is row and metric.id in found[1]:
-            return found[1][metric.id]
-        return metric.score(row)
+    def values(self, metric: Metric, rows: Sequence[Row]) -> list[float]:
+        """The metric's value for each row: the one worked out ahead, else worked out now."""
+        known, held, score = self._values.get(metric.id, {}), self._rows, metric.score
+        return [known[key] if (key := id(row)) in known and held.get(key) is row else score(row) for row in rows]
 
     def clear(self) -> None:
         self._rows.clear()
+        self._values.clear()
 
 
 def summarize(rows: list[Row], *, gate_only: bool = False, ahead: Ahead | None = None) -> tuple[Summary, Counts]:
@@ -89,7 +95,7 @@ def summarize(rows: list[Row], *, gate_only: bool = False, ahead: Ahead | None =
                 batch = _retrieval_batch(population)
             values = batch[metric.id]
         elif ahead is not None:
-            values = [ahead.value(metric, row) for row in population]
+            values = ahead.values(metric, population)
         else:
             values = [metric.score(row) for row in population]
         summary[metric.id], counts[metric.id] = metric.aggregate(values), len(population)
