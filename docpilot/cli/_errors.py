@@ -14,6 +14,7 @@ import contextlib
 import errno
 import os
 import signal
+import sys
 import traceback
 from collections.abc import Callable
 from types import TracebackType
@@ -138,7 +139,16 @@ def interrupts_resume(*, quick: str | None = None):
 
         end_process(INTERRUPTED_EXIT, quick=quick, interrupted=True)  # or raises SystemExit
 
+    def _unraisable(unraisable) -> None:
+        # A signal that lands in code Python cannot raise from (a weakref's callback, such as
+        # the import system's module locks, or a __del__) has its KeyboardInterrupt printed
+        # with a traceback and dropped; the stop mark ends the run instead, so say nothing.
+        if signalled and unraisable.exc_type is KeyboardInterrupt:
+            return
+        previous_hook(unraisable)
+
     previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGINT)}
+    previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     try:
         yield
     except (KeyboardInterrupt, Interrupted):
@@ -151,5 +161,6 @@ def interrupts_resume(*, quick: str | None = None):
             raise
         _stop()
     finally:
+        sys.unraisablehook = previous_hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
+import weakref
 
 import pytest
 
@@ -50,3 +52,30 @@ def test_an_error_without_a_signal_stays_an_error_and_the_handlers_are_restored(
         assert signal.getsignal(signal.SIGTERM) is not before[signal.SIGTERM]
         raise ValueError("a bug")
     assert {signum: signal.getsignal(signum) for signum in before} == before
+
+
+class _Held:
+    """An object whose weakref callback is where the signal lands."""
+
+
+def test_a_signal_in_a_callback_python_cannot_raise_from_prints_no_traceback(capfd, monkeypatch):
+    # The import system's module locks end in weakref callbacks: a SIGTERM landing there
+    # has its KeyboardInterrupt reported as unraisable ("Exception ignored ... Traceback")
+    # and dropped. The stop mark still ends the run, with the one message and no report.
+    from docpilot.run.lane import Interrupted
+
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)  # Python's default prints the traceback
+    try:
+        with pytest.raises(SystemExit) as ended, interrupts_resume():
+            held = _Held()
+            ref = weakref.ref(held, lambda _: _signal_self(signal.SIGTERM))
+            del held  # the callback runs here, and the signal lands in it
+            assert ref() is None and interrupted()
+            raise Interrupted("the run noticed the stop mark")
+        assert ended.value.code == INTERRUPTED_EXIT
+        assert reported == []
+        assert "resume" in capfd.readouterr().err
+        assert sys.unraisablehook == reported.append  # put back as it was
+    finally:
+        reset_lanes()
