@@ -37,12 +37,18 @@ class DocumentedSchema(GenerateJsonSchema):
             return json_schema
         docs = field_docstrings(cls)
         for name, field in cls.model_fields.items():
-            key = (field.serialization_alias if self.mode == "serialization" else field.validation_alias) \
-                or field.alias or name
-            described = properties.get(key if isinstance(key, str) else name)
+            described = properties.get(self._property(name, field))
             if isinstance(described, dict) and name in docs and "description" not in described:
                 described["description"] = docs[name]
         return json_schema
+
+    def _property(self, name: str, field: Any) -> str:
+        """The field's key in the schema's properties: its alias for this mode, else its name."""
+        alias = field.serialization_alias if self.mode == "serialization" else field.validation_alias
+        for key in (alias, field.alias):
+            if isinstance(key, str):
+                return key
+        return name
 
 
 def field_docstrings(cls: type[BaseModel]) -> dict[str, str]:
