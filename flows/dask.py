@@ -62,10 +62,20 @@ def dask_task_runner(address: str | None = None, *, workers: int = LOCAL_WORKERS
     """A task runner on the Dask scheduler at ``address``, or on a new local cluster of ``workers`` processes."""
     if address:
         return DaskTaskRunner(address=address)
-    return DaskTaskRunner(
-        cluster_class="distributed.LocalCluster",
-        cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None},
-    )
+    return DaskTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs=local_cluster_options(workers))
+
+
+def local_cluster_options(workers: int = LOCAL_WORKERS) -> dict:
+    """``LocalCluster`` options of the cluster started for a run: ``workers`` single-threaded
+    processes, no dashboard, and the scheduler's HTTP routes on a free loopback port (without
+    one they take 8787 on every interface, and warn when another cluster holds it). Each
+    worker runs ``tasks.dask_worker`` first, which keeps it quiet about the heartbeat that
+    finds the scheduler gone as the cluster closes."""
+    return {
+        "n_workers": workers, "threads_per_worker": 1, "processes": True,
+        "dashboard_address": None, "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"},
+        "preload": ["tasks.dask_worker"],
+    }
 
 
 def run_on_dask(flow: Flow, job: EvalJob, address: str | None = None, orchestration: Orchestration | None = None):

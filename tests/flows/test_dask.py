@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -18,8 +19,9 @@ from docpilot.errors import OrchestratorError
 from docpilot.models.base import Turn
 from docpilot.run import pipeline, workspace
 from docpilot.run.job import job_records
-from flows.dask import LOCAL_WORKERS, dask_task_runner
+from flows.dask import LOCAL_WORKERS, dask_task_runner, local_cluster_options
 from flows.eval import run_eval
+from tasks.dask_worker import HEARTBEAT_FAILED
 from tests.conftest import ROOT
 from tests.support.model_stage import model_shard
 from tests.support.pipeline_jobs import PIPELINE, comparable, pipeline_job
@@ -29,7 +31,8 @@ from tests.support.pipeline_jobs import PIPELINE, comparable, pipeline_job
 def cluster(prefect_api):
     """Two worker processes, shared by the runs of this module and named by address. (The
     cluster DocPilot starts itself when given no address is the command test's below.)"""
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as running:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as running:
         yield running.scheduler_address
 
 
@@ -142,26 +145,53 @@ def test_an_address_where_no_scheduler_answers_is_named(tmp_path):
 def test_without_an_address_a_local_cluster_of_two_processes_is_started():
     runner = dask_task_runner()
     assert runner.address is None and LOCAL_WORKERS == 2
-    assert runner.cluster_kwargs == {"n_workers": 2, "threads_per_worker": 1, "processes": True,
-                                     "dashboard_address": None}
+    assert runner.cluster_kwargs == local_cluster_options()
+    assert local_cluster_options() == {
+        "n_workers": 2, "threads_per_worker": 1, "processes": True, "dashboard_address": None,
+        "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"}, "preload": ["tasks.dask_worker"],
+    }
+
+
+@pytest.mark.parametrize("preload", [True, False], ids=["with-preload", "without"])
+def test_workers_of_the_local_cluster_do_not_log_a_heartbeat_that_finds_no_scheduler(preload):
+    # The cluster's scheduler can close while a worker's heartbeat is on its way; the
+    # worker then logs the failure, tracebacks and all, after the verdict. Each worker here
+    # sends its real heartbeat to a port nothing listens on. Without the preload the
+    # same heartbeat is logged, which shows the test sees what it looks for.
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.support.heartbeat_to_nowhere", *([] if preload else ["--without-preload"])],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    logged = result.stderr.count(HEARTBEAT_FAILED)
+    if preload:
+        assert logged == 0 and "Traceback" not in result.stderr, result.stderr
+    else:
+        assert logged == LOCAL_WORKERS, result.stderr
 
 
 def test_the_command_starts_and_stops_its_own_prefect_server_and_cluster(tmp_path):
     # No PREFECT_API_URL and no --dask-address: `docpilot eval --runner dask` starts a Prefect
     # server and a local cluster for the run, quietly, and leaves no process behind. Every
-    # process it starts inherits the mark.
+    # process it starts inherits the mark. Port 8787, Dask's default, is held (by this test
+    # or by whatever holds it already): the cluster does not need it, nor warn about it.
     mark = uuid.uuid4().hex
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(PREFECT_HOME=str(tmp_path / "home"), DOCPILOT_TEST_MARK=mark)
-    result = subprocess.run(
-        [sys.executable, "-m", "docpilot", "eval", "--runner", "dask", "--gate-only", "--json",
-         "--docs", str(PIPELINE / "docs"), "--golden", str(PIPELINE / "golden.yaml"),
-         "--out", str(tmp_path / "report.json")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )
+    with contextlib.ExitStack() as held:
+        dashboard_port = held.enter_context(socket.socket())
+        with contextlib.suppress(OSError):
+            dashboard_port.bind(("0.0.0.0", 8787))
+            dashboard_port.listen()
+        result = subprocess.run(
+            [sys.executable, "-m", "docpilot", "eval", "--runner", "dask", "--gate-only", "--json",
+             "--docs", str(PIPELINE / "docs"), "--golden", str(PIPELINE / "golden.yaml"),
+             "--out", str(tmp_path / "report.json")],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["verdict"] == "pass"
-    assert "Traceback" not in result.stderr and "ERROR" not in result.stderr, result.stderr
+    assert result.stderr.splitlines() == ["retrieve: 6/6 records"], result.stderr
     assert _processes_marked(mark) == []
 
 
