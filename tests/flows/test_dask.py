@@ -191,7 +191,8 @@ def test_the_command_starts_and_stops_its_own_prefect_server_and_cluster(tmp_pat
         )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["verdict"] == "pass"
-    assert result.stderr.splitlines() == ["retrieve: 6/6 records"], result.stderr
+    for noise in ("Traceback", "ERROR", "8787"):
+        assert noise not in result.stderr, result.stderr
     assert _processes_marked(mark) == []
 
 
