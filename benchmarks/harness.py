@@ -20,6 +20,10 @@ after it arrived (``tests.support.latency_server``), and runs `docpilot eval` ag
    and the median wall time;
 5. one record edited: model calls.
 
+``cpu_check_ms`` times a fixed pure-Python loop before the first command and after the
+last run (the best of five each): on a virtual machine the same loop can take twice as
+long in one minute as in the next, and every figure above moves with it.
+
     python -m benchmarks.harness [--records 1000] [--latency 0.2] [--concurrency 32] [--repeat 5] [--commands 3]
                                  [--prefect-server | --prefect-api http://127.0.0.1:4200/api] [--json]
 """
@@ -45,6 +49,18 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.latency_server import serve_latency_process  # noqa: E402
 from tests.support.openai_server import Reply  # noqa: E402
+
+
+def cpu_check_ms(tries: int = 5) -> float:
+    """The best of ``tries`` timings of a million additions in pure Python, in milliseconds."""
+    best = float("inf")
+    for _ in range(tries):
+        started = time.perf_counter()
+        total = 0
+        for i in range(1_000_000):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return round(best * 1000, 1)
 
 
 def make_golden(path: Path, records: int, *, edit: int | None = None) -> None:
@@ -198,6 +214,7 @@ def main() -> None:
     import docpilot.models.openai  # noqa: F401
     ideal = args.records * args.latency / args.concurrency
     limit = -(-args.records // args.concurrency) * args.latency
+    speed_before = cpu_check_ms()
     out: dict = {"load_average": [round(x, 2) for x in os.getloadavg()],
                  "records": args.records, "latency_s": args.latency, "concurrency": args.concurrency,
                  "ideal_s": round(ideal, 3), "physical_limit_s": round(limit, 3)}
@@ -264,6 +281,7 @@ def main() -> None:
         edited = run(golden, tmp / "cache", base_url, args.concurrency, "inline")
         out["one_record_edited"] = {"wall_s": round(edited["wall_s"], 3),
                                     "model_calls": requests_seen(base_url) - before}
+    out["cpu_check_ms"] = {"before": speed_before, "after": cpu_check_ms()}
 
 
     if args.json:
