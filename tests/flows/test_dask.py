@@ -31,8 +31,7 @@ from tests.support.pipeline_jobs import PIPELINE, comparable, pipeline_job
 def cluster(prefect_api):
     """Two worker processes, shared by the runs of this module and named by address. (The
     cluster DocPilot starts itself when given no address is the command test's below.)"""
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as running:
+    with LocalCluster(**local_cluster_options()) as running:
         yield running.scheduler_address
 
 
