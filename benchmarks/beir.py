@@ -44,6 +44,7 @@ RETRIEVERS = {
     "bm25": {"retriever": "bm25"},
     "minilm": {"retriever": "dense", "embedder": "minilm"},
     "hybrid": {"retriever": "hybrid", "embedder": "minilm"},
+    "hybrid-scores": {"retriever": "hybrid", "embedder": "minilm", "fusion": "scores"},
     "static": {"retriever": "dense", "embedder": "static"},
     "static-hybrid": {"retriever": "hybrid", "embedder": "static"},
     "static-scores": {"retriever": "hybrid", "embedder": "static", "fusion": "scores"},

@@ -114,11 +114,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--docs", type=Path, required=True, help="docs folder of Markdown/MDX pages")
     parser.add_argument("--questions", type=int, default=1000)
     parser.add_argument("--retriever", choices=["bm25", "dense", "hybrid"], default="bm25")
-    parser.add_argument("--embedder", choices=["minilm", "openai"], default="minilm")
+    parser.add_argument("--embedder", choices=["minilm", "static", "openai"], default="minilm")
+    parser.add_argument("--fusion", choices=["rrf", "scores"], default=None, help="hybrid's fusion (default: the setting's)")
     parser.add_argument("--index-dir", type=Path, help="where to save the index (default: a temporary folder)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    settings = RetrievalConfig(retriever=args.retriever, embedder=args.embedder)
+    chosen = {"retriever": args.retriever, "embedder": args.embedder}
+    settings = RetrievalConfig(**chosen | ({"fusion": args.fusion} if args.fusion else {}))
     with tempfile.TemporaryDirectory(prefix="docpilot-speed-") as scratch:
         result = measure(args.docs, count=args.questions, settings=settings, index_dir=args.index_dir or Path(scratch))
     if args.json:

@@ -36,7 +36,8 @@ def test_missing_corpora_are_reported_absent_and_the_demo_still_runs(tmp_path):
     text = suite.table(result)
     assert "| fastapi | – | absent:" in text and "SciFact: absent" in text
     assert "| demo (" in text and "hybrid (static, scores) recall@8" in text
-    assert set(demo["splits"]["dev"]) == {"default", "hybrid_static", "baseline"}
+    assert set(demo["splits"]["dev"]) == {"default", "hybrid_static", "hybrid_minilm", "baseline"}
+    assert demo["splits"]["dev"]["hybrid_minilm"] is None and "not measured (--minilm)" in text
 
 
 def test_the_hybrid_column_is_score_fused_hybrid_retrieval_with_the_static_embedder(tmp_path):
