@@ -43,10 +43,10 @@ PUBLISHED = {
 RETRIEVERS = {
     "bm25": {"retriever": "bm25"},
     "minilm": {"retriever": "dense", "embedder": "minilm"},
-    "hybrid": {"retriever": "hybrid", "embedder": "minilm"},
+    "hybrid-rrf": {"retriever": "hybrid", "embedder": "minilm", "fusion": "rrf"},
     "hybrid-scores": {"retriever": "hybrid", "embedder": "minilm", "fusion": "scores"},
     "static": {"retriever": "dense", "embedder": "static"},
-    "static-hybrid": {"retriever": "hybrid", "embedder": "static"},
+    "static-rrf": {"retriever": "hybrid", "embedder": "static", "fusion": "rrf"},
     "static-scores": {"retriever": "hybrid", "embedder": "static", "fusion": "scores"},
 }
 """Benchmark names → the retrieval settings they stand for."""

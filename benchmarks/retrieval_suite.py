@@ -172,9 +172,9 @@ def measure_scifact(data: Path, overrides: dict, *, minilm: bool = False) -> dic
     if not folder.is_dir():
         return {"absent": str(folder)}
     found = {"default": beir.measure(folder, "bm25", "test", overrides=overrides)["ndcg@10"]}
-    for name in ("static", "static-hybrid", "static-scores"):
+    for name in ("static", "static-rrf", "static-scores"):
         found[name] = beir.measure(folder, name, "test", overrides=overrides)["ndcg@10"]
-    for name, retriever in (("dense", "minilm"), ("hybrid", "hybrid"), ("hybrid-scores", "hybrid-scores")):
+    for name, retriever in (("dense", "minilm"), ("hybrid-rrf", "hybrid-rrf"), ("hybrid-scores", "hybrid-scores")):
         found[name] = (
             beir.measure(folder, retriever, "test", overrides=overrides, index_dir=CACHE / "index")["ndcg@10"]
             if minilm

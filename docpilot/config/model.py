@@ -78,10 +78,10 @@ class RetrievalConfig(_Strict):
     """Texts embedded per call while an index is built."""
     embedding_timeout_s: float = Field(default=60.0, gt=0)
     """Timeout of one call to the `openai` embedder, in seconds."""
-    fusion: str = "rrf"
-    """`hybrid`: how the two are combined: `rrf` (each list's ranks, reciprocal rank fusion)
-    or `scores` (each chunk's BM25 score as a share of the best one possible and its
-    cosine similarity mapped to 0–1, weighted by `bm25_weight` and `dense_weight`)."""
+    fusion: str = "scores"
+    """`hybrid`: how the two are combined: `scores` (each chunk's BM25 score as a share of
+    the best one possible and its cosine similarity mapped to 0–1, weighted by
+    `bm25_weight` and `dense_weight`) or `rrf` (each list's ranks, reciprocal rank fusion)."""
     rrf_k: int = Field(default=60, ge=1)
     """`hybrid`: reciprocal rank fusion constant; a section at rank r of a list earns
     weight / (rrf_k + r) from it."""

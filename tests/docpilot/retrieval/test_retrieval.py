@@ -159,11 +159,18 @@ def test_scope_holds_for_every_retriever(harbor, kind):
     assert retriever.search(question, scope=["guide"], k=20) == guide
 
 
-@pytest.mark.parametrize("kind", ["dense", "hybrid"])
-def test_dense_retrievers_find_the_page_by_its_words(harbor, kind):
-    hits = _retriever(harbor, kind).search("deep draught high water entry")
+@pytest.mark.parametrize(("kind", "fusion"), [("dense", "scores"), ("hybrid", "rrf")])
+def test_dense_retrievers_find_the_page_by_its_words(harbor, kind, fusion):
+    hits = _retriever(harbor, kind, fusion=fusion).search("deep draught high water entry")
     assert hits[0].section_id == "guide/tides#high-water"
     assert len({h.section_id for h in hits}) == len(hits) == 8
+
+
+def test_hybrid_fuses_scores_by_default_and_ranks_only_sections_sharing_a_word(harbor):
+    assert RetrievalConfig().fusion == "scores"
+    hits = _retriever(harbor, "hybrid").search("deep draught high water entry")
+    assert hits[0].section_id == "guide/tides#high-water"
+    assert {h.section_id for h in hits} == {h.section_id for h in _retriever(harbor, "bm25").search("deep draught high water entry")}
 
 
 def test_fusion_adds_weighted_reciprocal_ranks():
@@ -193,7 +200,9 @@ def test_hybrid_is_the_fusion_of_the_bm25_and_dense_lists(harbor):
     depth = 5
     lexical = _retriever(harbor, "bm25").search(question, k=depth)
     dense = _retriever(harbor, "dense").search(question, k=depth)
-    hybrid = _retriever(harbor, "hybrid", fusion_depth=depth, rrf_k=10, dense_weight=0.5).search(question, k=4)
+    hybrid = _retriever(harbor, "hybrid", fusion="rrf", fusion_depth=depth, rrf_k=10, dense_weight=0.5).search(
+        question, k=4
+    )
     expected = reciprocal_rank_fusion(
         [[h.section_id for h in lexical], [h.section_id for h in dense]], [1.0, 0.5], k=10
     )[:4]

@@ -95,11 +95,11 @@ def test_scope_holds_with_score_fusion(harbor):
 
 
 def test_the_fusion_is_a_ranking_setting_of_hybrid_only(harbor):
-    rrf = Retriever(harbor, RetrievalConfig(retriever="hybrid"), embedder=WordHashEmbedder())
+    rrf = Retriever(harbor, RetrievalConfig(retriever="hybrid", fusion="rrf"), embedder=WordHashEmbedder())
     assert _fused(harbor).fingerprint != rrf.fingerprint
     # The index is the same: only question-time ranking differs.
     assert _fused(harbor).index.fingerprint == rrf.index.fingerprint
-    assert Retriever(harbor, RetrievalConfig(fusion="scores")).fingerprint == Retriever(harbor).fingerprint
+    assert Retriever(harbor, RetrievalConfig(fusion="rrf")).fingerprint == Retriever(harbor).fingerprint
 
 
 def test_an_unknown_fusion_is_a_config_error(harbor, tmp_path):
