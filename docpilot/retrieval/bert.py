@@ -10,7 +10,7 @@ per layer, so numpy runs it from the model's own files (``config.json``,
         a = softmax(Q·Kᵀ / √d_head + mask) · V          12 heads, padding masked out
         x = LayerNorm(x + a·W_o + b_o)
         x = LayerNorm(x + GELU(x·W_1 + b_1)·W_2 + b_2)  exact GELU: x·(1 + erf(x/√2))/2
-    vector = mean of x over the text's tokens, divided by its length
+    vector = mean of x over the text's tokens (padding left out), scaled to unit length
 
 Texts are cut to the model's ``max_seq_length`` tokens ([CLS] and [SEP] included),
 as sentence-transformers cuts them, and batched by length so short texts are not
@@ -60,12 +60,15 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        dtype = _DTYPES.get(entry.get("dtype"))
+        try:
+            dtype = _DTYPES.get(entry.get("dtype"))
+            begin, end = (int(n) for n in entry["data_offsets"])
+            shape = tuple(int(n) for n in entry["shape"])
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise ModelFileError(f"{path}: tensor {name} has no dtype, shape and data offsets; the file is damaged") from None
         if dtype is None:
             raise ModelFileError(f"{path}: tensor {name} has dtype {entry.get('dtype')!r}, not one of {sorted(_DTYPES)}")
-        begin, end = entry["data_offsets"]
-        shape = tuple(entry["shape"])
-        if end - begin != math.prod(shape) * np.dtype(dtype).itemsize or start + end > len(mapped):
+        if end - begin != math.prod(shape) * np.dtype(dtype).itemsize or begin < 0 or start + end > len(mapped):
             raise ModelFileError(f"{path}: tensor {name} does not fit its offsets; the file is damaged")
         tensors[name] = np.frombuffer(mapped, dtype=dtype, count=math.prod(shape), offset=start + begin).reshape(shape)
     return tensors

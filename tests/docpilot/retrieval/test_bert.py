@@ -79,6 +79,10 @@ def test_a_damaged_safetensors_file_is_named_in_the_error(tmp_path):
     _write_safetensors(path, {"w": np.ones(2, np.float32)}, dtype_name="BF16")
     with pytest.raises(ModelFileError, match="dtype 'BF16'"):
         read_safetensors(path)
+    raw = json.dumps({"w": {"dtype": "F32", "shape": [2]}}).encode()  # no data offsets
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * 8)
+    with pytest.raises(ModelFileError, match="tensor w has no dtype, shape and data offsets"):
+        read_safetensors(path)
     (tmp_path / "short.safetensors").write_bytes(b"\x01")
     with pytest.raises(ModelFileError, match="too short"):
         read_safetensors(tmp_path / "short.safetensors")
