@@ -4,11 +4,17 @@ For each docs corpus the default retriever ranks the golden set's positives, spl
 split, and the table gives recall@8 and MRR exactly as ``docpilot eval --gate-only``
 reports them (same retriever, same scope, same metrics). Beside them stand ``hybrid``
 with the static embedder that ships with DocPilot, scores fused (``HYBRID_STATIC``),
-and a plain baseline on the same questions: bm25s with its English stop words and
-stemmer over each chunk's heading path and text, nothing else. SciFact (BEIR) gives
-test nDCG@10 for the default settings and for the static embedder alone and in
-``hybrid`` (ranks fused and scores fused), through ``benchmarks.beir``; MiniLM ``dense`` and ``hybrid`` are added when the ``minilm``
-extra is installed.
+``hybrid`` with MiniLM (``HYBRID_MINILM``) with ``--minilm``, and a plain baseline on
+the same questions: bm25s with its English stop words and stemmer over each chunk's
+heading path and text, nothing else. SciFact (BEIR) gives test nDCG@10 for the
+default settings and for the static embedder alone and in ``hybrid`` (ranks fused and
+scores fused), through ``benchmarks.beir``; with ``--minilm``, MiniLM alone and in
+``hybrid`` too.
+
+The MiniLM figures need the minilm extra and take time: MiniLM embeds a few dozen
+chunks a second on two cores, so its indexes are saved in ``.docpilot/cache/index``
+of the repository and reused by the next run; the first such run takes about half an
+hour, the next ones a few minutes.
 
     python -m benchmarks.retrieval_suite                      # data in ../shared/data
     python -m benchmarks.retrieval_suite --data PATH --json
@@ -52,7 +58,7 @@ K = 8
 HYBRID_STATIC = {"retriever": "hybrid", "embedder": "static", "fusion": "scores"}
 """The settings of the table's hybrid columns: BM25 and the shipped static embedder, scores fused."""
 HYBRID_MINILM = {"retriever": "hybrid", "embedder": "minilm", "fusion": "scores"}
-"""The settings of the MiniLM columns, measured when the minilm extra is installed."""
+"""The settings of the MiniLM columns, measured with ``--minilm`` (it needs the minilm extra)."""
 CACHE = ROOT / ".docpilot" / "cache"
 
 
@@ -130,7 +136,7 @@ def measure_suite(suite: Suite, settings: RetrievalConfig, *, minilm: bool = Fal
     hybrid = Retriever(corpus, settings.model_copy(update=HYBRID_STATIC))
     hybrid_build_s = time.perf_counter() - started
     baseline = PlainBM25(corpus)
-    minilm = Retriever.open(corpus, settings.model_copy(update=HYBRID_MINILM), cache_dir=CACHE) if minilm else None
+    with_minilm = Retriever.open(corpus, settings.model_copy(update=HYBRID_MINILM), cache_dir=CACHE) if minilm else None
 
     def ranker(chosen: Retriever):
         cache: dict[str, list[str]] = {}
@@ -143,7 +149,7 @@ def measure_suite(suite: Suite, settings: RetrievalConfig, *, minilm: bool = Fal
         return ranked
 
     ranked, ranked_hybrid = ranker(retriever), ranker(hybrid)
-    ranked_minilm = ranker(minilm) if minilm is not None else None
+    ranked_minilm = ranker(with_minilm) if with_minilm is not None else None
     splits = {}
     for split in SPLITS:
         chosen = [r for r in records if r.split == split]
@@ -161,7 +167,7 @@ def measure_suite(suite: Suite, settings: RetrievalConfig, *, minilm: bool = Fal
         "chunks": len(corpus.chunks),
         "index_build_s": round(build_s, 2),
         "hybrid_static_build_s": round(hybrid_build_s, 2),
-        "hybrid_minilm_build_s": minilm.index.manifest.get("build_seconds") if minilm else None,
+        "hybrid_minilm_build_s": with_minilm.index.manifest.get("build_seconds") if with_minilm else None,
         "splits": splits,
     }
 
