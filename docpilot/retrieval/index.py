@@ -39,6 +39,7 @@ from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Chunk, Corpus
 from docpilot.retrieval.bm25 import LexicalIndex
 from docpilot.retrieval.embedders import Embedder
+from docpilot.run import progress
 
 # Bump when what is stored, or how a chunk's indexed text is built, changes.
 INDEX_FORMAT = "docpilot-index-3"
@@ -46,6 +47,9 @@ MANIFEST = "manifest.json"
 _FOLDER_CHARS = 20
 _DONORS = 4  # older indexes searched for vectors to reuse
 _HASH_BYTES = 16
+EMBED_STAGE = "embed"
+"""The progress stage of embedding chunks while an index is built."""
+_EMBED_SLICE = 256  # chunks per embed call while building, and per progress step
 # Include directives (`{* ../docs_src/app.py hl[3] *}`, `--8<-- "snippet.md"`) name a
 # file that is not in the docs folder: their words ("docs", "src", "py") are paths, and
 # a question about "the docs" should not match every page that includes an example.
@@ -248,7 +252,12 @@ def _embed(texts: list[str], hashes: np.ndarray, embedder: Embedder, donors: Seq
                 missing[i] = False
     todo = np.flatnonzero(missing)
     if len(todo):
-        vectors[todo] = embedder.embed([texts[i] for i in todo])
+        # In slices, so that a long build (minutes with a local model) shows how far it is.
+        progress.start(EMBED_STAGE, len(todo))
+        for start in range(0, len(todo), _EMBED_SLICE):
+            rows = todo[start : start + _EMBED_SLICE]
+            vectors[rows] = embedder.embed([texts[i] for i in rows])
+            progress.advance(EMBED_STAGE, len(rows))
     return vectors, int(len(texts) - len(todo))
 
 

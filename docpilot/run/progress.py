@@ -22,6 +22,7 @@ class Sink(Protocol):
 
 
 _sink: Sink | None = None
+_UNITS = {"embed": "chunks"}  # what a stage counts, when not records
 
 
 def install(sink: Sink | None) -> None:
@@ -73,7 +74,7 @@ class LineSink:
         tenth = done * 10 // total if total else 10
         if tenth > self._shown.get(stage, -1):
             self._shown[stage] = tenth
-            print(f"{stage}: {done}/{total} records", file=self.stream, flush=True)
+            print(f"{stage}: {done}/{total} {_UNITS.get(stage, 'records')}", file=self.stream, flush=True)
 
     def close(self) -> None:
         pass

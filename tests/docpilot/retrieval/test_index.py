@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -178,3 +182,36 @@ def test_include_directives_are_left_out_of_the_indexed_text(tmp_path):
     hits = Retriever(corpus).search("docs src snippets py")
     assert {h.section_id.partition("#")[0] for h in hits} == {"ui"}
     assert indexed_body("a {b} and {*c*} d") == "a {b} and   d"
+
+
+def test_a_build_that_embeds_reports_its_progress_in_chunks(tmp_path):
+    from docpilot.run import progress
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for n in range(300):
+        (folder / f"page-{n:03}.md").write_text(f"# Berth {n}\n\nShips of class {n} moor at pier {n % 7}.\n")
+    stream = io.StringIO()
+    progress.install(progress.LineSink(stream))
+    try:
+        built = _open(folder, tmp_path / "cache", embedder=WordHashEmbedder(), retriever="dense")
+        reused = _open(folder, tmp_path / "cache", embedder=WordHashEmbedder(), retriever="dense")
+    finally:
+        progress.install(None)
+    # Embedded 256 chunks at a time; a saved index embeds nothing and says nothing.
+    assert stream.getvalue().splitlines() == ["embed: 256/300 chunks", "embed: 300/300 chunks"]
+    assert built.index.built and not reused.index.built
+    whole = WordHashEmbedder().embed([dense_text(built.corpus, c) for c in built.chunks])
+    assert np.allclose(built.index.vectors, whole)
+
+
+def test_docpilot_index_shows_the_embedding_on_stderr_and_keeps_json_on_stdout(docs, tmp_path):
+    config = tmp_path / "docpilot.yaml"
+    config.write_text("retrieval:\n  retriever: dense\n  embedder: static\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "docpilot", "index", "--docs", str(docs), "--config", str(config), "--json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["embedder"].startswith("static/")
+    assert "embed: 13/13 chunks" in done.stderr.splitlines()
