@@ -38,6 +38,7 @@ def calibrate_command(config_path, docs, golden, target, write, as_json):
         choose_threshold,
         write_guard,
     )
+    from docpilot.run import progress
     from docpilot.run.job import read_records
     from docpilot.run.pipeline import build_rows, retrieve_shard, start_traces
     from docpilot.run.workspace import open_workspace
@@ -49,7 +50,8 @@ def calibrate_command(config_path, docs, golden, target, write, as_json):
         overrides["golden"] = golden
     config = load_config(config_path, overrides=overrides)
     records = read_records(config.golden)
-    workspace = open_workspace(config)
+    with progress.shown():  # on stderr: how far the build of a missing index is
+        workspace = open_workspace(config)
     validate_against_corpus(records, workspace.corpus, config.golden)
     dev = [r for r in records if r.split == "dev"]
     if not any(r.kind == "negative" for r in dev) or not any(r.kind == "positive" for r in dev):

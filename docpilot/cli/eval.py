@@ -203,7 +203,10 @@ def eval_command(
     # Its endpoint is probed while the records, the docs and the index load, and must
     # answer before the first record is sent (the local provider's server starts then).
     calls_model = not gate_only and not (runtime == "server" and url)
-    with ready_endpoint(config) if calls_model else contextlib.nullcontext(lambda: config) as ready:
+    endpoint = ready_endpoint(config) if calls_model else contextlib.nullcontext(lambda: config)
+    # Progress shows from the start: preparing the job opens the retriever, and building a
+    # missing index with an embedder can take minutes.
+    with progress.shown(), endpoint as ready:
         job = build_job(
             config, record_set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
             refresh=["retrieve", "model"] if "all" in refresh else sorted(set(refresh)),
@@ -220,23 +223,17 @@ def eval_command(
             from docpilot.run.reaper import watch_children
 
             watch_children()  # Prefect's temporary server, a Dask cluster or a local server: gone if this is killed
-        sink = progress.sink_for()
-        progress.install(sink)
-        try:
-            with interrupts_resume(quick=quick_exit):
-                if runner == "local":
-                    from docpilot.run.wiring import leading
+        with interrupts_resume(quick=quick_exit):
+            if runner == "local":
+                from docpilot.run.wiring import leading
 
-                    # The first shards are ranked while the endpoint's probe is out, and their
-                    # turns go out before Prefect, when it runs, is imported.
-                    with leading(job, ready) as job:
-                        report, path = _run(job, orchestration, runner, dask_address)
-                else:
-                    report, path = _run(job.model_copy(update={"config": ready()}), orchestration, runner,
-                                        dask_address)
-        finally:
-            progress.install(None)
-            sink.close()
+                # The first shards are ranked while the endpoint's probe is out, and their
+                # turns go out before Prefect, when it runs, is imported.
+                with leading(job, ready) as job:
+                    report, path = _run(job, orchestration, runner, dask_address)
+            else:
+                report, path = _run(job.model_copy(update={"config": ready()}), orchestration, runner,
+                                    dask_address)
     written = {}
     if html_path or junit_path or markdown_path:
         from docpilot.readout.files import write_outputs

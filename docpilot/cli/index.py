@@ -37,13 +37,8 @@ def index_command(docs: str | None, config_path: str | None, rebuild: bool, as_j
     config = load_config(config_path, overrides={"corpus": {"docs": docs}} if docs else None)
     corpus = load_corpus(Path(config.corpus.docs), chunk_words=config.corpus.chunk_words)
     start = time.perf_counter()
-    sink = progress.sink_for()  # on stderr: how far the embedding of a long build is
-    progress.install(sink)
-    try:
+    with progress.shown():  # on stderr: how far the embedding of a long build is
         retriever = Retriever.open(corpus, config.retrieval, cache_dir=config.cache_dir, rebuild=rebuild)
-    finally:
-        progress.install(None)
-        sink.close()
     seconds = time.perf_counter() - start
     index = retriever.index
     manifest = index.manifest

@@ -56,6 +56,7 @@ def serve_command(
     from docpilot.config.loading import flag_overrides, load_config
     from docpilot.models.probe import ready_endpoint
     from docpilot.models.registry import build_model
+    from docpilot.run import progress
     from docpilot.run.workspace import open_workspace
     from docpilot.server.app import bind, create_app, run_server, url_of
     from docpilot.server.auth import is_loopback, server_token
@@ -63,7 +64,8 @@ def serve_command(
 
     token = server_token(host, no_auth=no_auth)  # refuse an open public server before loading anything
     config = load_config(config_path, overrides=flag_overrides(docs=docs, provider=provider, model=model, base_url=base_url))
-    workspace = open_workspace(config, use_cache=False)
+    with progress.shown():  # on stderr: how far the build of a missing index is
+        workspace = open_workspace(config, use_cache=False)
     # The model endpoint is checked (and the local provider's server started) before the
     # port opens, so a wrong key stops here rather than failing every question.
     with ready_endpoint(config) as ready:

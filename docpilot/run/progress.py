@@ -32,6 +32,18 @@ def install(sink: Sink | None) -> None:
 
 
 @contextlib.contextmanager
+def shown() -> Iterator[None]:
+    """Show progress on stderr while in the block (see ``sink_for``), then put the sink away."""
+    sink = sink_for()
+    install(sink)
+    try:
+        yield
+    finally:
+        install(None)
+        sink.close()
+
+
+@contextlib.contextmanager
 def muted() -> Iterator[None]:
     """Count nothing while in the block: work done ahead of the run's stages, which count it themselves."""
     global _sink
@@ -111,7 +123,12 @@ class BarSink:
             self._progress.advance(self._tasks[stage], count)
 
     def close(self) -> None:
+        # rich asks its refresh thread to end without waiting for it. Wait here: `docpilot
+        # serve` forks its workers only when no other thread runs.
+        refresher = getattr(self._progress.live, "_refresh_thread", None)
         self._progress.stop()
+        if refresher is not None:
+            refresher.join()
 
 
 def sink_for(stream: TextIO | None = None) -> Sink:

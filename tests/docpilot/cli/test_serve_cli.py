@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -209,3 +210,48 @@ def test_under_a_low_file_limit_the_connection_cap_stays_below_it_and_healthz_an
             sock.close()
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=15)
+
+
+# A missing index is built, with its progress shown, before the workers fork; on a terminal
+# the progress is a rich bar, whose refresh thread must be gone by then.
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
+def test_a_new_index_shows_its_build_on_a_terminal_and_the_workers_still_fork(tmp_path):
+    import pty
+    import threading
+
+    config = tmp_path / "docpilot.yaml"
+    config.write_text("retrieval:\n  retriever: hybrid\n  embedder: static\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    log = tmp_path / "serve.log"
+    command = [sys.executable, "-c", "from docpilot.cli import main; main(prog_name='docpilot')",
+               "serve", "--port", "0", "--no-auth", "--docs", str(DOCS), "--config", str(config),
+               "--workers", "2", "--max-concurrency", "2"]  # fmt: skip
+    terminal, stderr = pty.openpty()
+    shown = bytearray()
+
+    def read_terminal() -> None:
+        with contextlib.suppress(OSError):  # the pty closes when the server ends
+            while chunk := os.read(terminal, 4096):
+                shown.extend(chunk)
+
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=stderr, env=env, cwd=tmp_path)
+    os.close(stderr)
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"listening on (http://\S+)", log.read_text())):
+            assert process.poll() is None and time.monotonic() < deadline, (log.read_text(), bytes(shown))
+            time.sleep(0.05)
+        deadline = time.monotonic() + 30
+        while len(workers := _children(process.pid)) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(workers) == 1, (log.read_text(), bytes(shown))
+        assert httpx.get(f"{found.group(1)}/healthz").status_code == 200
+        assert b"embed" in shown and b"Traceback" not in shown
+    finally:
+        process.kill()
+        process.wait(timeout=15)
+        os.close(terminal)
