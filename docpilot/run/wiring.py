@@ -128,9 +128,9 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
     When the run in the block reaches those shards, it ranks and primes them again as
     stages of its own (the same results, in a few milliseconds, so every stage of every
     shard is still one of its task runs), and its model stage waits for the turns in
-    flight: the lane sends a prompt once. A run that the lead covers whole and whose
-    turns are all stored calls no model, so it does not wait for the endpoint (nor
-    start the local provider's server). Only for stages that run in this process (not
+    flight: the lane sends a prompt once. A run whose turns are all stored calls no
+    model, so it does not wait for the endpoint (nor start the local provider's
+    server). Only for stages that run in this process (not
     Dask, not the server runtime) and for runs that call the model; any other run gets
     its job and no lead.
     """
@@ -146,9 +146,9 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
     with contextlib.ExitStack() as held, ThreadPoolExecutor(max_workers=LOOKAHEAD,
                                                            thread_name_prefix="docpilot-lead") as pool:
         answering = []
+        shard_list = shards(records, job.config.shard_size, first=job.config.model.concurrency)
         try:
-            for shard in itertools.islice(shards(records, job.config.shard_size, first=job.config.model.concurrency),
-                                          LOOKAHEAD):
+            for shard in itertools.islice(shard_list, LOOKAHEAD):
                 traces = start_traces(shard)
                 with progress.muted():  # the run's own stages count these records
                     ranked = stages.look_up_rankings(job, traces)
@@ -167,10 +167,9 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
                                                  [copy.copy(traces[p]) for p in sent]))
                 lead.shards.append((traces, ranked, sent))
             if run_job is None:
-                # Nothing in the lead needs the model: a run the lead covers whole (every turn
-                # stored) needs no endpoint at all; a longer one waits for it now.
-                covered = sum(len(traces) for traces, _, _ in lead.shards) == len(records)
-                run_job = job if covered else _ready(job, ready)
+                # Nothing in the lead needs the model. A run whose other records have their
+                # turns stored too needs no endpoint at all; any other waits for it now.
+                run_job = job if _all_turns_stored(job, shard_list) else _ready(job, ready)
             lead.job = run_job
             _lead = lead
             yield run_job
@@ -181,6 +180,24 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
             _lead = None
     for future in answering:
         future.result()  # its turns are stored by now; a failure there is the run's own
+
+
+def _all_turns_stored(job: EvalJob, rest: Iterator[list]) -> bool:
+    """Whether every record of these shards has its ranking and its turn stored (or sends no turn).
+
+    Reads the cache the way the run's own stages will, and stops at the first record
+    with something to compute. A cached re-run of a long golden set thus neither waits
+    for the endpoint's probe nor starts the local provider's server; the reads cost a
+    few milliseconds per shard, and the run repeats them.
+    """
+    for shard in rest:
+        traces = start_traces(shard)
+        with progress.muted():  # the run's own stages count these records
+            if stages.look_up_rankings(job, traces):
+                return False  # a record to rank, and then perhaps to answer
+            if stages.look_up_turns(job, stages.prime(job, traces)):
+                return False
+    return True
 
 
 def _ready(job: EvalJob, ready: Callable[[], Config] | None) -> EvalJob:

@@ -118,3 +118,21 @@ def test_faults_are_grouped_by_cause_before_the_scorecard(tmp_path, served) -> N
     answered = [row for row in report["rows"] if row["error"] is None and row["refused_by"] != "gate"]
     assert answered == []  # no cut turn is scored as an answer
     assert report["summary"]["answer_f1"] is None
+
+
+def test_a_rerun_with_every_turn_stored_needs_no_endpoint(tmp_path) -> None:
+    # Shards of two: the run is longer than its lead (a round of one, then a shard), so the
+    # stored turns past the lead are looked up too before the run waits for the probe.
+    config = tmp_path / "docpilot.yaml"
+    config.write_text("shard_size: 2\nmodel:\n  concurrency: 1\n")
+    script = OpenAIScript(default=Reply(answer="Install Acme with pip install acme-cli [index#install]."))
+    with serve_openai(script) as base_url:
+        args = ["eval", "--config", str(config), *BASE, "--provider", "openai", "--base-url", base_url, "--json"]
+        first = run(*args, "--out", str(tmp_path / "first.json"))
+    assert first.exit_code in (0, 1) and len(script.history) > 1
+    again = run(*args, "--out", str(tmp_path / "again.json"))  # the server is gone: its port refuses
+    assert again.exit_code == first.exit_code, again.output
+    rows = json.loads((tmp_path / "again.json").read_text())["rows"]
+    assert len(rows) == 6 and all("model" in row["cached"] for row in rows if row["gold"])
+    before = json.loads((tmp_path / "first.json").read_text())["rows"]
+    assert [row["answer"] for row in rows] == [row["answer"] for row in before]

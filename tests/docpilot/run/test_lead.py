@@ -134,8 +134,8 @@ def test_a_run_asked_to_stop_ends_interrupted_before_its_report(tmp_path, script
     assert len(script.history) < 6  # the stages that started after the mark sent nothing
 
 
-@pytest.mark.parametrize(("shard_size", "waits_when_cached"), [(10, False), (2, True)])
-def test_the_endpoint_is_waited_for_only_by_a_run_that_may_call_it(tmp_path, script, shard_size, waits_when_cached):
+@pytest.mark.parametrize("shard_size", [10, 2])
+def test_a_run_with_every_turn_stored_does_not_wait_for_the_endpoint(tmp_path, script, shard_size):
     with serve_openai(script) as base_url:
         job = _job(tmp_path, f"ready-{shard_size}", base_url, shard_size=shard_size)
         asked: list[int] = []
@@ -150,6 +150,38 @@ def test_the_endpoint_is_waited_for_only_by_a_run_that_may_call_it(tmp_path, scr
         asked.clear()
         with leading(job, ready) as run_job:  # every turn stored now
             again, _ = run_inline(run_job, choose("inline"))
-    # With shard_size 10 the lead holds all six records: nothing can call the model.
-    assert asked == ([len(script.history)] if waits_when_cached else [])
+    # With shard_size 10 the lead holds all six records; with 2, three of them, and the
+    # other three have their turns stored too: nothing can call the model.
+    assert asked == []
     assert all("model" in row.cached for row in again.rows if row.gold)
+
+
+@pytest.mark.parametrize("missing", ["a turn", "a ranking"])
+def test_a_cached_run_waits_for_the_endpoint_when_a_record_past_the_lead_has_work_left(tmp_path, script, missing):
+    golden = tmp_path / "golden.yaml"
+    golden.write_text((PIPELINE / "golden.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    with serve_openai(script) as base_url:
+        job = _job(tmp_path, f"past-{missing}", base_url)  # a lead of the first three records
+        config = job.config.model_copy(update={"golden": str(golden)})
+        job = job.model_copy(update={"golden": str(golden), "config": config})
+        if missing == "a turn":  # the fourth record's turn fails, and a failed turn is not stored
+            script.by_content["How often should tokens be rotated?"] = Reply.failure(500)
+        first, _ = run_inline(job, choose("inline"))
+        if missing == "a ranking":  # a record added at the end since
+            with golden.open("a", encoding="utf-8") as extra:
+                extra.write("- id: added\n  question: How do I roll back a release?\n  gold: ['guide/deploy']\n"
+                            "  split: dev\n")
+        script.reset(REPLY)
+        asked: list[int] = []
+
+        def ready():
+            asked.append(len(script.history))
+            return job.config
+
+        with leading(job, ready) as run_job:
+            again, _ = run_inline(run_job, choose("inline"))
+    assert asked == [0]  # the lead sent nothing, and the run waited before its first turn
+    assert len(script.history) == 1
+    assert [row.error for row in again.rows] == [None] * len(again.rows)
+    if missing == "a turn":
+        assert any(row.error for row in first.rows)
