@@ -105,7 +105,8 @@ class Lead:
     job: EvalJob
     shards: list[tuple[list[Trace], list[int], list[int]]]
     """Each shard's traces, the positions it ranked (the others' rankings were stored), and the
-    positions it handed to the model lane (the others had stored turns, or no prompt to send)."""
+    positions it handed to the model lane (the others had stored turns, or no prompt to send).
+    The first ``LOOKAHEAD`` shards, or every shard of a run whose turns are all stored."""
     started: float
     """``time.perf_counter()`` when the lead began: the run's stages started then."""
 
@@ -130,7 +131,7 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
     shard is still one of its task runs), and its model stage waits for the turns in
     flight: the lane sends a prompt once. A run whose turns are all stored calls no
     model, so it does not wait for the endpoint (nor start the local provider's
-    server). Only for stages that run in this process (not
+    server), and all its shards are the lead's. Only for stages that run in this process (not
     Dask, not the server runtime) and for runs that call the model; any other run gets
     its job and no lead.
     """
@@ -168,8 +169,14 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
                 lead.shards.append((traces, ranked, sent))
             if run_job is None:
                 # Nothing in the lead needs the model. A run whose other records have their
-                # turns stored too needs no endpoint at all; any other waits for it now.
-                run_job = job if _all_turns_stored(job, shard_list) else _ready(job, ready)
+                # turns stored too needs no endpoint at all, and takes those shards as the
+                # lead's (looked up once); any other waits for the endpoint now.
+                rest = _stored_shards(job, shard_list)
+                if rest is None:
+                    run_job = _ready(job, ready)
+                else:
+                    run_job = job
+                    lead.shards.extend((traces, [], []) for traces in rest)
             lead.job = run_job
             _lead = lead
             yield run_job
@@ -182,22 +189,25 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
         future.result()  # its turns are stored by now; a failure there is the run's own
 
 
-def _all_turns_stored(job: EvalJob, rest: Iterator[list]) -> bool:
-    """Whether every record of these shards has its ranking and its turn stored (or sends no turn).
+def _stored_shards(job: EvalJob, rest: Iterator[list]) -> list[list[Trace]] | None:
+    """These shards primed, with every ranking and turn filled in from the cache; None if one is missing.
 
-    Reads the cache the way the run's own stages will, and stops at the first record
-    with something to compute. A cached re-run of a long golden set thus neither waits
-    for the endpoint's probe nor starts the local provider's server; the reads cost a
-    few milliseconds per shard, and the run repeats them.
+    Reads the cache the way the run's own stages would, and stops at the first record
+    with something to compute (a ranking, or a turn to send). A cached re-run of a long
+    golden set thus neither waits for the endpoint's probe nor starts the local
+    provider's server, and the run does not read the cache for these shards again.
     """
+    done = []
     for shard in rest:
         traces = start_traces(shard)
         with progress.muted():  # the run's own stages count these records
             if stages.look_up_rankings(job, traces):
-                return False  # a record to rank, and then perhaps to answer
-            if stages.look_up_turns(job, stages.prime(job, traces)):
-                return False
-    return True
+                return None  # a record to rank, and then perhaps to answer
+            traces = stages.prime(job, traces)
+            if stages.look_up_turns(job, traces):
+                return None
+        done.append(traces)
+    return done
 
 
 def _ready(job: EvalJob, ready: Callable[[], Config] | None) -> EvalJob:

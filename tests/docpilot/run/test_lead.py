@@ -156,6 +156,29 @@ def test_a_run_with_every_turn_stored_does_not_wait_for_the_endpoint(tmp_path, s
     assert all("model" in row.cached for row in again.rows if row.gold)
 
 
+def test_a_cached_run_longer_than_the_lead_counts_each_record_once_and_keeps_its_rows(tmp_path, script):
+    with serve_openai(script) as base_url:
+        job = _job(tmp_path, "cached-long", base_url)  # a lead of three records, three more after it
+        first, _ = run_inline(job, choose("inline"))
+        script.reset(REPLY)
+        stream = io.StringIO()
+        progress.install(progress.LineSink(stream))
+        try:
+            with leading(job, lambda: pytest.fail("a run with every turn stored waited for the endpoint")) as run_job:
+                again, _ = run_inline(run_job, choose("inline"))
+        finally:
+            progress.install(None)
+    assert script.history == []
+    lines = stream.getvalue().splitlines()
+    assert lines.count("retrieve: 6/6 records") == 1 and lines.count("model: 6/6 records") == 1
+    assert not any(re.match(r"\w+: ([7-9]|\d\d+)/6", line) for line in lines)  # nothing counted twice
+    def uncached(report):
+        return [{key: value for key, value in row.items() if key != "cached"} for row in _rows(report)]
+
+    assert uncached(again) == uncached(first)
+    assert all("model" in row.cached and "retrieve" in row.cached for row in again.rows if row.gold)
+
+
 @pytest.mark.parametrize("missing", ["a turn", "a ranking"])
 def test_a_cached_run_waits_for_the_endpoint_when_a_record_past_the_lead_has_work_left(tmp_path, script, missing):
     golden = tmp_path / "golden.yaml"
