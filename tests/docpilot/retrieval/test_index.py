@@ -205,46 +205,45 @@ def test_a_build_that_embeds_reports_its_progress_in_chunks(tmp_path):
     assert np.allclose(built.index.vectors, whole)
 
 
-def test_docpilot_index_shows_the_embedding_on_stderr_and_keeps_json_on_stdout(docs, tmp_path):
+QUESTION_RECORD = "- id: q1\n  question: How do I print the guidebook?\n  gold: ['guidebook#printing']\n  split: dev\n"
+
+
+def _docpilot(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """A docpilot command in its own process, with a config whose retriever embeds (the static model)."""
     config = tmp_path / "docpilot.yaml"
     config.write_text("retrieval:\n  retriever: dense\n  embedder: static\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "docpilot", "index", "--docs", str(docs), "--config", str(config), "--json"],
+    return subprocess.run(
+        [sys.executable, "-m", "docpilot", *args, "--config", str(config)],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
     )
+
+
+def test_docpilot_index_shows_the_embedding_on_stderr_and_keeps_json_on_stdout(docs, tmp_path):
+    done = _docpilot(tmp_path, "index", "--docs", str(docs), "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["embedder"].startswith("static/")
     assert "embed: 13/13 chunks" in done.stderr.splitlines()
 
 
 def test_docpilot_eval_shows_the_embedding_of_a_missing_index(docs, tmp_path):
-    config = tmp_path / "docpilot.yaml"
-    config.write_text("retrieval:\n  retriever: dense\n  embedder: static\n")
     golden = tmp_path / "golden.yaml"
-    golden.write_text("- id: q1\n  question: How do I print the guidebook?\n  gold: ['guidebook#printing']\n"
-                      "  split: dev\n")
-    command = [sys.executable, "-m", "docpilot", "eval", "--gate-only", "--split", "dev", "--docs", str(docs),
-               "--golden", str(golden), "--config", str(config), "--out", str(tmp_path / "report.json"), "--json"]
-    first = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    golden.write_text(QUESTION_RECORD)
+    args = ["eval", "--gate-only", "--split", "dev", "--docs", str(docs), "--golden", str(golden),
+            "--out", str(tmp_path / "report.json"), "--json"]
+    first = _docpilot(tmp_path, *args)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["verdict"] == "pass"
     assert "embed: 13/13 chunks" in first.stderr.splitlines()
-    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    again = _docpilot(tmp_path, *args)
     assert again.returncode == 0, again.stderr
     assert "embed:" not in again.stderr  # the saved index is loaded, nothing is embedded
 
 
 def test_docpilot_calibrate_shows_the_embedding_of_a_missing_index(docs, tmp_path):
-    config = tmp_path / "docpilot.yaml"
-    config.write_text("retrieval:\n  retriever: dense\n  embedder: static\n")
     golden = tmp_path / "golden.yaml"
-    golden.write_text("- id: q1\n  question: How do I print the guidebook?\n  gold: ['guidebook#printing']\n"
-                      "  split: dev\n- id: n1\n  question: What is the capital of Peru?\n  gold: []\n  split: dev\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "docpilot", "calibrate", "--docs", str(docs), "--golden", str(golden),
-         "--config", str(config), "--json"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
-    )
+    negative = "- id: n1\n  question: What is the capital of Peru?\n  gold: []\n  split: dev\n"
+    golden.write_text(QUESTION_RECORD + negative)
+    done = _docpilot(tmp_path, "calibrate", "--docs", str(docs), "--golden", str(golden), "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["table"]  # the table went to stdout, the progress to stderr
     assert "embed: 13/13 chunks" in done.stderr.splitlines()
