@@ -191,7 +191,7 @@ def eval_command(
         _import_prefect_meanwhile()
     quick_exit = "inline" if inline else "prefect" if runner == "local" and configured_api() else None
     from docpilot.config.loading import load_config
-    from docpilot.models.probe import ready_endpoint
+    from docpilot.models.probe import Ready, ready_endpoint
     from docpilot.run import progress
     from docpilot.run.job import build_job
     from docpilot.schema import Selection
@@ -203,7 +203,7 @@ def eval_command(
     # Its endpoint is probed while the records, the docs and the index load, and must
     # answer before the first record is sent (the local provider's server starts then).
     calls_model = not gate_only and not (runtime == "server" and url)
-    endpoint = ready_endpoint(config) if calls_model else contextlib.nullcontext(lambda: config)
+    endpoint = ready_endpoint(config) if calls_model else contextlib.nullcontext(Ready(lambda: config))
     # Progress shows from the start: preparing the job opens the retriever, and building a
     # missing index with an embedder can take minutes.
     with progress.shown(), endpoint as ready:

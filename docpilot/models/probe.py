@@ -16,6 +16,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 import aiohttp
 
@@ -77,8 +78,22 @@ def _service_reason(text: str) -> str:
     return excerpt(text) or "(an empty body)"
 
 
+@dataclass(frozen=True)
+class Ready:
+    """Call it before a run's first turn, for the config to run with (``ready_endpoint``)."""
+
+    get: Callable[[], Config]
+    """The run's config with its model endpoint up and checked; ConfigError (exit 2) when it cannot serve."""
+    costly: Callable[[], bool] = lambda: False
+    """Whether calling it would start something (the local provider's server) rather than
+    return at once or wait for the probe already sent."""
+
+    def __call__(self) -> Config:
+        return self.get()
+
+
 @contextlib.contextmanager
-def ready_endpoint(config: Config) -> Iterator[Callable[[], Config]]:
+def ready_endpoint(config: Config) -> Iterator[Ready]:
     """For the duration of the block, ``ready``: call it before the first turn, for the config to run with.
 
     ``ready()`` returns the run's config with its model endpoint up and checked, or
@@ -92,7 +107,7 @@ def ready_endpoint(config: Config) -> Iterator[Callable[[], Config]]:
     """
     settings = config.model
     if settings.provider == "extractive":
-        yield lambda: config
+        yield Ready(lambda: config)
         return
     if settings.provider == "local" and not settings.base_url:
         from docpilot.models.local import serve_local
@@ -107,7 +122,7 @@ def ready_endpoint(config: Config) -> Iterator[Callable[[], Config]]:
                     served.append(config.model_copy(update={"model": settings.model_copy(update={"base_url": url})}))
                 return served[0]
 
-            yield start
+            yield Ready(start, costly=lambda: not served)
         return
     # A local model whose server is already up (started by the process that launched this
     # one) is probed like any endpoint.
@@ -133,4 +148,4 @@ def ready_endpoint(config: Config) -> Iterator[Callable[[], Config]]:
         probed.result()
         return config
 
-    yield checked
+    yield Ready(checked)

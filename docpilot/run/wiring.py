@@ -19,9 +19,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from docpilot.config.model import Config
+from docpilot.errors import ConfigError
 from docpilot.run import progress, stages
 from docpilot.run.job import EvalJob, job_records, shards
 from docpilot.run.lane import Interrupted, cancel_lanes, interrupted, reset_lanes
@@ -29,6 +29,9 @@ from docpilot.run.orchestrator import Orchestration
 from docpilot.run.pipeline import start_traces
 from docpilot.run.workspace import Trace
 from docpilot.schema import Report
+
+if TYPE_CHECKING:
+    from docpilot.models.probe import Ready
 
 LOOKAHEAD = 2
 """Model stages sent ahead of the one being finished, in a run on this machine.
@@ -105,8 +108,7 @@ class Lead:
     job: EvalJob
     shards: list[tuple[list[Trace], list[int], list[int]]]
     """Each shard's traces, the positions it ranked (the others' rankings were stored), and the
-    positions it handed to the model lane (the others had stored turns, or no prompt to send).
-    The first ``LOOKAHEAD`` shards, or every shard of a run whose turns are all stored."""
+    positions it handed to the model lane (the others had stored turns, or no prompt to send)."""
     started: float
     """``time.perf_counter()`` when the lead began: the run's stages started then."""
 
@@ -115,7 +117,7 @@ _lead: Lead | None = None  # the lead of the run about to start in this process,
 
 
 @contextlib.contextmanager
-def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator[EvalJob]:
+def leading(job: EvalJob, ready: Ready | None = None) -> Iterator[EvalJob]:
     """Send the run's first turns now, and let the run that follows in the block take them up; yields its job.
 
     Before a run's first turn, the model endpoint must have answered its probe, and an
@@ -130,10 +132,10 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
     stages of its own (the same results, in a few milliseconds, so every stage of every
     shard is still one of its task runs), and its model stage waits for the turns in
     flight: the lane sends a prompt once. A run whose turns are all stored calls no
-    model, so it does not wait for the endpoint (nor start the local provider's
-    server), and all its shards are the lead's. Only for stages that run in this process (not
-    Dask, not the server runtime) and for runs that call the model; any other run gets
-    its job and no lead.
+    model: it does not start the local provider's server, and goes on when the endpoint
+    cannot answer (see ``_ready_unless_all_stored``). Only for stages that run in this
+    process (not Dask, not the server runtime) and for runs that call the model; any
+    other run gets its job and no lead.
     """
     global _lead
     records = job_records(job)
@@ -147,9 +149,9 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
     with contextlib.ExitStack() as held, ThreadPoolExecutor(max_workers=LOOKAHEAD,
                                                            thread_name_prefix="docpilot-lead") as pool:
         answering = []
-        shard_list = shards(records, job.config.shard_size, first=job.config.model.concurrency)
+        run_shards = shards(records, job.config.shard_size, first=job.config.model.concurrency)
         try:
-            for shard in itertools.islice(shard_list, LOOKAHEAD):
+            for shard in itertools.islice(run_shards, LOOKAHEAD):
                 traces = start_traces(shard)
                 with progress.muted():  # the run's own stages count these records
                     ranked = stages.look_up_rankings(job, traces)
@@ -167,16 +169,9 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
                     answering.append(pool.submit(stages.answer_ahead, run_job,
                                                  [copy.copy(traces[p]) for p in sent]))
                 lead.shards.append((traces, ranked, sent))
-            if run_job is None:
-                # Nothing in the lead needs the model. A run whose other records have their
-                # turns stored too needs no endpoint at all, and takes those shards as the
-                # lead's (looked up once); any other waits for the endpoint now.
-                rest = _stored_shards(job, shard_list)
-                if rest is None:
-                    run_job = _ready(job, ready)
-                else:
-                    run_job = job
-                    lead.shards.extend((traces, [], []) for traces in rest)
+            if run_job is None:  # nothing in the lead needs the model
+                covered = sum(len(traces) for traces, _, _ in lead.shards) == len(records)
+                run_job = job if covered else _ready_unless_all_stored(job, ready, run_shards)
             lead.job = run_job
             _lead = lead
             yield run_job
@@ -189,28 +184,46 @@ def leading(job: EvalJob, ready: Callable[[], Config] | None = None) -> Iterator
         future.result()  # its turns are stored by now; a failure there is the run's own
 
 
-def _stored_shards(job: EvalJob, rest: Iterator[list]) -> list[list[Trace]] | None:
-    """These shards primed, with every ranking and turn filled in from the cache; None if one is missing.
+def _ready_unless_all_stored(job: EvalJob, ready: Ready | None, rest: Iterator[list]) -> EvalJob:
+    """The job to run after a lead that sent no turn: with its endpoint checked, or as it is when no record needs one.
 
-    Reads the cache the way the run's own stages would, and stops at the first record
-    with something to compute (a ranking, or a turn to send). A cached re-run of a long
-    golden set thus neither waits for the endpoint's probe nor starts the local
-    provider's server, and the run does not read the cache for these shards again.
+    The other records are looked up in the cache before the endpoint is asked for only
+    when asking would cost more than the look-up (the local provider's server is still
+    to start: seconds, and a gigabyte of memory), and after it when the endpoint cannot
+    serve the run: a run with every turn stored then re-scores them and calls no model.
+    Otherwise the probe, sent when the run began, has usually answered by now, and
+    looking up a long golden set twice would cost more than it saves.
     """
-    done = []
+    if ready is None:
+        return job
+    looked_up = ready.costly()
+    if looked_up and _all_turns_stored(job, rest):
+        return job
+    try:
+        return _ready(job, ready)
+    except ConfigError:
+        if not looked_up and _all_turns_stored(job, rest):
+            return job  # the endpoint cannot answer, and nothing needs it to
+        raise
+
+
+def _all_turns_stored(job: EvalJob, rest: Iterator[list]) -> bool:
+    """Whether every record of these shards has its ranking and its turn stored (or sends no turn).
+
+    Reads the cache the way the run's own stages will, one shard at a time, and stops at
+    the first record with something to compute (a ranking, or a turn to send).
+    """
     for shard in rest:
         traces = start_traces(shard)
         with progress.muted():  # the run's own stages count these records
             if stages.look_up_rankings(job, traces):
-                return None  # a record to rank, and then perhaps to answer
-            traces = stages.prime(job, traces)
-            if stages.look_up_turns(job, traces):
-                return None
-        done.append(traces)
-    return done
+                return False  # a record to rank, and then perhaps to answer
+            if stages.look_up_turns(job, stages.prime(job, traces)):
+                return False
+    return True
 
 
-def _ready(job: EvalJob, ready: Callable[[], Config] | None) -> EvalJob:
+def _ready(job: EvalJob, ready: Ready | None) -> EvalJob:
     return job if ready is None else job.model_copy(update={"config": ready()})
 
 

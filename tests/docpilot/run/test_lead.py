@@ -10,6 +10,8 @@ import time
 import pytest
 
 from docpilot.config.model import Config
+from docpilot.errors import ConfigError
+from docpilot.models.probe import Ready
 from docpilot.run import progress
 from docpilot.run.job import EvalJob
 from docpilot.run.lane import Interrupted, reset_lanes, stop_requested
@@ -134,8 +136,8 @@ def test_a_run_asked_to_stop_ends_interrupted_before_its_report(tmp_path, script
     assert len(script.history) < 6  # the stages that started after the mark sent nothing
 
 
-@pytest.mark.parametrize("shard_size", [10, 2])
-def test_a_run_with_every_turn_stored_does_not_wait_for_the_endpoint(tmp_path, script, shard_size):
+@pytest.mark.parametrize(("shard_size", "waits_when_cached"), [(10, False), (2, True)])
+def test_the_endpoint_is_waited_for_only_by_a_run_that_may_call_it(tmp_path, script, shard_size, waits_when_cached):
     with serve_openai(script) as base_url:
         job = _job(tmp_path, f"ready-{shard_size}", base_url, shard_size=shard_size)
         asked: list[int] = []
@@ -144,19 +146,33 @@ def test_a_run_with_every_turn_stored_does_not_wait_for_the_endpoint(tmp_path, s
             asked.append(len(script.history))
             return job.config
 
-        with leading(job, ready) as run_job:
+        with leading(job, Ready(ready)) as run_job:
             run_inline(run_job, choose("inline"))
         assert asked == [0]  # once, before the first turn went out
         asked.clear()
-        with leading(job, ready) as run_job:  # every turn stored now
+        with leading(job, Ready(ready)) as run_job:  # every turn stored now
             again, _ = run_inline(run_job, choose("inline"))
-    # With shard_size 10 the lead holds all six records; with 2, three of them, and the
-    # other three have their turns stored too: nothing can call the model.
-    assert asked == []
+    # With shard_size 10 the lead holds all six records: nothing can call the model. With
+    # 2 it holds three, and the probe, already sent, costs less than looking up the rest.
+    assert asked == ([len(script.history)] if waits_when_cached else [])
     assert all("model" in row.cached for row in again.rows if row.gold)
 
 
-def test_a_cached_run_longer_than_the_lead_counts_each_record_once_and_keeps_its_rows(tmp_path, script):
+def _never(reason: str) -> Ready:
+    """An endpoint that would cost a server's start, and fails the test when it is asked for."""
+    return Ready(lambda: pytest.fail(reason), costly=lambda: True)
+
+
+def _down() -> Ready:
+    """An endpoint that cannot serve the run, as the probe reports a refused connection."""
+
+    def refuse():
+        raise ConfigError("cannot connect to the model endpoint", hint="start the server")
+
+    return Ready(refuse)
+
+
+def test_a_cached_run_starts_no_server_counts_each_record_once_and_keeps_its_rows(tmp_path, script):
     with serve_openai(script) as base_url:
         job = _job(tmp_path, "cached-long", base_url)  # a lead of three records, three more after it
         first, _ = run_inline(job, choose("inline"))
@@ -164,7 +180,7 @@ def test_a_cached_run_longer_than_the_lead_counts_each_record_once_and_keeps_its
         stream = io.StringIO()
         progress.install(progress.LineSink(stream))
         try:
-            with leading(job, lambda: pytest.fail("a run with every turn stored waited for the endpoint")) as run_job:
+            with leading(job, _never("a run with every turn stored started the server")) as run_job:
                 again, _ = run_inline(run_job, choose("inline"))
         finally:
             progress.install(None)
@@ -172,11 +188,24 @@ def test_a_cached_run_longer_than_the_lead_counts_each_record_once_and_keeps_its
     lines = stream.getvalue().splitlines()
     assert lines.count("retrieve: 6/6 records") == 1 and lines.count("model: 6/6 records") == 1
     assert not any(re.match(r"\w+: ([7-9]|\d\d+)/6", line) for line in lines)  # nothing counted twice
+
     def uncached(report):
         return [{key: value for key, value in row.items() if key != "cached"} for row in _rows(report)]
 
     assert uncached(again) == uncached(first)
     assert all("model" in row.cached and "retrieve" in row.cached for row in again.rows if row.gold)
+
+
+def test_a_cached_run_goes_on_when_the_endpoint_is_down_and_only_then(tmp_path, script):
+    with serve_openai(script) as base_url:
+        job = _job(tmp_path, "down", base_url)
+        first, _ = run_inline(job, choose("inline"))
+        with leading(job, _down()) as run_job:  # every turn stored: the run needs no endpoint
+            again, _ = run_inline(run_job, choose("inline"))
+        assert [row.answer for row in again.rows] == [row.answer for row in first.rows]
+        refreshed = job.model_copy(update={"refresh": ["model"]})  # every turn to ask again
+        with pytest.raises(ConfigError, match="cannot connect"), leading(refreshed, _down()):
+            pytest.fail("a run with turns to send went on without its endpoint")
 
 
 @pytest.mark.parametrize("missing", ["a turn", "a ranking"])
@@ -201,9 +230,9 @@ def test_a_cached_run_waits_for_the_endpoint_when_a_record_past_the_lead_has_wor
             asked.append(len(script.history))
             return job.config
 
-        with leading(job, ready) as run_job:
+        with leading(job, Ready(ready, costly=lambda: True)) as run_job:  # as the local server
             again, _ = run_inline(run_job, choose("inline"))
-    assert asked == [0]  # the lead sent nothing, and the run waited before its first turn
+    assert asked == [0]  # the lead sent nothing, looked the rest up, and waited before the first turn
     assert len(script.history) == 1
     assert [row.error for row in again.rows] == [None] * len(again.rows)
     if missing == "a turn":
