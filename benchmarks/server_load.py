@@ -16,6 +16,11 @@ cores would measure itself. Everything stays on 127.0.0.1.
 
     .venv/bin/python -m benchmarks.server_load
     .venv/bin/python -m benchmarks.server_load --seconds 8 --half-open 1500
+    .venv/bin/python -m benchmarks.server_load --retriever hybrid   # MiniLM embeds each question
+
+With ``--retriever hybrid`` each question runs MiniLM's matrix products, which is where
+the workers' share of the BLAS threads shows; ``OPENBLAS_NUM_THREADS=2`` in the
+environment keeps a thread per core in every worker instead, for comparison.
 """
 
 from __future__ import annotations
@@ -125,11 +130,12 @@ def sequential(url: str, requests: int) -> dict:
     return {"requests": requests, "busy_503": codes.count(503), "share_503": round(codes.count(503) / requests, 4)}
 
 
-def measure(seconds: float, tail_seconds: float, connections: int, sequential_requests: int) -> dict:
+def measure(seconds: float, tail_seconds: float, connections: int, sequential_requests: int,
+            retriever: str | None = None) -> dict:
     if shutil.which("hey") is None:
         raise SystemExit("this benchmark needs `hey`: apt-get install -y hey")
     os.chdir(ROOT)  # the demo config names docs/ and evals/ relative to the checkout
-    config = load_config()
+    config = load_config(overrides={"retrieval": {"retriever": retriever}} if retriever else None)
     with local_server(config) as url:
         one = hey(url, 1, seconds)
         many = hey(url, 32, seconds)
@@ -139,6 +145,8 @@ def measure(seconds: float, tail_seconds: float, connections: int, sequential_re
         polite = sequential(url, sequential_requests)
     return {
         "cores": os.cpu_count(),
+        "retriever": config.retrieval.retriever,
+        "blas_threads_from_env": os.environ.get("OPENBLAS_NUM_THREADS"),
         "throughput": {"c1": one, "c32": many, "ratio": round(many["rps"] / one["rps"], 2)},
         "tail_200_clients": tail,
         "half_open": flood,
@@ -177,8 +185,9 @@ def main() -> None:
     parser.add_argument("--tail-seconds", type=float, default=8.0, help="length of the 200-client run")
     parser.add_argument("--half-open", type=int, default=1500, help="half-open connections to open")
     parser.add_argument("--sequential", type=int, default=500, help="questions the one-slot client asks")
+    parser.add_argument("--retriever", choices=["bm25", "dense", "hybrid"], help="the retriever to serve with")
     args = parser.parse_args()
-    result = measure(args.seconds, args.tail_seconds, args.half_open, args.sequential)
+    result = measure(args.seconds, args.tail_seconds, args.half_open, args.sequential, args.retriever)
     print(table(result))
     print(json.dumps(result, indent=2))
 
