@@ -14,6 +14,7 @@ import contextlib
 import copy
 import gc
 import itertools
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -201,10 +202,12 @@ def _ready_unless_all_stored(job: EvalJob, ready: Ready | None, rest: Iterator[l
         return job
     try:
         return _ready(job, ready)
-    except ConfigError:
-        if not looked_up and _all_turns_stored(job, rest):
-            return job  # the endpoint cannot answer, and nothing needs it to
-        raise
+    except ConfigError as error:
+        if looked_up or not _all_turns_stored(job, rest):
+            raise
+        reason = str(error).split("\n", 1)[0]
+        print(f"warning: {reason}; every turn is in the cache, so the run goes on without it", file=sys.stderr)
+        return job
 
 
 def _all_turns_stored(job: EvalJob, rest: Iterator[list]) -> bool:

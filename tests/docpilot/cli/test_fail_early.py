@@ -132,6 +132,7 @@ def test_a_rerun_with_every_turn_stored_needs_no_endpoint(tmp_path) -> None:
     assert first.exit_code in (0, 1) and len(script.history) > 1
     again = run(*args, "--out", str(tmp_path / "again.json"))  # the server is gone: its port refuses
     assert again.exit_code == first.exit_code, again.output
+    assert "cannot connect to the model endpoint" in again.stderr and "every turn is in the cache" in again.stderr
     rows = json.loads((tmp_path / "again.json").read_text())["rows"]
     assert len(rows) == 6 and all("model" in row["cached"] for row in rows if row["gold"])
     before = json.loads((tmp_path / "first.json").read_text())["rows"]
