@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -228,11 +229,17 @@ def test_a_new_index_shows_its_build_on_a_terminal_and_the_workers_still_fork(tm
                "--workers", "2", "--max-concurrency", "2"]  # fmt: skip
     terminal, stderr = pty.openpty()
     shown = bytearray()
+    done = threading.Event()
 
     def read_terminal() -> None:
-        with contextlib.suppress(OSError):  # the pty closes when the server ends
-            while chunk := os.read(terminal, 4096):
-                shown.extend(chunk)
+        # Stops when told, and the descriptor is closed only after it has: a reader left
+        # blocked on a closed descriptor would read from whatever file next reuses its number.
+        with contextlib.suppress(OSError):  # EIO once every copy of the other end is closed
+            while not done.is_set():
+                if select.select([terminal], [], [], 0.05)[0]:
+                    if not (chunk := os.read(terminal, 4096)):
+                        return
+                    shown.extend(chunk)
 
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=stderr, env=env, cwd=tmp_path)
@@ -254,4 +261,7 @@ def test_a_new_index_shows_its_build_on_a_terminal_and_the_workers_still_fork(tm
     finally:
         process.kill()
         process.wait(timeout=15)
+        done.set()
+        reader.join(timeout=5)
+        assert not reader.is_alive()
         os.close(terminal)
