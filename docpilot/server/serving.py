@@ -50,10 +50,11 @@ def share_blas_threads(workers: int) -> int | None:
 
     OpenBLAS starts a thread per core in every process. A question embedded by MiniLM
     (``hybrid``) runs a few matrix products, each spread over every core, so with one
-    worker per core two processes spun four threads on two cores: 23 to 29 questions a
-    second, p95 about 1 s, against 110 to 121 and p95 0.13 to 0.16 s with one thread per
-    worker (``hey``, 8 clients, 10 s, the demo docs). A process that serves alone keeps
-    every core. None when the user set the threads in the environment: theirs stand.
+    worker per core two processes spun four threads on two cores: 29.6 answers a second
+    at 32 clients and a p99 of 10.6 s at 200, against 141.0 and 1.62 s with one thread
+    per worker (``benchmarks.server_load --retriever hybrid``). A process that serves
+    alone keeps every core. None when the user set the threads in the environment:
+    theirs stand.
     """
     if any(os.environ.get(name) for name in _THREAD_VARIABLES):
         return None
