@@ -13,6 +13,7 @@ from docpilot.config.golden import load_golden, validate_against_corpus
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import load_corpus
 from docpilot.retrieval.rankers import Retriever
+from docpilot.schema import GoldenRecord
 from tests.conftest import ROOT, SHARED_DATA
 
 REAL = [s for s in suite.suites(SHARED_DATA) if s.name != "demo"]
@@ -36,8 +37,42 @@ def test_missing_corpora_are_reported_absent_and_the_demo_still_runs(tmp_path):
     text = suite.table(result)
     assert "| fastapi | – | absent:" in text and "SciFact: absent" in text
     assert "| demo (" in text and "hybrid (static, scores) recall@8" in text
-    assert set(demo["splits"]["dev"]) == {"default", "hybrid_static", "hybrid_minilm", "baseline"}
+    assert set(demo["splits"]["dev"]) == {"default", "hybrid_static", "hybrid_minilm", "baseline", "ceiling"}
     assert demo["splits"]["dev"]["hybrid_minilm"] is None and "not measured (--minilm)" in text
+    assert set(demo["splits"]["dev"]["ceiling"]) == {"default"}
+    assert "| demo | dev | default |" in text and "| fastapi | dev |" not in text.split("Ceiling:")[1]
+
+
+def _ranked(found: dict[int, str], length: int = 100) -> list[str]:
+    """A list of ``length`` filler sections with the given ones at the given 1-based ranks."""
+    return [found.get(rank, f"filler/{rank}#s") for rank in range(1, length + 1)]
+
+
+def test_the_ceiling_is_what_reordering_the_first_sections_can_reach():
+    two = GoldenRecord(id="two", question="q", gold=["guide#setup", "reference#"])
+    late = GoldenRecord(id="late", question="q", gold=["faq#cache"])
+    lists = {"two": _ranked({30: "guide#setup", 60: "reference#intro"}), "late": _ranked({101: "faq#cache"}, 120)}
+    figures = {d: suite.ceiling_figures([two, late], lambda r: lists[r.id], d) for d in (20, 50, 100)}
+    assert figures[20] == {"recall@8": 0.0, "mrr": 0.0}
+    assert figures[50] == {"recall@8": 0.25, "mrr": 0.5}  # one of two entries, for one of two records
+    assert figures[100] == {"recall@8": 0.5, "mrr": 0.5}  # the page pin matched by its section, rank 101 still out
+    negative = GoldenRecord(id="neg", question="q", gold=[])
+    assert suite.ceiling_figures([two, late, negative], lambda r: lists[r.id], 100) == figures[100]
+
+
+def test_the_ceiling_allows_eight_places_for_a_record_with_more_gold_entries():
+    many = GoldenRecord(id="many", question="q", gold=[f"page#s{i}" for i in range(10)])
+    ranked = _ranked({i + 1: f"page#s{i}" for i in range(10)})
+    assert suite.ceiling_figures([many], lambda r: ranked, 20) == {"recall@8": 0.8, "mrr": 1.0}
+
+
+def test_the_demo_ceiling_bounds_the_default_figures_and_grows_with_depth(tmp_path):
+    demo = suite.run(tmp_path)["corpora"][0]
+    for split, figures in demo["splits"].items():
+        ceiling, ours = figures["ceiling"]["default"], figures["default"]
+        for key in ("recall@8", "mrr"):
+            by_depth = [ceiling[str(d)][key] for d in suite.DEPTHS]
+            assert ours[key] <= by_depth[0] and by_depth == sorted(by_depth), (split, key)
 
 
 def test_the_hybrid_column_is_score_fused_hybrid_retrieval_with_the_static_embedder(tmp_path):
