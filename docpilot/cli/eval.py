@@ -232,8 +232,9 @@ def eval_command(
                 with leading(job, ready) as job:
                     report, path = _run(job, orchestration, runner, dask_address)
             else:
-                report, path = _run(job.model_copy(update={"config": ready()}), orchestration, runner,
-                                    dask_address)
+                from docpilot.run.wiring import checked_unless_all_stored
+
+                report, path = _run(checked_unless_all_stored(job, ready), orchestration, runner, dask_address)
     written = {}
     if html_path or junit_path or markdown_path:
         from docpilot.readout.files import write_outputs

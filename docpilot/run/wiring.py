@@ -136,7 +136,7 @@ def leading(job: EvalJob, ready: Ready | None = None) -> Iterator[EvalJob]:
     model: it does not start the local provider's server, and goes on when the endpoint
     cannot answer (see ``_ready_unless_all_stored``). Only for stages that run in this
     process (not Dask, not the server runtime) and for runs that call the model; any
-    other run gets its job and no lead.
+    other run gets its job and no lead (a Dask run: ``checked_unless_all_stored``).
     """
     global _lead
     records = job_records(job)
@@ -183,6 +183,19 @@ def leading(job: EvalJob, ready: Ready | None = None) -> Iterator[EvalJob]:
             _lead = None
     for future in answering:
         future.result()  # its turns are stored by now; a failure there is the run's own
+
+
+def checked_unless_all_stored(job: EvalJob, ready: Ready | None) -> EvalJob:
+    """The job of a run without a lead (on Dask): its endpoint checked, unless no record needs one.
+
+    The rule that follows a lead that sent no turn (``_ready_unless_all_stored``), over
+    every record: a re-run whose turns are all stored starts no local server, and goes
+    on when the endpoint cannot answer, as the same run does in this process.
+    """
+    records = job_records(job)
+    if job.gate_only or job.runtime == "server" or not records:
+        return _ready(job, ready)
+    return _ready_unless_all_stored(job, ready, shards(records, job.config.shard_size))
 
 
 def _ready_unless_all_stored(job: EvalJob, ready: Ready | None, rest: Iterator[list]) -> EvalJob:

@@ -24,6 +24,7 @@ from flows.eval import run_eval
 from tasks.dask_worker import HEARTBEAT_FAILED
 from tests.conftest import ROOT
 from tests.support.model_stage import model_shard
+from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 from tests.support.pipeline_jobs import PIPELINE, comparable, pipeline_job
 
 
@@ -120,6 +121,33 @@ def test_errored_turns_are_not_stored(tmp_path):
     pipeline.store_turns(ws, traces)
     fresh = pipeline.start_traces(job_records(job)[:1])
     assert pipeline.lookup_turns(ws, pipeline.prime_shard(ws, pipeline.retrieve_shard(ws, fresh))) == [0]
+
+
+def test_a_rerun_on_dask_with_every_turn_stored_needs_no_endpoint(cluster, tmp_path):
+    # As a re-run in this process does (tests/docpilot/cli/test_fail_early.py): the
+    # endpoint is gone, every turn is in the cache, so the run re-scores them and says so.
+    (tmp_path / "docpilot.yaml").write_text("shard_size: 2\nmodel:\n  concurrency: 1\n")
+    script = OpenAIScript(default=Reply(answer="Install Acme with pip install acme-cli [index#install]."))
+
+    def eval_on_dask(base_url: str, out: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "docpilot", "eval", "--config", "docpilot.yaml", "--runner", "dask",
+             "--dask-address", cluster, "--docs", str(PIPELINE / "docs"), "--golden", str(PIPELINE / "golden.yaml"),
+             "--provider", "openai", "--base-url", base_url, "--json", "--out", out],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        )
+
+    with serve_openai(script) as base_url:
+        first = eval_on_dask(base_url, "first.json")
+    assert first.returncode in (0, 1), first.stderr
+    assert len(script.history) > 1
+    again = eval_on_dask(base_url, "again.json")  # the server is gone: its port refuses
+    assert again.returncode == first.returncode, again.stderr
+    assert "cannot connect to the model endpoint" in again.stderr and "every turn is in the cache" in again.stderr
+    rows = json.loads((tmp_path / "again.json").read_text())["rows"]
+    before = json.loads((tmp_path / "first.json").read_text())["rows"]
+    assert len(rows) == len(before) == 6 and all("model" in row["cached"] for row in rows if row["gold"])
+    assert [row["answer"] for row in rows] == [row["answer"] for row in before]
 
 
 def test_dask_runs_only_under_prefect(tmp_path):
