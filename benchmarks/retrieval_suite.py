@@ -165,27 +165,22 @@ def measure_suite(suite: Suite, settings: RetrievalConfig, *, minilm: bool = Fal
     baseline = PlainBM25(corpus)
     with_minilm = Retriever.open(corpus, settings.model_copy(update=HYBRID_MINILM), cache_dir=CACHE) if minilm else None
 
-    def ranker(chosen: Retriever):
+    def ranker(chosen: Retriever, k: int | None = None):
+        """Each record ranked once, ``k`` deep (the retriever's ``top_k`` when None)."""
         cache: dict[str, list[str]] = {}
 
         def ranked(record: GoldenRecord) -> list[str]:
             if record.id not in cache:
-                cache[record.id] = [h.section_id for h in chosen.search(record.question, scope=record.scope)]
+                cache[record.id] = [h.section_id for h in chosen.search(record.question, scope=record.scope, k=k)]
             return cache[record.id]
-
-        return ranked
-
-    def deep_ranker(chosen: Retriever):
-        def ranked(record: GoldenRecord) -> list[str]:
-            return [h.section_id for h in chosen.search(record.question, scope=record.scope, k=max(DEPTHS))]
 
         return ranked
 
     ranked, ranked_hybrid = ranker(retriever), ranker(hybrid)
     ranked_minilm = ranker(with_minilm) if with_minilm is not None else None
-    first_stages = {"default": deep_ranker(retriever)}
+    first_stages = {"default": ranker(retriever, max(DEPTHS))}
     if with_minilm is not None:
-        first_stages["hybrid_minilm"] = deep_ranker(with_minilm)
+        first_stages["hybrid_minilm"] = ranker(with_minilm, max(DEPTHS))
     splits = {}
     for split in SPLITS:
         chosen = [r for r in records if r.split == split]
