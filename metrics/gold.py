@@ -9,8 +9,11 @@ Section ids are ``page#anchor`` (DESIGN §3). A gold entry takes one of three fo
 ``guide/auth#req``  section ``guide/auth#req`` only
 ==================  ============================================================
 
-A record's ``scope`` uses the first form: a section is in scope when its page equals
-one of the prefixes or is nested under it.
+A record's ``scope`` (and a server request's) is a list of page-id prefixes read by
+one rule, ``in_scope``, which the retriever, the scope-violation count and the server
+all use: a section is in scope when its page equals one of the prefixes or is nested
+under it. A prefix is a path from the docs root, so slashes at its ends are dropped
+(``/guide/`` is ``guide``) and ``/`` names the root itself: the whole docs tree.
 """
 
 from __future__ import annotations
@@ -64,16 +67,34 @@ def is_relevant(section_id: str, gold: Iterable[str]) -> bool:
     return any(matches(section_id, entry) for entry in gold)
 
 
-def in_scope(section_id: str, scope: Iterable[str] | None) -> bool:
-    """Whether ``section_id`` lies under one of the page-id prefixes of ``scope``.
+def scope_prefix(entry: str) -> str:
+    """The page-id prefix a scope entry names: its slashes at either end dropped.
 
-    ``None`` means the turn had the whole corpus, so every section is in scope; an
-    empty list allows nothing.
+    ``guide/`` and ``/guide`` are ``guide``; ``/`` is ``""``, the docs root, under
+    which every page lies.
+    """
+    return entry.strip("/")
+
+
+def in_scope(section_id: str, scope: Iterable[str] | None) -> bool:
+    """Whether a section (or page) id lies under one of the page-id prefixes of ``scope``.
+
+    This is the one scope rule: the retriever masks by it, ``scope_violations`` counts
+    by it, and the server accepts the entries it reads. ``None`` means the turn had the
+    whole corpus, so every section is in scope; so does an entry ``/`` (the docs root);
+    an empty list allows nothing.
+
+    >>> in_scope("guide/auth#tokens", ["/"])
+    True
+    >>> in_scope("guide/auth#tokens", ["/guide/"])
+    True
+    >>> in_scope("guides/x#y", ["guide"])
+    False
     """
     if scope is None:
         return True
     page = page_of(section_id)
-    return any(is_under(page, prefix) for prefix in scope)
+    return any(is_under(page, scope_prefix(entry)) for entry in scope)
 
 
 def unique(entries: Iterable[str]) -> list[str]:

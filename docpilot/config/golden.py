@@ -41,6 +41,7 @@ from docpilot.config.userfile import (
 )
 from docpilot.errors import InputError
 from docpilot.schema import AttackProbe, GoldenRecord
+from metrics.gold import scope_prefix
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus
@@ -138,7 +139,8 @@ def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str |
                 hint = _did_you_mean(corpus.closest(entry, n=3))
                 problems.append(Problem(f"gold entry {entry!r} names {what}", hint, file, None, record.id))
         for prefix in record.scope or []:
-            if prefix.rstrip("/") not in prefixes:
+            name = scope_prefix(prefix)  # the retriever's and the metric's reading: `/` is the whole docs
+            if name and name not in prefixes:
                 hint = _did_you_mean(difflib.get_close_matches(prefix, sorted(prefixes), n=3, cutoff=0.5))
                 message = f"scope prefix {prefix!r} names no page or folder of the docs"
                 problems.append(Problem(message, hint, file, None, record.id))

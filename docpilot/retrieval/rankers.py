@@ -43,6 +43,10 @@ from docpilot.retrieval.index import (
 )
 from docpilot.retrieval.tokens import terms, words
 
+# The one scope rule, shared with the scope-violation count and the server: ``/`` is the
+# whole docs tree, and a prefix's slashes at either end do not matter.
+from metrics.gold import in_scope
+
 RETRIEVERS = ("bm25", "dense", "hybrid")
 """The names ``retrieval.retriever`` accepts."""
 FUSIONS = ("rrf", "scores")
@@ -64,13 +68,6 @@ class Hit:
     section_id: str
     chunk_id: str
     score: float
-
-
-def in_scope(page_id: str, scope: list[str] | None) -> bool:
-    """Whether a page lies under one of the scope's page-id prefixes (None = everywhere)."""
-    if scope is None:
-        return True
-    return any(page_id == p.rstrip("/") or page_id.startswith(p.rstrip("/") + "/") for p in scope)
 
 
 def is_reference_page(page_id: str, names: Sequence[str]) -> bool:

@@ -57,7 +57,7 @@ class AskRequest(_Strict):
     question: str = Field(min_length=1, max_length=100_000)
     """The user's question; surrounding white space is dropped, and it may not be empty."""
     scope: list[str] | None = Field(default=None, max_length=MAX_SCOPE_ENTRIES)
-    """Page-id prefixes to answer from (such as `guide` or `metrics/latency`); null means every page."""
+    """Page-id prefixes to answer from (such as `guide` or `metrics/latency`); null or `/` means every page."""
     language: str | None = Field(default=None, max_length=35)
     """BCP-47 tag of the language the reader wants; the prompt already asks for the question's language."""
     stream: bool = True
@@ -73,11 +73,12 @@ class AskRequest(_Strict):
     @field_validator("scope")
     @classmethod
     def _scope_entries(cls, value: list[str] | None) -> list[str] | None:
+        # Read by the retriever's rule (metrics.gold.in_scope): `/` is the whole docs tree.
         if value is None:
             return None
         for entry in value:
             if not entry.strip() or len(entry) > 200 or "#" in entry:
-                raise ValueError(f"scope entry {entry[:60]!r} is not a page-id prefix such as 'guide/auth'")
+                raise ValueError(f"scope entry {entry[:60]!r} is not a page-id prefix such as 'guide/auth' or '/'")
         return [entry.strip() for entry in value]
 
     @field_validator("language")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics.gold import in_scope, is_relevant, is_under, matches, page_of, unique
+from metrics.gold import in_scope, is_relevant, is_under, matches, page_of, scope_prefix, unique
 
 CASES = json.loads(
     (Path(__file__).resolve().parents[1] / "data" / "metrics" / "gold_cases.json").read_text()
@@ -55,6 +55,17 @@ def test_in_scope_uses_the_page_pin_rule() -> None:
 def test_no_scope_allows_everything_and_an_empty_scope_nothing() -> None:
     assert in_scope("any/page#x", None)
     assert not in_scope("any/page#x", [])
+
+
+def test_a_root_scope_allows_every_section_as_no_scope_does() -> None:
+    for section in ("index#install", "guide/auth#tokens", "a/b/c#", "guide"):
+        assert in_scope(section, ["/"]) and in_scope(section, ["//"])
+
+
+def test_slashes_at_either_end_of_a_prefix_do_not_matter() -> None:
+    assert scope_prefix("/guide/auth/") == "guide/auth" and scope_prefix("/") == ""
+    for prefix in ("guide", "guide/", "/guide", "/guide/"):
+        assert in_scope("guide/auth#x", [prefix]) and not in_scope("guides/x#y", [prefix])
 
 
 def test_unique_keeps_first_seen_order() -> None:

@@ -210,6 +210,15 @@ def test_wrong_gold_and_scope_are_all_named_with_suggestions(corpus):
     assert "did you mean: guide" in text
 
 
+# Regression: `scope: ["/"]` was refused as naming no page, though the metrics read it as every page.
+def test_a_root_scope_names_the_whole_docs_and_slashes_at_the_ends_do_not_matter(corpus):
+    records = [GoldenRecord(id="root", question="q", gold=["index"], scope=["/"]),
+               GoldenRecord(id="slashed", question="q", gold=["guide/auth"], scope=["/guide/"])]
+    assert validate_against_corpus(records, corpus) is None
+    with pytest.raises(InputError, match="scope prefix '/guides' names no page or folder"):
+        validate_against_corpus([GoldenRecord(id="typo", question="q", gold=["index"], scope=["/guides"])], corpus)
+
+
 def test_single_docs_problem_keeps_its_line(corpus, tmp_path):
     path = tmp_path / "golden.yaml"
     path.write_text("- id: a\n  question: q\n  gold: [index]\n\n- id: b\n  question: q\n  gold: [zzz#qqq]\n", encoding="utf-8")

@@ -44,6 +44,19 @@ def test_scope_restricts_to_page_prefixes(retriever):
     assert scoped and all(h.section_id.startswith("guide/") for h in scoped)
 
 
+# Regression: a scope of ["/"] retrieved nothing, while the scope-violation count read it as every page.
+@pytest.mark.parametrize("root", [["/"], ["//"], ["/", "guide"]])
+def test_a_root_scope_ranks_exactly_as_no_scope(retriever, root):
+    for question in ("How do I install Acme?", "How can I roll back to the previous release?"):
+        unscoped = retriever.search(question)
+        assert unscoped and retriever.search(question, scope=root) == unscoped
+
+
+def test_a_prefix_with_a_leading_slash_is_the_same_prefix(retriever):
+    question = "How do I install Acme?"
+    assert retriever.search(question, scope=["/guide/"]) == retriever.search(question, scope=["guide"])
+
+
 def test_in_scope_matches_whole_path_segments():
     assert in_scope("guide/auth", ["guide"])
     assert in_scope("guide/auth", ["guide/auth"])
