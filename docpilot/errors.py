@@ -66,6 +66,11 @@ class CorpusError(InputError):
 class ModelError(DocpilotError):
     """A model call failed; the record is marked as errored and the run goes on."""
 
+    def __init__(self, message: str = "", *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        """The failed turn's error code (``docpilot.schema.ErrorCode``), when a turn failed."""
+
 
 class OrchestratorError(DocpilotError):
     """Prefect's API could not be reached, or its temporary server did not start."""

@@ -18,6 +18,18 @@ SCHEMA_VERSION = 1
 Split = Literal["dev", "test"]
 Cause = Literal["not-answerable", "out-of-scope", "unsafe"]
 Kind = Literal["positive", "negative", "attack"]
+ErrorCode = Literal[
+    "connect", "timeout", "auth", "rate_limit", "http_status", "service_error",
+    "malformed", "incomplete", "unfinished", "empty", "reply_too_long",
+]
+"""What kind of fault ended a turn: errors are grouped and acted on by this code, never by their text.
+
+``connect`` the service could not be reached; ``timeout`` no complete reply in time;
+``auth`` HTTP 401 or 403; ``rate_limit`` HTTP 429 after the retries; ``http_status`` any
+other HTTP error; ``service_error`` the service said in its reply that it failed;
+``malformed`` a reply that cannot be read; ``incomplete`` a stream cut before its end
+mark; ``unfinished`` an end mark without a ``finish_reason``; ``empty`` a finished turn
+with no answer text and no refusal; ``reply_too_long`` a reply past the size cap."""
 
 
 class _Strict(BaseModel):
@@ -150,6 +162,10 @@ class Row(_Strict):
     """Stages whose result was reused from the cache."""
     error: str | None = None
     """What went wrong for this record; None when the turn completed."""
+    error_code: ErrorCode | None = None
+    """The kind of fault in `error` (`connect`, `timeout`, `auth`, `rate_limit`, `http_status`,
+    `service_error`, `malformed`, `incomplete`, `unfinished`, `empty`, `reply_too_long`); None
+    when the turn completed, or in a report written before rows carried it."""
 
     @property
     def answered(self) -> bool:

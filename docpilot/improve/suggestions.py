@@ -343,17 +343,18 @@ def _attack_edits(row: Row, evidence: Evidence) -> list[Edit]:
 
 
 def _error_edits(row: Row, evidence: Evidence) -> list[Edit]:
-    message = (row.error or "").lower()
-    if "timeout" in message or "timed out" in message:
+    # The row's error code says what kind of fault it was; the message is only shown.
+    code = row.error_code
+    if code == "timeout":
         current = float(evidence.option("model", "timeout_s", 60.0))
         return [Edit(kind="config", target="model.timeout_s", value=current * 2,
                      change=f"model.timeout_s: {current * 2:g} (now {current:g})")]
-    if "429" in message or "rate" in message:
+    if code == "rate_limit":
         current = int(evidence.option("model", "concurrency", 8))
         fewer = max(1, current // 2)
         return [Edit(kind="config", target="model.concurrency", value=fewer,
                      change=f"model.concurrency: {fewer} (now {current}): the service is rate limiting")]
-    if "connect" in message or "refused" in message:
+    if code == "connect":
         return [Edit(kind="config", target="model.base_url", value=evidence.option("model", "base_url", None),
                      change="check that model.base_url answers (is the server running?)")]
     return [Edit(kind="investigate", target=f"record {row.id}", change=f"read the error: {row.error}")]

@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Mapping
 
-from docpilot.models.base import Prompt, Turn, paints, parse_refusal
+from docpilot.models.base import Prompt, Reply, Turn, paints, read_reply
 from docpilot.retrieval.tokens import terms
 
 _FENCE = re.compile(r"^(```|~~~)")
@@ -130,13 +130,10 @@ class ExtractiveModel:
             if first is None and paints(piece):
                 first = (time.perf_counter() - start) * 1000
             parts.append(piece)
-        answer = "".join(parts).strip()
-        cause = parse_refusal(answer)
-        return Turn(
-            answer=answer,
-            refused=cause is not None,
-            refusal_cause=cause,
+        reply = Reply(
+            answer="".join(parts).strip(),
             latency_ms=(time.perf_counter() - start) * 1000,
             first_token_ms=first,
             finish_reason="stop",
         )
+        return read_reply(reply)  # the refusal line is read by the rule every model's replies are read by

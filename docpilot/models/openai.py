@@ -9,15 +9,20 @@ too; such a turn never streamed, so its first token counts at its latency.
 Times come from a monotonic clock started just before the first request is sent, so a
 wait for a retry shows in them: that is what the user of the assistant would wait.
 
-Faults never raise out of ``complete``: they end the turn with ``Turn.error``.
+Faults never raise out of ``complete``: they end the turn with ``Turn.error`` and a
+``Turn.error_code`` (in brackets below) that says what kind of fault it was.
 
-    retried (backoff, Retry-After)   429, 5xx, connection errors and timeouts,
-                                      as long as no chunk has arrived
-    reported at once                  other 4xx (with a fix), a stream cut midway,
-                                      a stream without [DONE], a malformed chunk,
-                                      a reply the service never said it finished
-                                      (no finish_reason), a finished reply with no
-                                      answer text and no refusal
+    retried (backoff, Retry-After)   429 [rate_limit], 5xx [http_status], connection
+                                      errors [connect] and timeouts [timeout], as
+                                      long as no chunk has arrived
+    reported at once                  other 4xx (with a fix) [auth for 401 and 403,
+                                      else http_status], a stream cut midway or
+                                      without [DONE] [incomplete], a malformed chunk
+                                      [malformed], an error the service sent in its
+                                      reply [service_error], a reply the service never
+                                      said it finished (no finish_reason) [unfinished],
+                                      a finished reply with no answer text and no
+                                      refusal [empty]
 
 The API key travels only in the ``Authorization`` header; error texts and ``repr``
 never show it.
@@ -46,7 +51,7 @@ from yarl import URL
 
 from docpilot.config.redact import redact
 from docpilot.errors import ConfigError, ModelError
-from docpilot.models.base import Prompt, Turn, finish_piece
+from docpilot.models.base import Fault, Prompt, Turn, finish_piece
 from docpilot.models.connection import (
     close_abandoned,
     env_proxy,
@@ -54,6 +59,7 @@ from docpilot.models.connection import (
     tls_context,
 )
 from docpilot.models.wire import EventReader, PartialTurn, excerpt, parse_retry_after
+from docpilot.schema import ErrorCode
 
 _log = logging.getLogger(__name__)
 
@@ -72,8 +78,9 @@ _HINTS: dict[int, str] = {
 class _Retryable(Exception):
     """An attempt failed before anything streamed; another attempt may succeed."""
 
-    def __init__(self, message: str, hint: str, retry_after: float | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, hint: str, retry_after: float | None = None) -> None:
         super().__init__(message)
+        self.code = code
         self.message = message
         self.hint = hint
         self.retry_after = retry_after
@@ -228,7 +235,7 @@ class OpenAIModel:
         finally:
             turn_task.cancel()
         if turn.error is not None:
-            raise ModelError(turn.error)
+            raise ModelError(turn.error, code=turn.error_code)
         yield "finish", finish_piece(turn)
 
     async def complete(self, prompt: Prompt, *, _listener: Callable[[str, str], None] | None = None) -> Turn:
@@ -236,13 +243,13 @@ class OpenAIModel:
         progress = PartialTurn(_listener)
         try:
             async with asyncio.timeout(self.timeout_s):
-                error = await self._attempts(self._body(prompt), progress)
+                fault = await self._attempts(self._body(prompt), progress)
         except TimeoutError:
-            error = (
+            fault = Fault("timeout", (
                 f"no complete reply from {self._url} within timeout_s={self.timeout_s:g} s "
                 f"({progress.chunks} chunks received); fix: raise model.timeout_s or check the server's load"
-            )
-        return progress.to_turn(self._redact(error) if error else None)
+            ))
+        return progress.to_turn(fault._replace(message=self._redact(fault.message)) if fault else None)
 
     def _body(self, prompt: Prompt) -> dict[str, Any]:
         # A prompt built without the primer still asks its question.
@@ -267,8 +274,8 @@ class OpenAIModel:
         # Jitter spreads out the retries of many concurrent turns that failed together.
         return ceiling * random.uniform(0.5, 1.0)
 
-    async def _attempts(self, body: dict[str, Any], progress: PartialTurn) -> str | None:
-        """Run attempts until one ends the turn; the error text, or None on success."""
+    async def _attempts(self, body: dict[str, Any], progress: PartialTurn) -> Fault | None:
+        """Run attempts until one ends the turn; the fault, or None on success."""
         deadline = time.perf_counter() + self.timeout_s
         for attempt in range(self.retries + 1):
             try:
@@ -276,19 +283,19 @@ class OpenAIModel:
             except _Retryable as fault:
                 tries = attempt + 1
                 if attempt == self.retries:
-                    return f"{fault.message} (gave up after {tries} attempts); fix: {fault.hint}"
+                    return Fault(fault.code, f"{fault.message} (gave up after {tries} attempts); fix: {fault.hint}")
                 wait = fault.retry_after if fault.retry_after is not None else self._backoff_s(attempt)
                 if time.perf_counter() + wait >= deadline:
-                    return (
+                    return Fault(fault.code, (
                         f"{fault.message}; the next attempt (in {wait:.1f} s) would pass "
                         f"timeout_s={self.timeout_s:g} s (gave up after {tries} attempts); fix: {fault.hint}"
-                    )
+                    ))
                 _log.debug("retrying %s in %.2f s: %s", self._url, wait, self._redact(fault.message))
                 await asyncio.sleep(wait)
         return None  # unreachable: the last attempt returns above
 
-    async def _attempt(self, body: dict[str, Any], progress: PartialTurn) -> str | None:
-        """One request; the error text, None on success; raises _Retryable when it may be retried."""
+    async def _attempt(self, body: dict[str, Any], progress: PartialTurn) -> Fault | None:
+        """One request; the fault, None on success; raises _Retryable when it may be retried."""
         session = self._session_here()
         if progress.started is None:
             progress.started = time.perf_counter()
@@ -308,15 +315,16 @@ class OpenAIModel:
             reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
             if progress.chunks == 0:
                 raise _Retryable(
+                    "timeout" if isinstance(exc, TimeoutError) else "connect",
                     f"cannot get a reply from {self._url} ({reason})",
                     hint="check base_url and that the server is running and reachable",
                 ) from exc
-            return (
+            return Fault("incomplete", (
                 f"stream ended before [DONE] after {progress.chunks} chunks ({reason}); "
                 "fix: the server dropped the connection; check its logs and retry the run"
-            )
+            ))
 
-    async def _read_failure(self, response: aiohttp.ClientResponse) -> str:
+    async def _read_failure(self, response: aiohttp.ClientResponse) -> Fault:
         status = response.status
         detail = excerpt((await response.read()).decode("utf-8", errors="replace"))
         message = f"HTTP {status} from {self._url}: {detail}"
@@ -326,11 +334,12 @@ class OpenAIModel:
                 if status == 429
                 else "the service is failing; retry later or check its logs"
             )
-            raise _Retryable(message, hint, parse_retry_after(response.headers.get("retry-after")))
+            code: ErrorCode = "rate_limit" if status == 429 else "http_status"
+            raise _Retryable(code, message, hint, parse_retry_after(response.headers.get("retry-after")))
         hint = _HINTS.get(status, "check base_url, the model name and the API key")
-        return f"{message}; fix: {hint}"
+        return Fault("auth" if status in (401, 403) else "http_status", f"{message}; fix: {hint}")
 
-    async def _read_completion(self, response: aiohttp.ClientResponse, progress: PartialTurn) -> str | None:
+    async def _read_completion(self, response: aiohttp.ClientResponse, progress: PartialTurn) -> Fault | None:
         """Read a whole JSON completion from a server that did not stream."""
         raw = (await response.read()).decode("utf-8", errors="replace")
         now = progress.elapsed_ms()
@@ -339,14 +348,14 @@ class OpenAIModel:
         except ValueError:
             payload = None
         if isinstance(payload, Mapping) and payload.get("error"):
-            return f"the service reported an error: {excerpt(json.dumps(payload['error']))}"
+            return Fault("service_error", f"the service reported an error: {excerpt(json.dumps(payload['error']))}")
         choices = payload.get("choices") if isinstance(payload, Mapping) else None
         message = choices[0].get("message") if choices and isinstance(choices[0], Mapping) else None
         if not isinstance(message, Mapping):
-            return (
+            return Fault("malformed", (
                 f"cannot read the JSON completion {excerpt(raw)!r}; "
                 "fix: check base_url points at an OpenAI-compatible /v1 endpoint"
-            )
+            ))
         progress.chunks = 1
         progress.take_message(message, now)
         progress.take_finish(choices[0].get("finish_reason"))
@@ -356,8 +365,8 @@ class OpenAIModel:
 
     async def _read_stream(
         self, response: aiohttp.ClientResponse, progress: PartialTurn, content_type: str
-    ) -> str | None:
-        """Read server-sent chunks up to [DONE]; the error text, or None on success."""
+    ) -> Fault | None:
+        """Read server-sent chunks up to [DONE]; the fault, or None on success."""
         events = EventReader()
         # Lines are cut here: aiohttp's readline knows only "\n" line ends and refuses a line
         # longer than its buffer (128 KiB), which one long answer in one chunk can exceed.
@@ -374,14 +383,14 @@ class OpenAIModel:
             progress.ended_ms = progress.elapsed_ms()
             return None
         if progress.chunks == 0:
-            return (
+            return Fault("malformed", (
                 f"the reply from {self._url} (content-type {content_type or 'none'}) held no chunks; "
                 "fix: check base_url points at an OpenAI-compatible /v1 endpoint"
-            )
-        return (
+            ))
+        return Fault("incomplete", (
             f"stream ended before [DONE] after {progress.chunks} chunks; "
             "fix: the server closed the stream early; check its logs and retry the run"
-        )
+        ))
 
 
 async def _drain(response: aiohttp.ClientResponse) -> None:

@@ -10,6 +10,7 @@ A turn is an answer only when the service said it finished: a choice carried a
 for its own reasons (llama.cpp's server, by default, ends a turn in flight when the
 next request arrives), and is an error, as is a finished turn with no answer text
 and no refusal. ``finish_reason: "length"`` keeps the answer and marks it truncated.
+These rules live in ``docpilot.models.base.read_reply``, which cached replies are read by too.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 import orjson
 
 from docpilot.config.redact import redact
-from docpilot.models.base import Turn, paints, parse_refusal
+from docpilot.models.base import Fault, Reply, Turn, paints, read_reply, unfinished_reply
 
 # Server-sent events end lines with any of these; str.splitlines would also cut at
 # characters such as U+2028 that JSON may carry unescaped inside a chunk.
@@ -35,11 +36,6 @@ _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 _EXCERPT = 200
 RETRY_AFTER_CAP_S = 30.0
 """The longest wait a ``Retry-After`` header is obeyed for; a longer one is cut to this."""
-INTERRUPTED_HINT = (
-    "the server ended the turn without finishing it, as llama.cpp's server does to a turn in "
-    "flight when the next request arrives; run that server with --interrupt_requests False, "
-    "or lower the concurrency (--concurrency 1)"
-)
 
 
 def excerpt(text: str) -> str:
@@ -197,23 +193,24 @@ class PartialTurn:
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0 if self.started is not None else 0.0
 
-    def take_event(self, data: str) -> str | None:
-        """Add one event's chunks to the turn; the error text when they end it."""
+    def take_event(self, data: str) -> Fault | None:
+        """Add one event's chunks to the turn; the fault when they end it."""
         try:
             chunks = decode_chunks(data)
         except ValueError:
-            return (
+            return Fault("malformed", (
                 f"malformed JSON in stream chunk {self.chunks + 1}: {excerpt(data)!r}; "
                 "fix: the server sent a broken chunk; check its version and logs"
-            )
+            ))
         now = self.elapsed_ms()
         # JSON objects decode to dicts; testing for dict is cheaper than the Mapping ABC.
         for chunk in chunks:
             self.chunks += 1
             if not isinstance(chunk, dict):
-                return f"stream chunk {self.chunks} is not a JSON object: {excerpt(data)!r}"
+                return Fault("malformed", f"stream chunk {self.chunks} is not a JSON object: {excerpt(data)!r}")
             if chunk.get("error"):
-                return f"the service reported an error mid-stream: {excerpt(json.dumps(chunk['error']))}"
+                return Fault("service_error",
+                             f"the service reported an error mid-stream: {excerpt(json.dumps(chunk['error']))}")
             for choice in chunk.get("choices") or []:
                 if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                     continue
@@ -251,53 +248,23 @@ class PartialTurn:
         if isinstance(usage, Mapping):
             self.usage = {k: int(usage[k]) for k in _USAGE_KEYS if isinstance(usage.get(k), int)}
 
-    def to_turn(self, error: str | None) -> Turn:
-        """The turn as it ended; ``error`` is the fault that ended it, None when the reply came whole.
+    def to_turn(self, fault: Fault | None) -> Turn:
+        """The turn as it ended; ``fault`` is what ended it, None when the reply came whole.
 
-        A reply that came whole is still an error unless the service said it finished
-        and it holds answer text or a refusal.
+        What the reply means is read by ``read_reply``, the rule cached replies are read by too.
         """
-        answer = "".join(self.answer)
-        cause = parse_refusal(answer) if error is None else None
-        if error is None:
-            error = unfinished_turn(self.finish_reason, answer, cause is not None, chunks=self.chunks)
-            cause = None if error is not None else cause
         latency = self.ended_ms if self.ended_ms is not None else self.elapsed_ms()
-        return Turn(
-            answer=answer,
+        reply = Reply(
+            answer="".join(self.answer),
             reasoning="".join(self.reasoning) or None,
-            refused=cause is not None,
-            refusal_cause=cause,
             latency_ms=latency if self.started is not None else None,
             first_token_ms=self.first_token_ms,
             first_thought_ms=self.first_thought_ms,
             usage=self.usage,
             finish_reason=self.finish_reason,
-            truncated=error is None and self.finish_reason == "length",
-            error=error,
         )
+        if fault is None and self.finish_reason is None:
+            # Said here rather than by read_reply, which cannot know how many chunks came.
+            fault = unfinished_reply(reply, refused=False, chunks=self.chunks)
+        return read_reply(reply, fault)
 
-
-def unfinished_turn(finish_reason: str | None, answer: str, refused: bool, *, chunks: int) -> str | None:
-    """Why a reply that reached its end mark is still no answer; None when it is one.
-
-    The service must have said the turn finished, and the turn must hold answer text
-    (more than white space) or a refusal.
-    """
-    if finish_reason is None:
-        said = "with no answer text" if not paints(answer) else f"after {len(answer.split())} words"
-        return (
-            f"the service closed the stream with [DONE] but never said the turn finished "
-            f"(no finish_reason in {chunks} chunks), {said}; fix: {INTERRUPTED_HINT}"
-        )
-    if refused or paints(answer):
-        return None
-    if finish_reason == "length":
-        return (
-            "the service stopped at max_tokens before any answer text (finish_reason length); "
-            "fix: raise model.max_tokens, since the reasoning used the whole budget"
-        )
-    return (
-        f"the service finished the turn (finish_reason {finish_reason}) with no answer text and no refusal; "
-        "fix: check that the model answers this prompt (its chat template and the server's logs)"
-    )

@@ -18,7 +18,8 @@ stage timings (embed, retrieve, model) come back beside the traces, by record id
 ``local_server`` (from ``docpilot.server.process``) starts ``docpilot serve`` on a free
 loopback port for an eval that was given no server URL, and stops it afterwards.
 
-Server faults never raise out of ``ask``: they end the turn with ``RemoteTurn.error``.
+Server faults never raise out of ``ask``: they end the turn with ``RemoteTurn.error`` and
+its ``error_code``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from docpilot.errors import ConfigError
 from docpilot.models.base import Prompt, Source, Turn, paints
 from docpilot.models.wire import EventReader, retry_wait_s
 from docpilot.run.workspace import Trace, Workspace
+from docpilot.schema import ErrorCode
 from docpilot.server.process import local_server
 from docpilot.server.schema import (
     EVENT_MODELS,
@@ -63,6 +65,12 @@ _HINTS = {
     413: "the question is too large for the server",
     422: "the server could not read the question; see the message",
     503: "the server is full; lower the eval's concurrency or raise the server's --max-concurrency",
+}
+# The codes of the server's `error` events, as the row's error codes; any other is the server's own failure.
+_EVENT_CODES: dict[str, ErrorCode] = {
+    "model_timeout": "timeout",
+    "model_unfinished": "unfinished",
+    "model_empty": "empty",
 }
 
 
@@ -114,6 +122,13 @@ class RemoteTurn(BaseModel):
     """Token usage the server's model reported."""
     error: str | None = None
     """What went wrong; None when the turn completed."""
+    error_code: ErrorCode | None = None
+    """The kind of fault in `error` (``docpilot.schema.ErrorCode``); None when the turn completed."""
+
+    def fail(self, code: ErrorCode, message: str) -> None:
+        """End the turn with a fault, unless an earlier one already ended it."""
+        if self.error is None:
+            self.error, self.error_code = message, code
 
     def stages_ms(self) -> dict[str, float]:
         """The server's stage timings as a row's ``stages_ms``: embed, retrieve, model."""
@@ -170,7 +185,8 @@ async def ask(
                     await asyncio.sleep(retry_wait_s(response.headers.get("retry-after"), default=1.0))
                     continue
                 if response.status_code != 200:
-                    turn.error = await _http_error(response, endpoint)
+                    code: ErrorCode = "auth" if response.status_code in (401, 403) else "http_status"
+                    turn.fail(code, await _http_error(response, endpoint))
                     break
                 async for name, data in _sse_events(response.aiter_bytes()):
                     _take(turn, name, data, elapsed())
@@ -181,10 +197,10 @@ async def ask(
             if not turn.events and dropped < _DROPPED_RETRIES:
                 dropped += 1
                 continue
-            turn.error = _unreachable(endpoint, exc)
+            turn.fail("connect", _unreachable(endpoint, exc))
             break
         except httpx.HTTPError as exc:
-            turn.error = _unreachable(endpoint, exc)
+            turn.fail("timeout" if isinstance(exc, httpx.TimeoutException) else "connect", _unreachable(endpoint, exc))
             break
     return _close(turn, elapsed())
 
@@ -217,7 +233,7 @@ def _take(turn: RemoteTurn, name: str, raw: str, now_ms: float) -> None:
     try:
         payload = model.model_validate_json(raw) if model is not None else None
     except ValidationError:
-        turn.error = turn.error or f"the server sent a malformed {name!r} event: {raw[:_EXCERPT]!r}"
+        turn.fail("malformed", f"the server sent a malformed {name!r} event: {raw[:_EXCERPT]!r}")
         return
     turn.events.append(RemoteEvent(name=name, data=payload.model_dump() if payload else {"raw": raw}, at_ms=now_ms))
     if name == "token" and payload.text:  # type: ignore[union-attr]
@@ -233,7 +249,9 @@ def _take(turn: RemoteTurn, name: str, raw: str, now_ms: float) -> None:
     elif name in ("citations", "refusal", "timing"):
         setattr(turn, name, payload)
     elif name == "error":
+        code = _EVENT_CODES.get(payload.code, "service_error")  # type: ignore[union-attr]
         turn.error = f"{payload.code}: {payload.message} (request {payload.request_id})"  # type: ignore[union-attr]
+        turn.error_code = code
     elif name == "done":
         turn.latency_ms = now_ms
         turn.truncated, turn.usage = payload.truncated, payload.usage  # type: ignore[union-attr]
@@ -242,14 +260,13 @@ def _take(turn: RemoteTurn, name: str, raw: str, now_ms: float) -> None:
 def _close(turn: RemoteTurn, now_ms: float) -> RemoteTurn:
     if turn.latency_ms is None:
         turn.latency_ms = now_ms
-        if turn.error is None:
-            turn.error = "the stream ended before its `done` event; fix: check the server's log"
+        turn.fail("incomplete", "the stream ended before its `done` event; fix: check the server's log")
     if turn.error is None and turn.refusal is None and not paints(turn.answer) and turn.status == 200:
         # A turn is an answer only with answer text: an empty one would be scored as a wrong answer.
-        turn.error = (
+        turn.fail("empty", (
             "the server's turn ended with no answer text and no refusal; "
             "fix: check the server's log and the model it calls"
-        )
+        ))
     turn.answer = turn.answer.strip()
     if turn.refusal is not None and turn.refusal.reply is not None:
         turn.answer = turn.refusal.reply
@@ -291,6 +308,7 @@ def fill_trace(trace: Trace, remote: RemoteTurn) -> Trace:
         usage=remote.usage,
         truncated=remote.truncated and remote.error is None,
         error=remote.error,
+        error_code=remote.error_code,
     )
     return trace
 

@@ -29,8 +29,7 @@ from docpilot.assistant.guard import gate_refuses
 from docpilot.assistant.primer import prime
 from docpilot.assistant.render import render_panel
 from docpilot.errors import ModelError
-from docpilot.models.base import Model, Prompt, finish_piece, parse_refusal, read_finish
-from docpilot.models.wire import INTERRUPTED_HINT
+from docpilot.models.base import INTERRUPTED_HINT, Model, Prompt, finish_piece, parse_refusal, read_finish
 from docpilot.retrieval.rankers import Hit
 from docpilot.run.workspace import Workspace
 from docpilot.schema import Cause
@@ -95,7 +94,7 @@ async def answer_events(
             )
         except ModelError as exc:
             _log.warning("request %s: the model failed: %s", request_id, exc)
-            failure = _model_failure(str(exc), request_id)
+            failure = _model_failure(exc, request_id)
         model_ms = (clock() - mark) * 1000
         done = DoneEvent(request_id=request_id, finish_reason=reply.finish_reason,
                          truncated=failure is None and reply.finish_reason == "length", usage=reply.usage)
@@ -116,19 +115,20 @@ async def answer_events(
     yield "done", done
 
 
-def _model_failure(reason: str, request_id: str) -> ErrorEvent:
+def _model_failure(failure: ModelError, request_id: str) -> ErrorEvent:
     """The error event of a failed model turn: the cause a client can act on, no internals.
 
     A turn the model service never finished (no finish_reason) is named apart, with the
-    fix, so the client's error rows say why rather than "retry later".
+    fix, so the client's error rows say why rather than "retry later". The turn's error
+    code decides, never the wording of its message.
     """
-    if "no finish_reason" in reason:
+    if failure.code == "unfinished":
         return ErrorEvent(
             code="model_unfinished",
             message=f"the model service ended the turn without finishing it (no finish_reason); fix: {INTERRUPTED_HINT}",
             request_id=request_id,
         )
-    if "no answer text and no refusal" in reason:
+    if failure.code == "empty":
         return ErrorEvent(code="model_empty", message="the model finished without answer text or a refusal",
                           request_id=request_id)
     return ErrorEvent(code="model_error", message="the model failed to answer; retry later", request_id=request_id)
@@ -205,7 +205,7 @@ async def _pieces(model: Model, prompt: Prompt) -> AsyncIterator[tuple[str, str]
     if stream is None:
         turn = await model.complete(prompt)
         if turn.error is not None:
-            raise ModelError(turn.error)
+            raise ModelError(turn.error, code=turn.error_code)
         if turn.reasoning:
             yield "thought", turn.reasoning
         yield "token", turn.answer

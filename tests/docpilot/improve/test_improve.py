@@ -253,3 +253,16 @@ def test_load_docs_reads_the_runs_folder_and_notes_a_missing_or_changed_one(tmp_
     assert corpus is None and "not found" in notes[0]
     changed = report.model_copy(update={"fingerprints": {"corpus": "old"}})
     assert "changed since this run" in load_docs(changed)[1][0]
+
+
+# Regression: errors were told apart by words of their messages, so a rate limit whose message
+# named timeout_s (its Retry-After passed the turn's budget) was taken for a timeout.
+def test_the_error_code_chooses_the_edit_whatever_the_message_says():
+    message = ("HTTP 429 from http://127.0.0.1:1/v1/chat/completions: slow down; the next attempt (in 30.0 s) "
+               "would pass timeout_s=60 s (gave up after 1 attempts); fix: the service is rate limiting")
+    row = _row(answer=None, error=message, error_code="rate_limit")
+    edits = suggest_edits(row, "error", _evidence(_report([row]), corpus=False))
+    assert [e.target for e in edits] == ["model.concurrency"]
+    timed_out = _row(answer=None, error="no complete reply within 60 s", error_code="timeout")
+    assert [e.target for e in suggest_edits(timed_out, "error", _evidence(_report([timed_out]), corpus=False))] == [
+        "model.timeout_s"]

@@ -14,7 +14,7 @@ import pytest
 
 from docpilot.config.golden import load_golden
 from docpilot.config.model import Config
-from docpilot.errors import ConfigError
+from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Prompt
 from docpilot.models.registry import build_model
 from docpilot.run.pipeline import (
@@ -128,6 +128,7 @@ def test_first_thought_comes_before_first_token():
 def test_a_wrong_token_is_an_error_not_an_exception(url):
     turn = _ask(url, "How do I install Acme?", token="nope")
     assert turn.status == 401 and "DOCPILOT_SERVER_TOKEN" in turn.error and "nope" not in turn.error
+    assert turn.error_code == "auth"
     assert turn.latency_ms is not None and turn.retrieval is None
 
 
@@ -136,7 +137,7 @@ def test_no_server_is_an_error_not_an_exception():
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # nothing listens on it
     turn = _ask(f"http://127.0.0.1:{port}", "How do I install Acme?")
-    assert turn.status is None and turn.error.startswith("no reply from")
+    assert turn.status is None and turn.error.startswith("no reply from") and turn.error_code == "connect"
 
 
 def test_a_busy_server_is_retried_after_retry_after():
@@ -188,6 +189,7 @@ def test_a_stream_cut_before_done_is_an_error():
 
     turn = asyncio.run(run())
     assert turn.error.startswith("the stream ended before its `done` event") and turn.latency_ms is not None
+    assert turn.error_code == "incomplete"
 
 
 def _local_rows(records):
@@ -269,6 +271,7 @@ def test_a_failed_question_becomes_an_errored_row(url):
     traces, stages = remote_shard(workspace, start_traces(records), url, token="wrong")
     row = build_rows(render_shard(workspace, traces))[0]
     assert row.error.startswith("HTTP 401") and row.answer == "" and stages == {}
+    assert row.error_code == "auth"
     assert row.latency_ms > 0 and row.retrieved == []
 
 
@@ -315,6 +318,25 @@ def test_a_turn_done_without_answer_text_or_refusal_is_an_error():
     body = _sse(("retrieval", '{"hits":[],"primed":[]}'), ("token", '{"text":"  "}'), ("done", '{"request_id":"r"}'))
     turn = _ask_mock(lambda request: httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body))
     assert turn.error is not None and "no answer text and no refusal" in turn.error
+    assert turn.error_code == "empty"
+
+
+class UnfinishedModel:
+    """A model whose service ends every turn without saying it finished."""
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[str]:
+        yield "Install with"
+        raise ModelError("the service closed the stream with [DONE] but never said the turn finished",
+                         code="unfinished")
+
+    async def complete(self, prompt: Prompt):  # pragma: no cover - the server streams
+        raise NotImplementedError
+
+
+def test_the_servers_error_event_gives_the_rows_error_code():
+    with serve_in_thread(create_app(_workspace(), UnfinishedModel(), token=None)) as base:
+        turn = _ask(base, "How do I install Acme?", token=None)
+    assert turn.error.startswith("model_unfinished:") and turn.error_code == "unfinished"
 
 
 def test_white_space_is_not_the_first_token_and_events_may_arrive_in_any_pieces():
