@@ -265,7 +265,8 @@ def score_command(report_path, as_json):
     """Recompute a report's summary, gates and verdict from its rows alone.
 
     A report whose rows no run could have written (model rows in a gate-only report,
-    infinite or negative times) is refused with exit 2.
+    infinite or negative times, a section listed twice in a row's retrieved) is
+    refused with exit 2.
     """
     from docpilot.reports.report import check_consistency, load_report, rescore
 

@@ -89,8 +89,9 @@ def check_consistency(report: Report, path: str | Path) -> Report:
     """The report unchanged when its rows could have come from a run; ReportError naming the first problem otherwise.
 
     A report edited by hand must not pass: a gate-only report holds no model rows (so
-    ``"gate_only": true`` cannot hide errored turns from the gates), and every time is
-    a finite, non-negative number of milliseconds.
+    ``"gate_only": true`` cannot hide errored turns from the gates), every time is
+    a finite, non-negative number of milliseconds, and a row's ``retrieved`` names each
+    section once.
     """
     problems: list[str] = []
     for row in report.rows:
@@ -111,6 +112,11 @@ def check_consistency(report: Report, path: str | Path) -> Report:
                 problems.append(f"record {row.id!r} has {name} = {value}; times are finite and not negative")
         if any(not math.isfinite(value) for value in row.scores):
             problems.append(f"record {row.id!r} has a retrieval score that is not a finite number")
+        repeated = _repeated(row.retrieved)
+        if repeated is not None:
+            # A repeat would count twice in context precision and once in recall and nDCG.
+            problems.append(f"record {row.id!r} lists section {repeated!r} more than once in retrieved; "
+                            "a run ranks each section once")
     if report.wall_ms is not None and not (math.isfinite(report.wall_ms) and report.wall_ms >= 0):
         problems.append(f"wall_ms = {report.wall_ms}; times are finite and not negative")
     if problems:
@@ -118,6 +124,16 @@ def check_consistency(report: Report, path: str | Path) -> Report:
         raise ReportError(f"{path}: the report is not consistent: {problems[0]}{more}; it cannot be scored; "
                           "fix: run `docpilot eval` again instead of editing the report")
     return report
+
+
+def _repeated(sections: list[str]) -> str | None:
+    """The first section id that appears a second time in a ranked list; None when each appears once."""
+    seen: set[str] = set()
+    for section in sections:
+        if section in seen:
+            return section
+        seen.add(section)
+    return None
 
 
 def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bool = False,

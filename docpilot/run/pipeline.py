@@ -198,11 +198,29 @@ def _detected(trace: Trace, which: str, text: str | None) -> str | None:
     return detect_language(text)
 
 
+def _distinct_hits(hits: list[dict]) -> tuple[list[str], list[float]]:
+    """The ranked section ids with each section once, at its first rank, and their scores beside them.
+
+    A ranked list from a server (or a retriever that folds chunks loosely) may name a
+    section twice; a repeat would count twice in context precision but once in recall.
+    """
+    retrieved: list[str] = []
+    scores: list[float] = []
+    seen: set[str] = set()
+    for hit in hits:
+        if hit["section_id"] not in seen:
+            seen.add(hit["section_id"])
+            retrieved.append(hit["section_id"])
+            scores.append(hit["score"])
+    return retrieved, scores
+
+
 def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None,
          model: ModelConfig | None = None) -> Row:
     # The fields are gathered first and the row is built once: cheaper than setting
     # them one by one on a built row, a thousand rows at a time.
     record = trace.record
+    retrieved, scores = _distinct_hits(trace.hits)
     row = dict(
         id=record.id,
         kind="attack" if trace.attack else record.kind,
@@ -213,8 +231,8 @@ def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None,
         expected_cause=record.expected_cause,
         language=record.language,
         tags=record.tags,
-        retrieved=[h["section_id"] for h in trace.hits],
-        scores=[h["score"] for h in trace.hits],
+        retrieved=retrieved,
+        scores=scores,
         gold_answer=record.gold_answer,
         identifiers=record.identifiers,
         cached=trace.cached,
@@ -252,7 +270,9 @@ def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None,
             refused_by="model" if turn.refused else None,
             refusal_cause=turn.refusal_cause,
             latency_ms=round(offset + (turn.latency_ms or 0.0), 3),
-            first_token_ms=None if turn.first_token_ms is None else round(offset + turn.first_token_ms, 3),
+            # A refusal notice is not an answer the reader sees painted, so it has no first token.
+            first_token_ms=(None if turn.first_token_ms is None or turn.refused
+                            else round(offset + turn.first_token_ms, 3)),
             first_thought_ms=None if turn.first_thought_ms is None else round(offset + turn.first_thought_ms, 3),
         )
         shown = not turn.refused and turn.error is None

@@ -47,5 +47,19 @@ def test_times_that_are_not_finite_or_are_negative_are_refused(tmp_path, full_re
     assert "times are finite and not negative" in result.stderr
 
 
+# Regression: `score` accepted a row ranking one section twice, which context precision counts twice
+# and recall and nDCG once.
+def test_a_section_repeated_in_retrieved_is_refused_naming_the_report_and_the_record(tmp_path, full_report):
+    edited = json.loads(json.dumps(full_report))
+    row = next(r for r in edited["rows"] if len(r["retrieved"]) >= 2)
+    row["retrieved"] = [*row["retrieved"], row["retrieved"][0]]
+    row["scores"] = [*row["scores"], row["scores"][0]]
+    result = _score(tmp_path, edited)
+    assert result.exit_code == 2, result.output
+    assert "edited.json" in result.stderr and f"record {row['id']!r}" in result.stderr
+    assert f"section {row['retrieved'][0]!r} more than once in retrieved" in result.stderr
+    assert "fix:" in result.stderr and "Traceback" not in result.stderr and result.stdout == ""
+
+
 def test_an_untouched_report_still_scores(tmp_path, full_report):
     assert _score(tmp_path, full_report).exit_code == 0

@@ -46,6 +46,14 @@ def test_rows_carry_every_stage(tmp_path):
     assert negative.sources_shown == [] and negative.answer_language is None
 
 
+# Regression: a model refusal's row carried the time its refusal text streamed as first_token_ms.
+def test_a_refused_row_has_no_first_token_time(tmp_path):
+    positive, negative = run_all(workspace(tmp_path))
+    assert negative.refused and negative.refused_by == "model" and negative.latency_ms > 0
+    assert negative.first_token_ms is None
+    assert positive.answered and positive.first_token_ms is not None
+
+
 def test_the_gate_refuses_before_the_model(tmp_path):
     ws = workspace(tmp_path, guard={"mode": "on", "threshold": 1000.0})
     rows = run_all(ws)
