@@ -73,6 +73,24 @@ def holds(op: str, value: float, threshold: float) -> bool:
     return _OPERATORS[op](value, threshold)
 
 
+MAX_DECIMALS = 17
+"""Most decimals ``telling_decimals`` offers: enough to tell any two doubles of a metric's range apart."""
+
+
+def telling_decimals(op: str, value: float, threshold: float, decimals: int) -> int:
+    """The fewest decimals, ``decimals`` or more, at which ``value`` rounded still gets its own verdict.
+
+    A recall of 0.7996 fails ``>= 0.8`` yet prints as 0.800 at three decimals, which
+    reads as a pass; at four it is 0.7996, below the threshold, as the verdict says. A
+    value already shown on the right side of its threshold keeps ``decimals``.
+    """
+    verdict = holds(op, value, threshold)
+    for places in range(decimals, MAX_DECIMALS + 1):
+        if holds(op, round(value, places), threshold) == verdict:
+            return places
+    return MAX_DECIMALS
+
+
 def check_gates(
     summary: Mapping[str, float | int | None],
     rows: Sequence[Row],

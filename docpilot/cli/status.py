@@ -85,7 +85,7 @@ def status_command(reports_dir, config_path, as_json):
 
 
 def _render(report, header, moves, note: str, skipped, *, has_previous: bool) -> None:
-    from docpilot.reports.scorecard import format_value, shown_metrics
+    from docpilot.reports.scorecard import format_gate_value, format_value, shown_metrics
 
     console = Console(highlight=False)
     mode = ", gate-only" if report.gate_only else ""
@@ -111,7 +111,7 @@ def _render(report, header, moves, note: str, skipped, *, has_previous: bool) ->
     for gate in report.gates:
         mark = "[green]pass[/]" if gate.passed else "[red]FAIL[/]"
         console.print(f"  {mark}  {escape(gate.metric)} {gate.op} {gate.threshold:g}  "
-                      f"(value {format_value(gate.metric, gate.value)})")
+                      f"(value {format_gate_value(gate)})")
     colour = "green" if report.verdict == "pass" else "red"
     console.print(f"verdict: [bold {colour}]{report.verdict}[/]  ({header.created_at})")
     console.print(escape(note), soft_wrap=True)

@@ -29,7 +29,7 @@ from docpilot.corpus.pages import section_url
 from docpilot.models.base import Source
 from docpilot.readout.outcomes import Readout, RecordOutcome
 from docpilot.readout.svg import histogram, recall_curve
-from docpilot.reports.scorecard import format_value, headline_metrics, shown_metrics
+from docpilot.reports.scorecard import format_gate_value, format_value, headline_metrics, shown_metrics
 from docpilot.schema import Report, Row
 from metrics import registry
 from metrics.gold import is_relevant
@@ -120,6 +120,7 @@ def _template() -> jinja2.Template:
     )
     env.globals.update(
         value=format_value,
+        gate_value=format_gate_value,
         duration=_duration,
         reasons=_reasons,
         gate_labels=lambda record: ", ".join(f"gate {g}" for g in record.gates),
@@ -189,14 +190,22 @@ def _move_text(metric: str, readout: Readout) -> str:
 
 def _figures(report: Report) -> list[tuple[str, Markup]]:
     points = [(k, report.summary.get(f"recall@{k}")) for k in (1, 3, 5, 8)]
-    latencies = [r.latency_ms for r in report.rows if r.latency_ms is not None]
-    first = [r.first_token_ms for r in report.rows if r.first_token_ms is not None]
+    # Each histogram plots the very values its percentiles are taken over, so its n and its
+    # p50/p95 marks are the scorecard's.
+    latencies = _metric_values("latency_p50", report.rows)
+    first = _metric_values("first_token_p50", report.rows)
     # The plots are built by docpilot.readout.svg, which escapes every text it places.
     return [
         ("Recall at k", Markup(recall_curve(points))),
         ("Turn latency", Markup(histogram(latencies, title="turn latency"))),
         ("Time to first token", Markup(histogram(first, title="time to first token"))),
     ]
+
+
+def _metric_values(metric_id: str, rows: list[Row]) -> list[float]:
+    """The values a metric aggregates: its own population's rows, each scored by its own function."""
+    metric = registry.get(metric_id)
+    return [metric.score(row) for row in rows if metric.population.includes(row)]
 
 
 def _answer_panel(row: Row, report: Report) -> Markup:

@@ -21,7 +21,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from docpilot.readout.outcomes import Readout, RecordOutcome
-from docpilot.reports.scorecard import format_value
+from docpilot.reports.scorecard import format_gate_value
 from docpilot.schema import GateResult
 
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -75,7 +75,7 @@ def _gate_case(gate: GateResult, suite_name: str) -> ET.Element:
     case = ET.Element("testcase", {"classname": _clean(suite_name), "name": _clean(f"gate:{gate.metric}"),
                                    "time": "0.000"})
     if not gate.passed:
-        value = format_value(gate.metric, gate.value)
+        value = format_gate_value(gate)
         message = f"{gate.metric} {gate.op} {gate.threshold:g} failed: value {value}"
         body = message
         if gate.records:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from docpilot.readout.outcomes import Readout
-from docpilot.reports.scorecard import format_value, shown_metrics
+from docpilot.reports.scorecard import format_gate_value, format_value, shown_metrics
 
 MAX_RECORDS = 15
 """Failing records listed; the rest are counted."""
@@ -106,7 +106,7 @@ def _failed_gates(readout: Readout) -> list[str]:
     lines = ["**Failed gates**", ""]
     for gate in failed:
         line = (f"- `{_code(gate.metric)} {_code(gate.op)} {gate.threshold:g}`: "
-                f"value {_escape(format_value(gate.metric, gate.value))}")
+                f"value {_escape(format_gate_value(gate))}")
         if gate.records:
             shown = ", ".join(f"`{_code(r)}`" for r in gate.records[:MAX_GATE_RECORDS])
             extra = len(gate.records) - MAX_GATE_RECORDS

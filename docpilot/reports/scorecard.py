@@ -15,8 +15,9 @@ from rich.table import Table
 
 from docpilot.reports.faults import group_faults
 from docpilot.reports.terminal import clean
-from docpilot.schema import Report
+from docpilot.schema import GateResult, Report
 from metrics import registry
+from metrics.gates import telling_decimals
 
 _COUNTS = {"hallucinated_citations", "scope_violations", "unlinked_answers", "unlinked_negatives", "errors",
            "truncated_answers"}
@@ -25,6 +26,7 @@ _USAGE = {"prompt_tokens", "completion_tokens", "cost_usd",
           "prompt_tokens_cached", "completion_tokens_cached", "cost_usd_cached"}
 _BOUNDS = {"over_refusal_gate": "over_refusal_gate_upper95", "over_refusal_answer": "over_refusal_answer_upper95"}
 _QUESTION_FAMILIES = ("retrieval", "answer", "citations", "refusals")
+_TIMES = ("latency_", "first_token_", "stage_")
 
 HEADLINE = {
     "golden": ("recall@8", "ndcg@8", "answer_f1", "citation_precision", "negatives_caught", "over_refusal_answer",
@@ -40,19 +42,45 @@ TERMINAL_HEADLINE = {
 """The fewer metrics of the terminal's per-tag table, so it fits 80 columns."""
 
 
-def format_value(metric: str, value: float | int | None) -> str:
-    """A metric value as the scorecard shows it: n/a for null, ms for times, counts as integers."""
+def format_value(metric: str, value: float | int | None, *, decimals: int | None = None) -> str:
+    """A metric value as the scorecard shows it: n/a for null, ms for times, counts as integers.
+
+    ``decimals`` overrides the metric's usual number of decimals (counts stay integers).
+    """
     if value is None:
         return "n/a"
     if metric in _COUNTS:
         return str(int(value))
     if metric.startswith(("prompt_tokens", "completion_tokens")):
         return f"{int(value):,}"
+    places = _decimals(metric, value) if decimals is None else decimals
     if metric.startswith("cost_usd"):
-        return f"USD {value:.4f}"
-    if metric.startswith(("latency_", "first_token_", "stage_")):
-        return f"{value:,.0f} ms" if value >= 10 else f"{value:.2f} ms"
-    return f"{value:.3f}"
+        return f"USD {value:.{places}f}"
+    if metric.startswith(_TIMES):
+        return f"{value:,.{places}f} ms"
+    return f"{value:.{places}f}"
+
+
+def format_gate_value(gate: GateResult) -> str:
+    """A gate's value as printed beside its condition: with the digits that show why it passed or failed.
+
+    A value of 0.7996 against ``>= 0.8`` prints as 0.7996, not as the scorecard's
+    0.800, which would read as a pass.
+    """
+    value = gate.value
+    if value is None or gate.metric in _COUNTS or gate.metric.startswith(("prompt_tokens", "completion_tokens")):
+        return format_value(gate.metric, value)
+    places = telling_decimals(gate.op, value, gate.threshold, _decimals(gate.metric, value))
+    return format_value(gate.metric, value, decimals=places)
+
+
+def _decimals(metric: str, value: float) -> int:
+    """How many decimals the scorecard shows a metric with: 4 for dollars, none for times of 10 ms or more, else 3."""
+    if metric.startswith("cost_usd"):
+        return 4
+    if metric.startswith(_TIMES):
+        return 0 if value >= 10 else 2
+    return 3
 
 
 def applies(metric: str, record_set: str) -> bool:
@@ -126,7 +154,7 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
     _render_slices(report, console)
     for gate in report.gates:
         mark = "[green]pass[/]" if gate.passed else "[red]FAIL[/]"
-        value = format_value(gate.metric, gate.value)
+        value = format_gate_value(gate)
         line = f"  {mark}  {gate.metric} {gate.op} {gate.threshold:g}  (value {value})"
         if gate.records and not gate.passed:
             shown_ids = ", ".join(gate.records[:10]) + (" …" if len(gate.records) > 10 else "")

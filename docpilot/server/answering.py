@@ -6,8 +6,9 @@ loop that serves the sockets, each answer stops that loop for its whole length, 
 runs here instead, on an event loop of its own in one thread, and reaches the
 connections' loop only through thread-safe calls. Turns start in the order they were
 admitted (``call_soon_threadsafe`` keeps order), and a model that awaits a service
-still interleaves its turns on this loop. Because one thread runs every turn, the
-search's timing wrapper in ``docpilot.server.turn`` never meets a second question.
+still interleaves its turns on this loop. A turn's search, blocking work that may wait
+on an embedding service, leaves this loop for threads of its own
+(``docpilot.server.searching``), so it holds up no other turn's stream.
 """
 
 from __future__ import annotations

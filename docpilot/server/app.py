@@ -56,6 +56,7 @@ from docpilot.server.schema import (
     ModelInfo,
     openapi_document,
 )
+from docpilot.server.searching import SearchPool
 from docpilot.server.serving import bind, run_server, serve_in_thread, url_of
 from docpilot.server.turn import Event, answer_events
 
@@ -247,6 +248,7 @@ def create_app(
     auth = BearerAuth(token)
     slots = Slots(max_concurrency, queue_depth)
     answers = AnswerLoop()
+    searches = SearchPool(workspace)
     settings = workspace.config.model
     openapi = openapi_document(
         max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, max_concurrency=max_concurrency
@@ -269,7 +271,9 @@ def create_app(
                 busy = f"{slots.limit} questions are being answered and {slots.waiting} wait; retry in a second"
                 raise _Problem(503, "busy", busy, {"Retry-After": "1"})
             taken = True
-            events = answer_events(workspace, model, question, request_id=request_id, started=started)
+            events = answer_events(
+                workspace, model, question, request_id=request_id, started=started, searches=searches
+            )
             if question.stream:
                 taken = False  # the stream gives the slot back when it ends
                 return _EventStream(_sse(events, request_id, answers), slots.give_back, request_id)
@@ -324,10 +328,12 @@ def create_app(
         # backend (tens of milliseconds) before the first question instead of during it.
         async with anyio.create_task_group():
             pass
-        answers.start()  # here, not in create_app: a forked worker needs a thread of its own
+        answers.start()  # here, not in create_app: a forked worker needs threads of its own
+        searches.start(app.state.slots.limit)  # the worker's share of the slots is set by now
         try:
             yield
         finally:
+            searches.stop()
             close = getattr(model, "aclose", None)
             await answers.stop(close() if close is not None else None)
 

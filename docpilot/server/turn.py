@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 
 from pydantic import BaseModel
 
@@ -30,7 +30,6 @@ from docpilot.assistant.primer import prime
 from docpilot.assistant.render import render_panel
 from docpilot.errors import ModelError
 from docpilot.models.base import INTERRUPTED_HINT, Model, Prompt, finish_piece, parse_refusal, read_finish
-from docpilot.retrieval.rankers import Hit
 from docpilot.run.workspace import Workspace
 from docpilot.schema import Cause
 from docpilot.server.schema import (
@@ -44,6 +43,7 @@ from docpilot.server.schema import (
     TextEvent,
     TimingEvent,
 )
+from docpilot.server.searching import SearchPool
 
 Event = tuple[str, BaseModel]
 """An event's name and its payload."""
@@ -53,15 +53,19 @@ _PROTOCOL = "REFUSE:"
 
 
 async def answer_events(
-    ws: Workspace, model: Model, ask: AskRequest, *, request_id: str, started: float
+    ws: Workspace, model: Model, ask: AskRequest, *, request_id: str, started: float,
+    searches: SearchPool | None = None,
 ) -> AsyncIterator[Event]:
     """The events of one question, from ``retrieval`` to ``done``; ``started`` is its arrival (perf_counter).
 
-    A model fault or timeout becomes an ``error`` event; any other exception is a bug
-    and propagates, for the caller to log and hide.
+    The search runs on ``searches``' threads, so the other streams of this loop keep
+    flowing meanwhile (without a pool it runs here). A model fault or timeout becomes
+    an ``error`` event; any other exception is a bug and propagates, for the caller to
+    log and hide.
     """
     clock = time.perf_counter
-    hits, embed_ms, retrieve_ms = _search(ws, ask)
+    found = await (searches or SearchPool(ws)).search(ask)
+    hits, embed_ms, retrieve_ms = found.hits, found.embed_ms, found.retrieve_ms
     prompt = prime(ask.question, hits, ws.chunks, k=ws.config.prime.top_k)
 
     def url_for(section_id: str) -> str:
@@ -132,55 +136,6 @@ def _model_failure(failure: ModelError, request_id: str) -> ErrorEvent:
         return ErrorEvent(code="model_empty", message="the model finished without answer text or a refusal",
                           request_id=request_id)
     return ErrorEvent(code="model_error", message="the model failed to answer; retry later", request_id=request_id)
-
-
-def _search(ws: Workspace, ask: AskRequest) -> tuple[list[Hit], float, float]:
-    """The ranked hits, and the search's time split into embed and the rest (ms).
-
-    ``embed`` is turning the question into what the index is searched with: its query
-    terms (BM25 needs no model, so that is a fraction of a millisecond) and, for the
-    dense and hybrid retrievers, its embedding. ``embed + retrieve`` is the whole search,
-    the local runtime's `retrieve` stage.
-    """
-    clock = time.perf_counter
-    retriever = ws.retriever
-    terms_ms = 0.0
-    if retriever.settings.retriever != "dense":
-        mark = clock()
-        retriever.query_terms(ask.question)  # the search repeats this step; timed apart here
-        terms_ms = (clock() - mark) * 1000
-    embedder = getattr(retriever, "embedder", None)
-    timed = _TimedEmbedder(embedder) if embedder is not None else None
-    mark = clock()
-    if timed is not None:
-        # The search never awaits, so no other question can meet the timing wrapper.
-        retriever.embedder = timed
-    try:
-        hits = retriever.search(ask.question, scope=ask.scope, k=ws.config.retrieval.top_k)
-    finally:
-        if timed is not None:
-            retriever.embedder = embedder
-    search_ms = (clock() - mark) * 1000
-    embed_ms = min(terms_ms + (timed.spent_ms if timed is not None else 0.0), search_ms)
-    return hits, embed_ms, search_ms - embed_ms
-
-
-class _TimedEmbedder:
-    """An embedder that counts the time spent in it."""
-
-    def __init__(self, inner: object) -> None:
-        self._inner = inner
-        self.spent_ms = 0.0
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._inner, name)
-
-    def embed(self, texts: Sequence[str]) -> object:
-        mark = time.perf_counter()
-        try:
-            return self._inner.embed(texts)  # type: ignore[attr-defined]
-        finally:
-            self.spent_ms += (time.perf_counter() - mark) * 1000
 
 
 async def _model_events(model: Model, prompt: Prompt, reply: _Reply, timeout_s: float) -> AsyncIterator[Event]:

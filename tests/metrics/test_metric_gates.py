@@ -6,7 +6,7 @@ import pytest
 
 from docpilot.errors import InputError
 from docpilot.schema import GateResult
-from metrics.gates import check_gates, holds, parse_condition, verdict
+from metrics.gates import check_gates, holds, parse_condition, telling_decimals, verdict
 from metrics.summary import summarize
 
 
@@ -150,3 +150,25 @@ def test_a_value_a_rounding_below_the_floor_passes_it(make_row) -> None:
 def test_holds_compares_exactly_away_from_the_threshold() -> None:
     assert holds("<", 0.1, 0.2) and not holds("<", 0.2, 0.2) and holds("==", 0.0, 0.0)
     assert holds("<=", 1e-13, 0) and not holds("<=", 1e-6, 0)
+
+
+# Regression: a failing 0.7996 against '>= 0.8' printed as 0.800, which reads as a pass.
+@pytest.mark.parametrize(
+    ("op", "value", "threshold", "usual", "places"),
+    [
+        (">=", 0.7996, 0.8, 3, 4),      # 0.800 would read as a pass; 0.7996 is below
+        (">=", 0.79996, 0.8, 3, 5),
+        (">=", 0.7, 0.8, 3, 3),         # already on its side: the usual digits
+        (">", 0.8004, 0.8, 3, 4),       # a pass that 0.800 would show as a fail
+        ("==", 0.8004, 0.8, 3, 4),
+        ("<=", 4000.4, 4000.0, 0, 1),   # 4,000 ms would read as within the limit
+        (">=", 0.24999999999999994, 0.25, 3, 3),  # counts as equal, and passes, as 0.250 says
+        ("<=", 2e-12, 0.0, 3, 12),
+    ],
+)
+def test_telling_decimals_is_the_shortest_rounding_on_the_verdicts_side(op, value, threshold, usual, places) -> None:
+    assert telling_decimals(op, value, threshold, usual) == places
+    shown = round(value, places)
+    assert holds(op, shown, threshold) == holds(op, value, threshold)
+    if places > usual:
+        assert holds(op, round(value, places - 1), threshold) != holds(op, value, threshold)

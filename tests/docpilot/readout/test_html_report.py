@@ -26,6 +26,7 @@ from docpilot.readout.html import content_security_policy, render_html
 from docpilot.readout.outcomes import prepare_readout
 from docpilot.readout.svg import histogram, recall_curve
 from docpilot.reports.report import load_report, rescore, write_report
+from docpilot.schema import GateResult
 from tests.conftest import DATA, ROOT
 
 SMALL = DATA / "reports" / "small.json"
@@ -155,6 +156,31 @@ def test_a_gate_only_run_shows_no_model_and_no_first_token_data(report, tmp_path
     assert "no model ran (retrieval only)" in page
     first_token = page.split("Time to first token")[1].split("</figure>")[0]
     assert ">no data</text>" in first_token
+
+
+# Regression: a failing 0.7996 against '>= 0.8' printed as 0.800.
+def test_a_failed_gate_shows_the_value_below_its_threshold(report, tmp_path):
+    gate = GateResult(metric="recall@8", op=">=", threshold=0.8, value=0.7996, passed=False)
+    page = render_html(prepare_readout(report.model_copy(update={"gates": [gate]}), reports_dir=tmp_path))
+    assert '<td class="mono">recall@8 &gt;= 0.8</td><td class="num">0.7996</td>' in page
+
+
+def _plot_n(page: str, title: str) -> int:
+    figure = page.split(title)[1].split("</figure>")[0]
+    return int(re.search(r"n = (\d+)</text>", figure).group(1))
+
+
+# Regression: the first-token plot drew every row with a first_token_ms (refusals and errored turns
+# too), while first_token_p50/p95 are taken over the turns that painted answer text.
+def test_each_time_plot_draws_the_population_its_percentiles_are_taken_over(report, tmp_path):
+    # Rows as the row writer once wrote them: a refusal and an errored turn with a first-token time.
+    rows = [r.model_copy(update={"first_token_ms": r.latency_ms}) if r.refused or r.error else r
+            for r in report.rows]
+    rescored = rescore(report.model_copy(update={"rows": rows}))
+    page = render_html(prepare_readout(rescored, reports_dir=tmp_path))
+    with_time = sum(1 for r in rows if r.first_token_ms is not None)
+    assert _plot_n(page, "Time to first token") == rescored.counts["first_token_p50"] < with_time
+    assert _plot_n(page, "Turn latency") == rescored.counts["latency_p50"]
 
 
 def test_section_links_follow_the_corpus_rule():

@@ -15,6 +15,7 @@ from docpilot.readout.files import write_readout
 from docpilot.readout.junit import render_junit
 from docpilot.readout.outcomes import prepare_readout
 from docpilot.reports.report import load_report, rescore
+from docpilot.schema import GateResult
 from tests.conftest import DATA
 
 SMALL = DATA / "reports" / "small.json"
@@ -143,3 +144,10 @@ def test_write_junit_is_atomic(report, tmp_path):
     write_readout(prepare_readout(report, reports_dir=tmp_path), junit=target)
     ET.parse(target)
     assert [p.name for p in target.parent.iterdir()] == ["junit.xml"]
+
+
+# Regression: a failing 0.7996 against '>= 0.8' printed as 0.800 in the failure message.
+def test_a_failed_gate_message_shows_the_value_below_its_threshold(report, tmp_path):
+    gate = GateResult(metric="recall@8", op=">=", threshold=0.8, value=0.7996, passed=False)
+    failure = cases(parse(report.model_copy(update={"gates": [gate]}), tmp_path))["gate:recall@8"].find("failure")
+    assert failure.get("message") == "recall@8 >= 0.8 failed: value 0.7996"

@@ -10,6 +10,7 @@ from docpilot.readout.files import write_readout
 from docpilot.readout.markdown import render_markdown
 from docpilot.readout.outcomes import prepare_readout
 from docpilot.reports.report import load_report, rescore, write_report
+from docpilot.schema import GateResult
 from tests.conftest import DATA
 
 SMALL = DATA / "reports" / "small.json"
@@ -119,3 +120,10 @@ def test_write_markdown_is_atomic(report, tmp_path):
     write_readout(prepare_readout(report, reports_dir=tmp_path / "reports"), markdown=target)
     assert target.read_text(encoding="utf-8").startswith("### ❌ DocPilot: FAIL")
     assert [p.name for p in target.parent.iterdir()] == ["summary.md"]
+
+
+# Regression: a failing 0.7996 against '>= 0.8' printed as 0.800.
+def test_a_failed_gate_shows_the_value_below_its_threshold(report, tmp_path):
+    gate = GateResult(metric="recall@8", op=">=", threshold=0.8, value=0.7996, passed=False)
+    text = render_markdown(prepare_readout(report.model_copy(update={"gates": [gate]}), reports_dir=tmp_path))
+    assert "- `recall@8 >= 0.8`: value 0.7996" in text

@@ -7,8 +7,8 @@ import io
 from rich.console import Console
 
 from docpilot.reports.report import load_report, rescore
-from docpilot.reports.scorecard import format_value, render_scorecard
-from docpilot.schema import LeakFound
+from docpilot.reports.scorecard import format_gate_value, format_value, render_scorecard
+from docpilot.schema import GateResult, LeakFound
 from tests.conftest import DATA
 
 
@@ -23,6 +23,22 @@ def test_values_are_formatted_by_kind():
     assert format_value("hallucinated_citations", 2.0) == "2"
     assert format_value("latency_p95", 1234.4) == "1,234 ms" and format_value("stage_embed_p50", 0.25) == "0.25 ms"
     assert format_value("mrr", 0.5) == "0.500"
+
+
+def _gate(metric: str, op: str, threshold: float, value: float) -> GateResult:
+    return GateResult(metric=metric, op=op, threshold=threshold, value=value, passed=False)
+
+
+# Regression: a failing 0.7996 against '>= 0.8' printed as 0.800, which reads as a pass.
+def test_a_gate_value_prints_with_the_digits_that_show_why_it_failed():
+    assert format_gate_value(_gate("recall@8", ">=", 0.8, 0.7996)) == "0.7996"
+    assert format_gate_value(_gate("recall@8", ">=", 0.8, 0.5)) == "0.500"
+    assert format_gate_value(_gate("latency_p95", "<=", 4000, 4000.4)) == "4,000.4 ms"
+    assert format_gate_value(_gate("cost_usd", "<=", 0.5, 0.50001)) == "USD 0.50001"
+    assert format_gate_value(_gate("errors", "==", 0, 2)) == "2"
+    report = rescore(load_report(DATA / "reports" / "small.json"))
+    text = render(report.model_copy(update={"gates": [_gate("recall@8", ">=", 0.8, 0.7996)]}))
+    assert "FAIL  recall@8 >= 0.8  (value 0.7996)" in text
 
 
 def test_the_scorecard_shows_n_bounds_gates_and_leaks():

@@ -1,0 +1,144 @@
+"""The searches of a serving process, run on threads of their own so the answer loop keeps streaming.
+
+A question's search is blocking work: BM25 and the dense products are CPU-bound numpy,
+and the ``openai`` embedder waits on an HTTP service, retrying with ``time.sleep``. Run
+on the answer loop, one search stops every stream that loop is sending until it is
+done; a stalled embedding service stops them for its whole timeout. Here each search
+runs on a thread of a small pool, and the answer loop awaits it like any other I/O.
+
+How many threads: one, when the search is work for the cores. The serving processes
+already split the cores among themselves, and numpy's BLAS too
+(``docpilot.server.serving.share_blas_threads``): a second search thread in the same
+process would run a second set of BLAS threads on the same share and slow both. When
+the question's embedding waits on a service (the ``openai`` embedder), the waiting
+needs no core, so every question this process may hold at once gets a thread for it.
+
+The ranking itself runs under a lock: the retriever keeps small caches (scope masks)
+that are not written for threads, and it is the embedding, not the ranking, that
+waits. The lock is let go while the question's embedding is computed, so two
+questions wait on the service at once but rank one after another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from docpilot.retrieval.embedders import OpenAIEmbedder
+from docpilot.retrieval.rankers import Hit
+from docpilot.run.workspace import Workspace
+from docpilot.server.schema import AskRequest
+
+
+@dataclass(frozen=True)
+class Search:
+    """One question's ranked hits and where the search's time went."""
+
+    hits: list[Hit]
+    """The ranked sections, best first."""
+    embed_ms: float
+    """Turning the question into what the index is searched with: its terms and its embedding."""
+    retrieve_ms: float
+    """The rest of the search: scoring and ranking."""
+
+
+def waits_on_service(embedder: object | None) -> bool:
+    """Whether embedding a question waits on an HTTP service rather than on the cores."""
+    return isinstance(embedder, OpenAIEmbedder)
+
+
+def search_threads(embedder: object | None, questions_at_once: int) -> int:
+    """The threads a serving process searches on: one, or one per question it holds when embedding waits."""
+    return max(1, questions_at_once) if waits_on_service(embedder) else 1
+
+
+class SearchPool:
+    """Runs each question's search on a worker thread; start it in the process that serves."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self._ws = workspace
+        # The embedder as the workspace was opened with it: ``search`` swaps the retriever's
+        # for a moment, and a thread reading it then would find another question's.
+        self._embedder = getattr(workspace.retriever, "embedder", None)
+        self._ranking = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self.threads = 0
+
+    def start(self, questions_at_once: int) -> None:
+        """Start the threads (once per process: a forked worker starts its own)."""
+        self.threads = search_threads(self._embedder, questions_at_once)
+        self._executor = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="docpilot-search")
+
+    def stop(self) -> None:
+        """Let the threads go; a search still waiting on a service is abandoned, not awaited."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    async def search(self, ask: AskRequest) -> Search:
+        """The question's search, run on a pool thread (or here, when the pool was never started)."""
+        if self._executor is None:
+            return self._search(ask)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._search, ask)
+
+    def _search(self, ask: AskRequest) -> Search:
+        """The ranked hits, timed: ``embed`` is the query terms and the embedding, ``retrieve`` the rest.
+
+        BM25 needs no model, so its ``embed`` is a fraction of a millisecond; ``embed +
+        retrieve`` is the whole search, the local runtime's `retrieve` stage. Waiting for
+        another question's ranking counts in neither.
+        """
+        clock = time.perf_counter
+        retriever = self._ws.retriever
+        terms_ms = 0.0
+        if retriever.settings.retriever != "dense":
+            mark = clock()
+            retriever.query_terms(ask.question)  # the search repeats this step; timed apart here
+            terms_ms = (clock() - mark) * 1000
+        timed = _Unlocking(self._embedder, self._ranking) if self._embedder is not None else None
+        with self._ranking:
+            mark = clock()
+            if timed is not None:
+                retriever.embedder = timed  # read by the search only while it holds the lock
+            try:
+                hits = retriever.search(ask.question, scope=ask.scope, k=self._ws.config.retrieval.top_k)
+            finally:
+                if timed is not None:
+                    retriever.embedder = self._embedder
+            search_ms = (clock() - mark) * 1000
+        spent_ms, waited_ms = (timed.spent_ms, timed.waited_ms) if timed is not None else (0.0, 0.0)
+        return Search(
+            hits=hits,
+            embed_ms=terms_ms + spent_ms,
+            retrieve_ms=max(search_ms - spent_ms - waited_ms - terms_ms, 0.0),
+        )
+
+
+class _Unlocking:
+    """An embedder that lets go of the ranking lock while it embeds, and times the embedding and the wait after."""
+
+    def __init__(self, inner: Any, lock: threading.Lock) -> None:
+        self._inner = inner
+        self._lock = lock
+        self.spent_ms = 0.0
+        self.waited_ms = 0.0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def embed(self, texts: Sequence[str]) -> object:
+        clock = time.perf_counter
+        self._lock.release()
+        mark = clock()
+        try:
+            return self._inner.embed(texts)
+        finally:
+            embedded = clock()
+            self._lock.acquire()
+            self.spent_ms += (embedded - mark) * 1000
+            self.waited_ms += (clock() - embedded) * 1000
