@@ -1,19 +1,23 @@
-"""The HTTP connection limits uvicorn leaves out: a deadline and a size for request headers, and a connection cap.
+"""The HTTP connection limits uvicorn leaves out: deadlines and a size for requests, and a connection cap.
 
 Without them a client needs no token to take the server down: connections that send
-half a request line stay open for ever until the file limit stops ``accept``, and
-headers are buffered without bound. ``guarded_protocol`` returns uvicorn's httptools
-protocol with three rules added:
+half a request line, or headers and then a body one byte a second, stay open for ever
+until the connection cap or the file limit turns everyone else away, and headers are
+buffered without bound. ``guarded_protocol`` returns uvicorn's httptools protocol
+with four rules added:
 
 - the request line and headers must arrive within ``header_timeout_s`` of the
   connection opening (or of the next request's first byte on a kept-alive one);
-  a late client gets ``408`` and the connection is closed;
-- they may take at most ``max_header_bytes``, counted as bytes arrive (any body
-  bytes in the segment that ends the headers count too); more is ``431``;
-- at most ``max_connections`` are open; one more closes the connection that has
-  waited longest for its headers, so a flood of half-open connections cannot keep
-  out a client that speaks promptly (``/healthz`` stays reachable), and when none is
-  waiting the new connection is answered ``503`` and closed.
+- the whole request, its body too, must arrive within ``request_timeout_s`` of the
+  same moment; a client late for either gets ``408`` and the connection is closed
+  (only closed, when the app has already begun its answer);
+- the line and headers may take at most ``max_header_bytes``, counted as bytes
+  arrive (any body bytes in the segment that ends the headers count too); more is
+  ``431``;
+- at most ``max_connections`` are open; one more closes the connection whose request
+  has been arriving longest (headers or body), so a flood of slow clients cannot keep
+  out a client that speaks promptly (``/healthz`` stays reachable), and when every
+  connection has sent its request the new one is answered ``503`` and closed.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 DEFAULT_HEADER_TIMEOUT_S = 10.0
 """Longest time a client may take to send its request line and headers."""
+DEFAULT_REQUEST_TIMEOUT_S = 20.0
+"""Longest time a client may take to send its whole request: line, headers and body."""
 DEFAULT_MAX_HEADER_BYTES = 32 * 1024
 """Largest request line plus headers accepted; more is answered 431."""
 DEFAULT_MAX_CONNECTIONS = 4096
@@ -42,6 +48,7 @@ class Limits:
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
 
 
 def refusal(status: int, code: str, message: str) -> bytes:
@@ -69,6 +76,8 @@ class _GuardedProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._header_timer: asyncio.TimerHandle | None = None
+        self._request_timer: asyncio.TimerHandle | None = None
+        self._in_body = False  # the current request's headers are in, its body is not
         self._header_bytes = 0
         self._since = time.monotonic()
         self._start_headers()
@@ -76,39 +85,59 @@ class _GuardedProtocol(HttpToolsProtocol):
             self._refuse(503, "too_many_connections", "the server has too many open connections; retry shortly")
 
     def _shed_oldest(self) -> bool:
-        """Close the connection that has waited longest for its headers; False when none waits."""
-        waiting = [c for c in self.connections if c is not self and getattr(c, "_header_timer", None) is not None]
+        """Close the connection whose request has been arriving longest; False when every request has arrived."""
+        waiting = [c for c in self.connections if c is not self and getattr(c, "_request_timer", None) is not None]
         if not waiting:
             return False
         oldest = min(waiting, key=lambda c: c._since)
-        oldest._refuse(408, "request_timeout", "the request headers did not arrive in time")
+        oldest._refuse(408, "request_timeout", "the request did not arrive in time")
         return True
 
     def _start_headers(self) -> None:
         self._header_bytes = 0
+        self._in_body = False
         self._since = time.monotonic()
         self._header_timer = self.loop.call_later(self.LIMITS.header_timeout_s, self._headers_late)
+        self._request_timer = self.loop.call_later(self.LIMITS.request_timeout_s, self._request_late)
 
     def _stop_headers(self) -> None:
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
 
+    def _stop_request(self) -> None:
+        self._stop_headers()
+        if self._request_timer is not None:
+            self._request_timer.cancel()
+            self._request_timer = None
+
     def _headers_late(self) -> None:
         self._header_timer = None
         limit = self.LIMITS.header_timeout_s
         self._refuse(408, "request_timeout", f"the request headers did not arrive within {limit:g} s")
 
+    def _request_late(self) -> None:
+        self._request_timer = None
+        limit = self.LIMITS.request_timeout_s
+        self._refuse(408, "request_timeout", f"the request and its body did not arrive within {limit:g} s")
+
     def _refuse(self, status: int, code: str, message: str) -> None:
-        self._stop_headers()
+        self._stop_request()
         if not self.transport.is_closing():
-            self.transport.write(refusal(status, code, message))
+            if not self._answer_begun():
+                self.transport.write(refusal(status, code, message))
+            # else the app has begun its own answer (a 401 to a body still arriving, say): a
+            # second response would garble it, so the connection is only closed.
             self.transport.close()
+
+    def _answer_begun(self) -> bool:
+        """Whether the app has begun to answer the request whose body is still arriving."""
+        return self._in_body and self.cycle is not None and self.cycle.response_started
 
     def data_received(self, data: bytes) -> None:
         if self.transport.is_closing():
             return
-        if self._header_timer is None and (self.cycle is None or self.cycle.response_complete):
+        if self._request_timer is None and (self.cycle is None or self.cycle.response_complete):
             self._start_headers()  # the first byte of the next request on a kept-alive connection
         if self._header_timer is not None:
             self._header_bytes += len(data)
@@ -120,8 +149,14 @@ class _GuardedProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._stop_headers()
+        self._in_body = True
         super().on_headers_complete()
 
+    def on_message_complete(self) -> None:
+        self._stop_request()  # the body is in: what follows is the app's time, not the client's
+        self._in_body = False
+        super().on_message_complete()
+
     def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_headers()
+        self._stop_request()
         super().connection_lost(exc)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from contextlib import closing
 
 import httpx
@@ -94,6 +95,77 @@ def test_at_the_connection_cap_the_longest_waiting_half_open_connection_makes_ro
         finally:
             for sock in stalled:
                 sock.close()
+
+
+TOKEN = "hardening-token-0123456789"
+_SLOW_HEAD = (
+    "POST /v1/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    f"Authorization: Bearer {TOKEN}\r\nContent-Length: 200\r\n\r\n"
+).encode()
+
+
+def _trickle(sock: socket.socket, stop: threading.Event, every_s: float = 1.0) -> None:
+    """Send a body one byte every ``every_s``, until told to stop or the server closes the connection."""
+    while not stop.is_set():
+        try:
+            sock.sendall(b" ")
+        except OSError:
+            return
+        stop.wait(every_s)
+
+
+# Regression: a client that sent its headers and then its body a byte a second stayed
+# connected as long as it kept sending: the deadline ended with the headers.
+def test_a_body_sent_a_byte_a_second_is_cut_at_the_request_deadline(workspace):
+    limits = Limits(header_timeout_s=10, request_timeout_s=2.5)
+    with serve_in_thread(_app(workspace, token=TOKEN), limits=limits) as url, closing(_connect(url)) as sock:
+        sock.settimeout(10)
+        stop = threading.Event()
+        sender = threading.Thread(target=_trickle, args=(sock, stop), daemon=True)
+        opened = time.monotonic()
+        sock.sendall(_SLOW_HEAD)
+        sender.start()
+        try:
+            reply = _read_all(sock)
+        finally:
+            stop.set()
+            sender.join(5)
+        took = time.monotonic() - opened
+    assert reply.startswith(b"HTTP/1.1 408 ") and b"request_timeout" in reply and b"2.5 s" in reply
+    assert 2.4 <= took < 4.0
+
+
+# Regression: connections sending their body slowly were never shed, so enough of them
+# filled the connection cap and every new client got 503.
+def test_slow_bodies_neither_keep_out_a_prompt_client_nor_fill_the_cap(workspace):
+    limits = Limits(max_connections=4, header_timeout_s=60, request_timeout_s=60)
+    stop = threading.Event()
+    slow: list[socket.socket] = []
+    with serve_in_thread(_app(workspace, token=TOKEN), limits=limits) as url:
+        try:
+            for _ in range(3):
+                slow.append(_connect(url))
+                slow[-1].sendall(_SLOW_HEAD + b'{"question": ')
+                threading.Thread(target=_trickle, args=(slow[-1], stop, 0.2), daemon=True).start()
+            body = {"question": ANSWERABLE, "stream": False}
+            headers = {"Authorization": f"Bearer {TOKEN}", "Connection": "close"}
+            # Three slow bodies open: a question from a prompt client is answered.
+            assert httpx.post(f"{url}/v1/ask", json=body, headers=headers, timeout=30).status_code == 200
+            slow.append(_connect(url))
+            slow[-1].sendall(_SLOW_HEAD + b'{"question": ')
+            time.sleep(0.2)  # the fourth fills the cap
+            # The cap is full of slow bodies: the one arriving longest makes room.
+            assert httpx.get(f"{url}/healthz", headers={"Connection": "close"}, timeout=30).status_code == 200
+            slow[0].settimeout(10)
+            assert _read_all(slow[0]).startswith(b"HTTP/1.1 408 ")
+        finally:
+            stop.set()
+            for sock in slow:
+                sock.close()
+
+
+def test_the_default_request_deadline_is_well_under_a_minute():
+    assert Limits().header_timeout_s <= Limits().request_timeout_s <= 30
 
 
 # Regression: a text/plain POST with a foreign Origin and Host was answered 200.
