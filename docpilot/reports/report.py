@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from docpilot.config.redact import redact, redact_data
+from docpilot.config.redact import redact, redact_config
 from docpilot.errors import ReportError
 from docpilot.reports.output import write_atomically
 from docpilot.schema import LeakFound, Report
@@ -194,7 +194,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
 
     # Credentials in a base_url and a configured key quoted in an error are removed here,
     # before the report is stored and every readout (HTML, JUnit, Markdown) is made from it.
-    config = redact_data(public_config(job.config))
+    config = redact_config(public_config(job.config))
     rows = [row.model_copy(update={"error": redact(row.error)}) if row.error else row for row in rows]
     model = model_identity(job.config.model, corpus_fingerprint=corpus_fingerprint)
     fingerprints = {

@@ -1,7 +1,8 @@
-"""Secrets out of every stored or shown text: configured keys, key shapes, URL credentials and query values."""
+"""Secrets out of every stored or shown text, and only secrets: ids, paths and digests stay as written."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,11 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from docpilot.cli import main
-from docpilot.config.redact import MARK, redact, redact_data, redact_url
+from docpilot.config.redact import MARK, redact, redact_config, redact_url
 from docpilot.errors import ModelError
 from docpilot.models.wire import excerpt
 from docpilot.retrieval.embedders import OpenAIEmbedder
 from tests.conftest import DATA
+from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 
 
 def test_url_credentials_and_query_values_go_names_stay():
@@ -34,6 +36,9 @@ def test_url_credentials_and_query_values_go_names_stay():
         "key VVetiLB3B5qscvnwZ1syQ7dUxAIhHDNs65SMbtg32qw rejected",  # the shape of secrets.token_urlsafe(32)
         "key 043ae649f09feda4fd1c2e45784cda2fa29c1529afb7e2f9 rejected",  # the shape of secrets.token_hex(24)
         "ghp_abcdefghijklmnop1234 is revoked",
+        "Incorrect API key provided: sk-proj-********************abcd",  # a key the service shows masked
+        "x-api-key: plainvalue",
+        "OPENAI_API_KEY=abcdef123456 is not valid",
     ],
 )
 def test_key_shaped_strings_are_redacted(text):
@@ -57,11 +62,34 @@ def test_ordinary_text_is_left_alone():
     assert redact(text) == text
 
 
-def test_data_is_redacted_throughout():
-    data = {"model": {"base_url": "http://u:p@h/v1?k=v", "name": "m"}, "list": ["sk-abcdefghij"], "n": 3}
-    assert redact_data(data) == {
-        "model": {"base_url": f"http://{MARK}@h/v1?k={MARK}", "name": "m"}, "list": [MARK], "n": 3,
+SHA256 = hashlib.sha256(b"docs").hexdigest()
+SHA1 = hashlib.sha1(b"docs").hexdigest()  # noqa: S324 - the shape of a digest, not a use of one
+
+
+# Regression: the shape patterns took page names, docs paths, section ids and hex
+# fingerprints for keys: `api-reference`, `tok_examples` and any 40- or 64-hex digest.
+@pytest.mark.parametrize("text", [
+    "api-reference", "key-concepts", "docs/tok_examples", "guide/api-reference#auth", "guide/api-v2-migration#step-1",
+    f"corpus {SHA256} is not the served one", f"commit {SHA1}", f"record 'q1': {SHA256[:12]} index",
+    "max_tokens=512 was reached", "Token budget exhausted", "Basic authentication failed",
+    "gold entry guide/auth: no such section", "run 20260101T000000Z-7aa9cb", "ReadTheDocsConfigurationV2Example",
+    "uuid 123e4567-e89b-12d3-a456-426614174000", "Install-Guide-For-Version-2-and-Above-On-Linux",
+])
+def test_ids_paths_and_digests_are_not_key_shaped(text):
+    assert redact(text) == text
+
+
+def test_the_config_loses_url_credentials_query_values_and_secret_fields_only():
+    data = {"model": {"base_url": "http://u:p@h/v1?k=v", "name": "m"},
+            "retrieval": {"reference_pages": ["api-reference", "key-concepts"], "index_dir": f"idx/{SHA256}"},
+            "corpus": {"docs": "docs/tok_examples"}, "server": {"token": "s3cret"}, "n": 3}
+    assert redact_config(data) == {
+        "model": {"base_url": f"http://{MARK}@h/v1?k={MARK}", "name": "m"},
+        "retrieval": {"reference_pages": ["api-reference", "key-concepts"], "index_dir": f"idx/{SHA256}"},
+        "corpus": {"docs": "docs/tok_examples"}, "server": {"token": MARK}, "n": 3,
     }
+    # For a fingerprint, the query values stay (they may be settings) and the credentials go.
+    assert redact_config(data, queries=False)["model"]["base_url"] == f"http://{MARK}@h/v1?k=v"
 
 
 class _Echo(BaseHTTPRequestHandler):
@@ -118,3 +146,52 @@ def test_an_error_on_the_command_line_shows_no_url_credentials(tmp_path):
     ])  # fmt: skip
     assert result.exit_code == 2, result.output
     assert "PWSECRET" not in result.output and "127.0.0.1:9" in result.stderr
+
+
+def _eval(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, ["eval", "--orchestrator", "inline", *args], env=env)
+
+
+# Regression: a stored report's config read `reference_pages: ['[redacted]', '[redacted]']`
+# and `docs/[redacted]` for a docs folder named tok_examples, and a digest in a path was cut out.
+def test_a_stored_report_keeps_page_names_paths_and_digests(tmp_path):
+    docs = tmp_path / "docs" / "tok_examples"
+    docs.mkdir(parents=True)
+    for page in (DATA / "pipeline" / "docs").rglob("*.md"):
+        target = docs / page.relative_to(DATA / "pipeline" / "docs")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(page.read_bytes())
+    index_dir = tmp_path / "index" / SHA256
+    config = tmp_path / "docpilot.yaml"
+    config.write_text("retrieval:\n  reference_pages: [api-reference, key-concepts]\n"
+                      f"  index_dir: {index_dir}\ncorpus:\n  docs: {docs}\n", encoding="utf-8")
+    out = tmp_path / "r.json"
+    result = _eval("--config", str(config), "--golden", str(DATA / "pipeline" / "golden.yaml"), "--gate-only",
+                   "--out", str(out))
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["config"]["retrieval"]["reference_pages"] == ["api-reference", "key-concepts"]
+    assert report["config"]["retrieval"]["index_dir"] == str(index_dir)
+    assert report["config"]["corpus"]["docs"] == str(docs)
+    assert "guide/auth#tokens" in {section for row in report["rows"] for section in row["retrieved"]}
+    assert MARK not in out.read_text(encoding="utf-8")
+
+
+# Regression: an error quoting a page id or a fingerprint was stored as `guide/[redacted]#…`
+# and `[redacted]`; the configured key it also quotes must still go, whatever its shape.
+def test_a_row_error_keeps_ids_and_digests_and_loses_the_configured_key(tmp_path):
+    key = "open-sesame-plain-words"  # no key shape: only its being the configured key gives it away
+    failing = Reply(error_after=1, error_message=f"generation failed near guide/api-reference#auth "
+                                                 f"(corpus {SHA256}) for key {key}")
+    script = OpenAIScript(by_content={"install Acme": failing})
+    out = tmp_path / "r.json"
+    with serve_openai(script) as base_url:
+        result = _eval("--docs", str(DATA / "pipeline" / "docs"), "--golden", str(DATA / "pipeline" / "golden.yaml"),
+                       "--provider", "openai", "--base-url", base_url, "--no-cache", "--allow-errors",
+                       "--out", str(out), env={"DOCPILOT_API_KEY": key})
+    assert result.exit_code in (0, 1), result.output
+    assert key not in result.output
+    stored = out.read_text(encoding="utf-8")
+    (error,) = [row["error"] for row in json.loads(stored)["rows"] if row["error"]]
+    assert "guide/api-reference#auth" in error and SHA256 in error and f"key {MARK}" in error
+    assert key not in stored
