@@ -9,20 +9,16 @@ too; such a turn never streamed, so its first token counts at its latency.
 Times come from a monotonic clock started just before the first request is sent, so a
 wait for a retry shows in them: that is what the user of the assistant would wait.
 
-Faults never raise out of ``complete``: they end the turn with ``Turn.error`` and a
-``Turn.error_code`` (in brackets below) that says what kind of fault it was.
+Faults never raise out of ``complete``: they end the turn with ``Turn.error`` and its
+``error_code`` (in brackets).
 
-    retried (backoff, Retry-After)   429 [rate_limit], 5xx [http_status], connection
-                                      errors [connect] and timeouts [timeout], as
-                                      long as no chunk has arrived
-    reported at once                  other 4xx (with a fix) [auth for 401 and 403,
-                                      else http_status], a stream cut midway or
-                                      without [DONE] [incomplete], a malformed chunk
-                                      [malformed], an error the service sent in its
-                                      reply [service_error], a reply the service never
-                                      said it finished (no finish_reason) [unfinished],
-                                      a finished reply with no answer text and no
-                                      refusal [empty]
+    retried (backoff, Retry-After)   429 [rate_limit], 5xx [http_status], connection errors
+                                      [connect] and timeouts [timeout], until a chunk arrives
+    reported at once                  other 4xx, with a fix [auth: 401, 403; else http_status],
+                                      a stream cut or without [DONE] [incomplete], a malformed
+                                      chunk [malformed], an error in the reply [service_error],
+                                      no finish_reason [unfinished], a finished reply with no
+                                      answer text and no refusal [empty]
 
 The API key travels only in the ``Authorization`` header; error texts and ``repr``
 never show it.
