@@ -256,6 +256,9 @@ class Report(_Strict):
     """Hashes of the corpus, golden set, model settings and code."""
     page_fingerprints: dict[str, str] = Field(default_factory=dict)
     """Page id → hash of the page as the index read it, so two runs can say which pages changed."""
+    side_file_fingerprints: dict[str, str | None] = Field(default_factory=dict)
+    """Side file of the docs (`vocabulary.json`, `llms.txt`) → hash of its bytes, or None when the
+    docs have none, so two runs can name a changed side file; empty in reports older than it."""
     set: Literal["golden", "adversarial"] = "golden"
     """Which record set ran."""
     split: Literal["dev", "test", "all"] = "all"

@@ -12,6 +12,12 @@ also what a cached answer is looked up by. The worker tasks are ``tasks.dask``'s
 
 Workers report their task runs to Prefect, so they need a Prefect API every process
 can reach: the configured one, or a server started for the run (``tasks.prefect_server``).
+
+``model.concurrency`` bounds the turns in flight across the whole cluster. When the
+first shard is sent to be answered, the run notes the workers connected then and
+splits the bound between them (``tasks.dask.turn_shares``); each answering parcel is
+held to those workers and carries their shares, so the endpoint never sees more than
+the configured number. The split is the run's, kept on its task runner.
 """
 
 from __future__ import annotations
@@ -24,15 +30,18 @@ import socket
 # processes it starts: without it, closing a cluster logs a page of worker shutdowns.
 os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
 
+import dask  # noqa: E402
 from prefect import Flow  # noqa: E402
+from prefect.context import FlowRunContext  # noqa: E402
 from prefect_dask import DaskTaskRunner  # noqa: E402
 
 from docpilot.errors import OrchestratorError  # noqa: E402
+from docpilot.run import stages  # noqa: E402
 from docpilot.run.job import EvalJob  # noqa: E402
 from docpilot.run.orchestrator import Orchestration  # noqa: E402
 from docpilot.run.wiring import UNBOUNDED, Executor  # noqa: E402
 from docpilot.run.workspace import open_workspace  # noqa: E402
-from tasks.dask import PARCEL_TASKS, Parcel  # noqa: E402
+from tasks.dask import PARCEL_TASKS, Parcel, turn_shares  # noqa: E402
 from tasks.prefect_server import prefect_api  # noqa: E402
 from tasks.stages import as_task_run  # noqa: E402
 
@@ -51,18 +60,52 @@ class _Unparcelled:
 
 
 def _send(stage, job: EvalJob, traces):
-    return _Unparcelled(PARCEL_TASKS[stage].submit(job, Parcel(traces)))
+    task = PARCEL_TASKS[stage]
+    if stage is not stages.model:
+        return _Unparcelled(task.submit(job, Parcel(traces)))
+    runner = FlowRunContext.get().task_runner
+    shares = runner.turn_shares(job.config.model.concurrency)
+    # Only the workers given a share answer: a worker outside the split would add turns of its own.
+    with dask.annotate(workers=list(shares), allow_other_workers=False):
+        return _Unparcelled(task.submit(job, Parcel(traces, shares)))
 
 
 DASK = Executor(call=as_task_run, send=_send, ranking_ahead=UNBOUNDED, answering_ahead=UNBOUNDED, remote=True)
 """Ranking and answering of every shard submitted to the cluster at once; the rest in the flow."""
 
 
-def dask_task_runner(address: str | None = None, *, workers: int = LOCAL_WORKERS) -> DaskTaskRunner:
+class SharingTaskRunner(DaskTaskRunner):
+    """Prefect's Dask task runner, which also splits the model's concurrency between the run's workers, once."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)  # Prefect runs a flow on a copy (``duplicate``), which starts unsplit
+        # No lock: Prefect pickles the runner, and a second look at the same workers would
+        # give the same split anyway.
+        self._shares: dict[str, int] | None = None
+
+    def turn_shares(self, concurrency: int) -> dict[str, int]:
+        """Worker address → the turns it may keep in flight; noted when first asked, then kept for the run."""
+        if self._shares is None:
+            self._shares = turn_shares(concurrency, self._workers())
+        return self._shares
+
+    def _workers(self) -> list[str]:
+        # Shards were ranked on the cluster before the first is answered, so a worker was
+        # there a moment ago; none now means the cluster lost them all.
+        workers = list(self.client.scheduler_info(n_workers=-1)["workers"])
+        if not workers:
+            raise OrchestratorError(
+                "the Dask cluster has no worker left to answer the run's questions\n"
+                "  fix: start workers with `dask worker ADDRESS`, or leave out --dask-address for a local cluster"
+            )
+        return workers
+
+
+def dask_task_runner(address: str | None = None, *, workers: int = LOCAL_WORKERS) -> SharingTaskRunner:
     """A task runner on the Dask scheduler at ``address``, or on a new local cluster of ``workers`` processes."""
     if address:
-        return DaskTaskRunner(address=address)
-    return DaskTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs=local_cluster_options(workers))
+        return SharingTaskRunner(address=address)
+    return SharingTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs=local_cluster_options(workers))
 
 
 def local_cluster_options(workers: int = LOCAL_WORKERS) -> dict:

@@ -102,6 +102,8 @@ class Corpus:
     """User word or phrase → doc words, from ``vocabulary.json``; empty without one."""
     fingerprint: str
     """sha256 of every page's path and bytes plus ``vocabulary.json`` and ``llms.txt``."""
+    side_files: dict[str, str] = field(default_factory=dict)
+    """Side file name (``vocabulary.json``, ``llms.txt``) → sha256 of its bytes, for each the folder has."""
     _prefixes: frozenset[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -196,12 +198,16 @@ def load_corpus(root: str | Path, *, chunk_words: int = 220) -> Corpus:
         text = _read_text(shown / rel, rel, digest)
         parsed_pages.append((page_id, rel, parse_page(text, source=str(shown / rel), mdx=rel.endswith(".mdx"))))
     vocabulary: dict[str, list[str]] = {}
+    side_files: dict[str, str] = {}
     if _root_file(shown, VOCABULARY_FILE, real_root):
         text = _read_text(shown / VOCABULARY_FILE, VOCABULARY_FILE, digest)
+        side_files[VOCABULARY_FILE] = hashlib.sha256(text.encode("utf-8")).hexdigest()
         vocabulary = parse_vocabulary(text, shown / VOCABULARY_FILE)
     descriptions: dict[str, str] = {}
     if _root_file(shown, LLMS_FILE, real_root):
-        descriptions = parse_llms(_read_text(shown / LLMS_FILE, LLMS_FILE, digest), set(owners))
+        text = _read_text(shown / LLMS_FILE, LLMS_FILE, digest)
+        side_files[LLMS_FILE] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        descriptions = parse_llms(text, set(owners))
 
     pages: dict[str, Page] = {}
     sections: dict[str, Section] = {}
@@ -229,6 +235,7 @@ def load_corpus(root: str | Path, *, chunk_words: int = 220) -> Corpus:
         chunks=tuple(chunks),
         vocabulary=vocabulary,
         fingerprint=digest.hexdigest(),
+        side_files=side_files,
     )
 
 

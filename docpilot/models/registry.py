@@ -12,29 +12,43 @@ if TYPE_CHECKING:  # the names only: checking a config's provider loads neither 
     from docpilot.models.base import Model
 
 PROVIDERS = ("extractive", "openai", "local")
-TURN_RULES = 2
-"""Version of the rules that make a reply an answer, part of a hosted model's cache key.
 
-Turns stored before a reply needed a ``finish_reason`` may be the silently cut ones, so
-they are not reused."""
+# The modules whose code decides a provider's raw reply. What a reply means (a refusal, an
+# error) is read from it by ``base.read_reply`` whenever a turn is made or read back from
+# the cache, so those rules are left out: a change of them reaches cached turns as they are.
+_HOSTED_CODE = ("docpilot.models.registry", "docpilot.models.openai", "docpilot.models.wire")
+MODEL_CODE: dict[str, tuple[str, ...]] = {
+    # The extractive model also weighs words by the corpus's chunks, as the corpus code cuts them.
+    "extractive": ("docpilot.models.registry", "docpilot.models.extractive", "docpilot.retrieval.tokens",
+                   "docpilot.corpus"),
+    "openai": _HOSTED_CODE,
+    "local": (*_HOSTED_CODE, "docpilot.models.local"),
+}
+"""Per provider, the modules whose digest is part of its model-stage cache key."""
 
 
-def model_identity(settings: ModelConfig, *, corpus_fingerprint: str) -> dict:
+def model_identity(settings: ModelConfig, *, corpus_fingerprint: str, chunk_words: int) -> dict:
     """Everything a model's reply depends on besides the messages: the model-stage cache key.
 
-    The extractive model weighs words by their rarity in the corpus, so its replies also
-    depend on the corpus; a hosted model's do not.
+    The extractive model weighs words by their rarity over the corpus's chunks, so its
+    replies also depend on the corpus and on how it is cut (``corpus.chunk_words``); a
+    hosted model's do not. Each provider's identity holds a digest of the code that
+    makes its reply (``MODEL_CODE``).
     """
+    from docpilot.codebase import digest_code
+
     identity = {
         "provider": settings.provider,
         "model": settings.name,
         "temperature": settings.temperature,
         "max_tokens": settings.max_tokens,
         "seed": settings.seed,
+        "code": digest_code(*MODEL_CODE.get(settings.provider, ("docpilot.models",))),
     }
     if settings.provider == "extractive":
         identity.update(
             corpus=corpus_fingerprint,
+            chunk_words=chunk_words,
             min_evidence=settings.min_evidence,
             max_sentences=settings.max_sentences,
         )
@@ -42,10 +56,9 @@ def model_identity(settings: ModelConfig, *, corpus_fingerprint: str) -> dict:
         # The port changes from run to run; the model file and the server's settings do not.
         from docpilot.models.local import CONTEXT_TOKENS, file_identity, model_file
 
-        identity.update(turn_rules=TURN_RULES, model_file=file_identity(model_file(settings.path)),
-                        context_tokens=CONTEXT_TOKENS)
+        identity.update(model_file=file_identity(model_file(settings.path)), context_tokens=CONTEXT_TOKENS)
     else:
-        identity.update(turn_rules=TURN_RULES, base_url=settings.base_url)
+        identity.update(base_url=settings.base_url)
     return identity
 
 

@@ -169,7 +169,7 @@ class Comparison(_Strict):
     settings: list[SettingChange] = Field(default_factory=list)
     """Each configuration key that differs, with its value in A and in B."""
     pages: PageChanges | None = None
-    """The pages of the docs that differ; None when the corpus is the same."""
+    """The pages and side files of the docs that differ; None when the corpus is the same."""
     warnings: list[str]
     """Reasons to distrust the comparison."""
     tests: list[PairedTest]
@@ -246,6 +246,11 @@ def compare_reports(a: Report, b: Report, *, store: ReportStore | None = None,
     changed = [name for name in ("corpus", "model", "config", "code")
                if a.fingerprints.get(name) != b.fingerprints.get(name)]
     warnings = _warnings(a, b, pairs, only_a, only_b, changed, store)
+    settings = setting_changes(a, b)
+    if "config" in changed and not settings:
+        warnings.append("the config fingerprints differ but no stored setting does: a value the reports hide "
+                        "(a URL's query value) differs, or the two were written by versions of DocPilot that "
+                        "fingerprint the configuration differently")
     tests = [
         _paired_test(outcome, pairs, gate_only=a.gate_only or b.gate_only)
         for outcome in OUTCOMES
@@ -254,7 +259,7 @@ def compare_reports(a: Report, b: Report, *, store: ReportStore | None = None,
     return Comparison(
         a=header_of(a, paths[0]).describe(), b=header_of(b, paths[1]).describe(), records=len(shared),
         only_a=only_a, only_b=only_b, changed=changed, warnings=warnings, tests=tests,
-        settings=setting_changes(a, b), pages=page_changes(a, b) if "corpus" in changed else None,
+        settings=settings, pages=page_changes(a, b) if "corpus" in changed else None,
     )
 
 

@@ -182,28 +182,37 @@ def _replayed(rows, *, gate_only: bool) -> dict[str, int]:
 
 def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fingerprint: str,
                     orchestrator_reason: str | None = None, orchestrator_other: str | None = None,
-                    page_fingerprints: dict[str, str] | None = None, ahead=None) -> Report:
+                    page_fingerprints: dict[str, str] | None = None,
+                    side_file_fingerprints: dict[str, str | None] | None = None, ahead=None) -> Report:
     """The report of one run: its settings and fingerprints, rows, summary and verdict.
 
     ``ahead`` (``metrics.summary.Ahead``) holds row values worked out while the run went on.
     """
     from docpilot.config.loading import public_config
     from docpilot.models.registry import model_identity
+    from docpilot.reports.changes import comparable_config
     from docpilot.run.clock import command_ms
     from metrics.slices import slice_by_tag
 
-    # Credentials in a base_url and a configured key quoted in an error are removed here,
-    # before the report is stored and every readout (HTML, JUnit, Markdown) is made from it.
-    config = redact_config(public_config(job.config))
-    rows = [row.model_copy(update={"error": redact(row.error)}) if row.error else row for row in rows]
-    model = model_identity(job.config.model, corpus_fingerprint=corpus_fingerprint)
+    settings = public_config(job.config)
+    # The fingerprints hash the settings before redaction, so a value the stored copy hides
+    # (a query value) still moves them; what they leave out is what never changes a run's
+    # results: URL credentials, the local server's port of the day, and (in the model's)
+    # the corpus, which has its own fingerprint.
+    compared = redact_config(comparable_config(settings), queries=False)
+    model = redact_config(model_identity(job.config.model, corpus_fingerprint=corpus_fingerprint), queries=False)
+    model.pop("corpus", None)
     fingerprints = {
         "corpus": corpus_fingerprint,
         "golden": file_fingerprint(job.golden),
         "model": hashlib.sha256(json.dumps(model, sort_keys=True).encode()).hexdigest(),
-        "config": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
+        "config": hashlib.sha256(json.dumps(compared, sort_keys=True).encode()).hexdigest(),
         "code": code_fingerprint(),
     }
+    # Credentials in a base_url and a configured key quoted in an error are removed here,
+    # before the report is stored and every readout (HTML, JUnit, Markdown) is made from it.
+    config = redact_config(settings)
+    rows = [row.model_copy(update={"error": redact(row.error)}) if row.error else row for row in rows]
     summary, counts, gates, outcome = score(
         rows, job.config.gates, gate_only=job.gate_only, allow_errors=job.allow_errors, record_set=job.set,
         ahead=ahead,
@@ -214,6 +223,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         config=config,
         fingerprints=fingerprints,
         page_fingerprints=page_fingerprints or {},
+        side_file_fingerprints=side_file_fingerprints or {},
         set=job.set,
         runtime=job.runtime,
         split=job.split,

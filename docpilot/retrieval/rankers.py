@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from docpilot.codebase import digest_code
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Corpus
 from docpilot.errors import ConfigError
@@ -57,6 +58,9 @@ _OPERATIONAL = frozenset({"index_dir", "embedding_batch_size", "embedding_timeou
 _BM25_ONLY = frozenset({"k1", "b", "title_weight", "description_weight", "use_vocabulary", "reference_weight"})
 _DENSE_ONLY = frozenset({"embedder", "embedding_model", "embedding_base_url", "embedding_dim"})
 _FUSION_ONLY = frozenset({"fusion", "rrf_k", "bm25_weight", "dense_weight", "fusion_depth"})
+RANKING_CODE = ("docpilot.retrieval", "docpilot.corpus", "metrics.gold")
+"""The modules whose code decides a ranked list (search, fusion, caps, tokens, BM25, embedders, the
+corpus's sections, the scope rule): their digest is part of the retriever's fingerprint."""
 _SCOPE_MASKS = 256
 _CAP_DEPTH = 4  # a capped list ranks this many times top_k sections, to fill the places given up
 
@@ -159,9 +163,11 @@ class Retriever:
         # Most docs folders have no reference pages; then BM25 scores stay untouched.
         self._chunk_weight = weights[self._chunk_page].astype(np.float32) if (weights != 1.0).any() else None
         self._masks: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
+        # The code is in it too: a ranking cached by other code is another code's ranking.
         self.fingerprint = hashlib.sha256(
             json.dumps(
-                [corpus.fingerprint, self.index.fingerprint, _ranking_settings(self.settings)], sort_keys=True
+                [corpus.fingerprint, self.index.fingerprint, _ranking_settings(self.settings),
+                 digest_code(*RANKING_CODE)], sort_keys=True
             ).encode()
         ).hexdigest()
 

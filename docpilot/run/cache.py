@@ -1,7 +1,8 @@
 """A per-record, per-stage result cache on disk.
 
-Each entry's key hashes exactly what the stage's result depends on, prefixed by the
-stage name and its version: ``model:3:<sha256 of messages, provider, model, params>``.
+Each entry's key hashes exactly what the stage's result depends on, the code the stage
+runs included, prefixed by the stage name and the layout's version:
+``model:4:<sha256 of messages, provider, model, params, code digest>``.
 The store is diskcache (SQLite underneath), so entries written before a crash are
 there on the next run, and several processes may share one cache directory.
 """
@@ -22,9 +23,11 @@ import orjson
 
 from docpilot.errors import InputError
 
-# A version changes when what a stage's key covers, or how it is written, changes; the
-# entries under older keys are then never read again (``docpilot cache clear`` drops them).
-STAGE_VERSIONS = {"retrieve": "2", "model": "3"}
+# The layout of each stage's key and entry: a version changes only when the parts a key is
+# made of, or the shape of what is stored, change (the entries under older keys are then
+# never read again; ``docpilot cache clear`` drops them). A change of the code a stage runs
+# needs no new version: every key holds a digest of that code (``docpilot.codebase``).
+STAGE_VERSIONS = {"retrieve": "3", "model": "4"}
 
 _KEY_JSON = orjson.OPT_SORT_KEYS
 _STORE_FILES = ("cache.db", "cache.db-wal", "cache.db-shm", "cache.db-journal")

@@ -11,6 +11,10 @@ A finished turn is stored in the cache at once, on a writer thread, so neither a
 crash nor the next turn waits on the disk; the stage that sent a shard returns when
 every one of its turns is answered and stored.
 
+When several processes answer one run (the workers of a Dask cluster), each keeps
+its share of ``model.concurrency`` in flight rather than the whole of it
+(``concurrency_share``), so the endpoint sees the configured number across all of them.
+
 The lane opens with the first model stage that needs it and closes when the last one
 using it returns. ``cancel_lanes`` stops every lane of the process (Ctrl-C, SIGTERM):
 turns in flight are dropped, turns already answered are still stored.
@@ -23,6 +27,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from docpilot.assistant.language import preload as preload_language
@@ -36,6 +41,10 @@ if TYPE_CHECKING:
 # Turns in flight per model client: one client's 64 kept-alive connections serve up to
 # 64 turns; more turns get another client rather than wait for a connection.
 TURNS_PER_CLIENT = 64
+
+# This process's part of model.concurrency, set around a model stage by the caller that
+# knows how many processes share the bound; None: the whole of it.
+_SHARE: ContextVar[int | None] = ContextVar("docpilot_concurrency_share", default=None)
 
 
 class Interrupted(Exception):
@@ -67,9 +76,11 @@ class _Batch:
 class ModelLane:
     """At most ``concurrency`` model turns in flight for every shard sent to it, first come first served."""
 
-    def __init__(self, ws: Workspace, finish: Callable[[Trace], None]) -> None:
+    def __init__(self, ws: Workspace, finish: Callable[[Trace], None], *, turns: int | None = None) -> None:
         self._ws = ws
         self._finish = finish
+        self.turns = turns or ws.config.model.concurrency
+        """How many turns it keeps in flight: ``model.concurrency``, or this process's share of it."""
         self._loop = _new_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="docpilot-model", daemon=True)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docpilot-store")
@@ -93,14 +104,14 @@ class ModelLane:
         settings = self._ws.config.model
         extractive = settings.provider == "extractive"
         idf = self._ws.idf if extractive else None
-        count = 1 if extractive else -(-settings.concurrency // TURNS_PER_CLIENT)
+        count = 1 if extractive else -(-self.turns // TURNS_PER_CLIENT)
         self._models = [build_model(settings, corpus=self._ws.corpus, idf=idf) for _ in range(count)]
         self._queue: asyncio.Queue = asyncio.Queue()
         # Stored turns carry their languages once the language model is there; it loads
         # on a thread of its own meanwhile.
         preload_language()
         self._workers = [
-            asyncio.create_task(self._work(self._models[w % count])) for w in range(settings.concurrency)
+            asyncio.create_task(self._work(self._models[w % count])) for w in range(self.turns)
         ]
 
     def answer(self, traces: list[Trace], keys: list[str], *, counted: bool = True) -> None:
@@ -216,7 +227,7 @@ def open_lane(ws: Workspace, finish: Callable[[Trace], None]) -> Iterator[ModelL
             raise Interrupted("the run was interrupted before this stage's turns were sent")
         lane = _LANES.get(id(ws))
         if lane is None:
-            lane = _LANES[id(ws)] = ModelLane(ws, finish)
+            lane = _LANES[id(ws)] = ModelLane(ws, finish, turns=_SHARE.get())
         lane.users += 1
     try:
         yield lane
@@ -228,6 +239,23 @@ def open_lane(ws: Workspace, finish: Callable[[Trace], None]) -> Iterator[ModelL
                 del _LANES[id(ws)]
         if last:
             lane.close()
+
+
+@contextmanager
+def concurrency_share(turns: int) -> Iterator[None]:
+    """Within the block, a lane this thread opens keeps ``turns`` in flight instead of ``model.concurrency``.
+
+    For a process that answers part of a run beside others (a Dask worker): the caller
+    splits ``model.concurrency`` so that the shares add up to it. A lane already open
+    keeps the number it opened with.
+    """
+    if turns < 1:
+        raise ValueError(f"a share of the model's concurrency is at least 1 turn, not {turns}")
+    token = _SHARE.set(turns)
+    try:
+        yield
+    finally:
+        _SHARE.reset(token)
 
 
 def cancel_lanes() -> None:

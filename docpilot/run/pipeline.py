@@ -20,7 +20,7 @@ from docpilot.assistant.language import ready as language_ready
 from docpilot.assistant.primer import PROMPT_VERSION, prime
 from docpilot.assistant.render import render_panel
 from docpilot.config.model import ModelConfig
-from docpilot.models.base import Prompt, Turn
+from docpilot.models.base import REPLY_FIELDS, Prompt, Reply, paints, read_reply
 from docpilot.models.prices import turn_cost_usd
 from docpilot.models.registry import model_identity
 from docpilot.retrieval.rankers import Hit
@@ -81,7 +81,8 @@ def prime_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
 
 def _model_key(ws: Workspace, prompt: Prompt) -> str:
     if ws._identity is None:
-        ws._identity = model_identity(ws.config.model, corpus_fingerprint=ws.corpus.fingerprint)
+        ws._identity = model_identity(ws.config.model, corpus_fingerprint=ws.corpus.fingerprint,
+                                      chunk_words=ws.config.corpus.chunk_words)
     version = (PROMPT_VERSION, ws.config.prime.prompt_version)
     return cache_key("model", version, prompt.messages, ws._identity)
 
@@ -94,12 +95,13 @@ def turn_key(ws: Workspace, trace: Trace) -> str:
 
 
 def _languages(trace: Trace) -> dict[str, str | None]:
-    # Detected once, when the turn is new; a re-run reads them from the cache.
+    # Detected once, when the turn is new; a re-run reads them from the cache. The answer's
+    # is detected for a refusal too: a later rule may read the same reply as an answer.
     turn = trace.turn
-    answered = turn is not None and not turn.refused and turn.error is None
+    texted = turn is not None and turn.error is None and paints(turn.answer)
     return {
         "question": detect_language(trace.record.question),
-        "answer": detect_language(turn.answer) if answered else None,
+        "answer": detect_language(turn.answer) if texted else None,
         "rule": LANGUAGE_RULE,
     }
 
@@ -327,6 +329,10 @@ def lookup_turns(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -
 
     Traces the retrieval gate refused, with no prompt, or already answered need no model
     and are never returned. ``refresh`` fills in nothing, so every primed trace is answered afresh.
+
+    The cache holds each reply as it was received; what it means (an answer, a refusal,
+    truncated) is read from it here by today's rules (``read_reply``), as a live turn is.
+    A stored reply those rules call an error is asked again, as an errored turn would be.
     """
     todo = []
     for position, trace in enumerate(traces):
@@ -336,7 +342,11 @@ def lookup_turns(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -
         if stored is None:
             todo.append(position)
             continue
-        trace.turn = Turn.model_validate(stored["turn"])
+        turn = read_reply(Reply.model_validate(stored["reply"]))
+        if turn.error is not None:
+            todo.append(position)
+            continue
+        trace.turn = turn
         trace.languages = stored["languages"]
         trace.cached.append("model")
     return todo
@@ -354,8 +364,9 @@ def store_turns(ws: Workspace, traces: list[Trace]) -> None:
 
 
 def _put_turn(ws: Workspace, trace: Trace) -> None:
-    # The entry ``lookup_turns`` reads back.
-    ws.cache.set(turn_key(ws, trace), {"turn": trace.turn.model_dump(), "languages": trace.languages})
+    # The entry ``lookup_turns`` reads back: the reply as received, never what it was read to mean.
+    reply = trace.turn.model_dump(include=REPLY_FIELDS)
+    ws.cache.set(turn_key(ws, trace), {"reply": reply, "languages": trace.languages})
 
 
 def _ranking_key(ws: Workspace, record: GoldenRecord) -> str:

@@ -7,7 +7,7 @@ so both orchestrators run the same code and give the same rows.
 
 from __future__ import annotations
 
-from docpilot.reports.changes import page_fingerprints
+from docpilot.reports.changes import page_fingerprints, side_file_fingerprints
 from docpilot.reports.report import assemble_report, write_report
 from docpilot.run import pipeline, progress
 from docpilot.run.job import EvalJob
@@ -122,7 +122,8 @@ def report(job: EvalJob, rows: list[Row], wall_ms: float, orchestration: dict) -
     corpus = _workspace(job).corpus
     try:
         built = assemble_report(job, rows, wall_ms=wall_ms, corpus_fingerprint=corpus.fingerprint,
-                                page_fingerprints=page_fingerprints(corpus), ahead=_scored, **orchestration)
+                                page_fingerprints=page_fingerprints(corpus),
+                                side_file_fingerprints=side_file_fingerprints(corpus), ahead=_scored, **orchestration)
     finally:
         forget_scores()
     path = write_report(built, job.out or f"{job.config.reports_dir}/{built.run_id}.json")

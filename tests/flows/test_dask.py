@@ -14,6 +14,7 @@ import uuid
 import psutil
 import pytest
 from distributed import LocalCluster  # noqa: E402  (after flows.dask, which quiets it)
+from prefect_dask import DaskTaskRunner
 
 from docpilot.errors import OrchestratorError
 from docpilot.models.base import Turn
@@ -21,6 +22,7 @@ from docpilot.run import pipeline, workspace
 from docpilot.run.job import job_records
 from flows.dask import LOCAL_WORKERS, dask_task_runner, local_cluster_options
 from flows.eval import run_eval
+from tasks.dask import turn_shares
 from tasks.dask_worker import HEARTBEAT_FAILED
 from tests.conftest import ROOT
 from tests.support.model_stage import model_shard
@@ -171,7 +173,7 @@ def test_an_address_where_no_scheduler_answers_is_named(tmp_path):
 
 def test_without_an_address_a_local_cluster_of_two_processes_is_started():
     runner = dask_task_runner()
-    assert runner.address is None and LOCAL_WORKERS == 2
+    assert isinstance(runner, DaskTaskRunner) and runner.address is None and LOCAL_WORKERS == 2
     assert runner.cluster_kwargs == local_cluster_options()
     assert local_cluster_options() == {
         "n_workers": 2, "threads_per_worker": 1, "processes": True, "dashboard_address": None,
@@ -232,3 +234,49 @@ def _processes_marked(mark: str) -> list[int]:
         except psutil.Error:
             continue
     return found
+
+
+def _many_questions(folder) -> str:
+    """Four variants of each answerable pipeline question: sixteen distinct prompts the gate lets through."""
+    import yaml
+
+    records = [r for r in yaml.safe_load((PIPELINE / "golden.yaml").read_text()) if r.get("gold")]
+    many = [{**r, "id": f"{r['id']}-{n}", "question": f"{r['question']} (case {n})"} for r in records for n in range(4)]
+    path = folder / "golden.yaml"
+    path.write_text(yaml.safe_dump(many, sort_keys=False))
+    return str(path)
+
+
+# Regression: under --runner dask every worker kept model.concurrency turns in flight, so the
+# endpoint saw the workers times the configured bound.
+@pytest.mark.parametrize(("concurrency", "latency_s"), [(4, 0.4), (1, 0.05)], ids=["4-over-2", "1-over-2"])
+def test_the_endpoint_sees_at_most_model_concurrency_turns_across_the_workers(cluster, tmp_path, concurrency,
+                                                                              latency_s):
+    script = OpenAIScript(default=Reply(answer="Install Acme with pip install acme-cli [1].", latency_s=latency_s))
+    with serve_openai(script) as base_url:
+        job = pipeline_job(tmp_path)
+        config = job.config.model_copy(update={
+            "golden": _many_questions(tmp_path),
+            "model": job.config.model.model_copy(update={"provider": "openai", "base_url": base_url,
+                                                          "concurrency": concurrency}),
+        })
+        job = job.model_copy(update={"config": config, "golden": config.golden})
+        report, _ = run_eval(job, runner="dask", dask_address=cluster)
+    answered = [row for row in report.rows if not row.refused]
+    assert len(answered) == 16 and all(row.error is None for row in answered)
+    assert len(script.history) == 16
+    if concurrency == 4:  # both workers answered at once (more than one share), never above the bound
+        assert 2 < script.peak_in_flight <= 4, script.peak_in_flight
+    else:  # one turn: one worker answers every shard, one at a time
+        assert script.peak_in_flight == 1
+
+
+def test_the_concurrency_is_split_into_shares_that_add_up_to_it():
+    workers = ["tcp://127.0.0.1:9002", "tcp://127.0.0.1:9001", "tcp://127.0.0.1:9003"]
+    assert turn_shares(8, workers) == {"tcp://127.0.0.1:9001": 3, "tcp://127.0.0.1:9002": 3, "tcp://127.0.0.1:9003": 2}
+    assert turn_shares(3, workers) == dict.fromkeys(sorted(workers), 1)
+    # Fewer turns than workers: no worker is given 0, so only the first ones answer.
+    assert turn_shares(2, workers) == {"tcp://127.0.0.1:9001": 1, "tcp://127.0.0.1:9002": 1}
+    for total in range(1, 20):
+        shares = turn_shares(total, workers)
+        assert sum(shares.values()) == total and min(shares.values()) >= 1

@@ -21,16 +21,20 @@ def test_the_server_finishes_every_turn_it_starts_and_listens_on_loopback_only(t
     assert options["--model_alias"] == "SmolLM2-135M-Instruct"
 
 
+def _identity(settings: ModelConfig) -> dict:
+    return model_identity(settings, corpus_fingerprint="c", chunk_words=220)
+
+
 def test_the_cache_names_the_model_file_and_never_the_port(tmp_path) -> None:
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF" + bytes(2048))
     one = ModelConfig(provider="local", name="m", path=str(gguf), base_url="http://127.0.0.1:8001/v1")
     other = one.model_copy(update={"base_url": "http://127.0.0.1:9002/v1"})
-    assert model_identity(one, corpus_fingerprint="c") == model_identity(other, corpus_fingerprint="c")
-    before = model_identity(one, corpus_fingerprint="c")
+    assert _identity(one) == _identity(other)
+    before = _identity(one)
     assert before["model_file"] == file_identity(gguf) and "base_url" not in before
     gguf.write_bytes(b"GGUF" + bytes(4096))  # another model file at the same path
-    assert model_identity(one, corpus_fingerprint="c") != before
+    assert _identity(one) != before
 
 
 def test_a_model_path_that_is_no_file_is_a_config_error(tmp_path) -> None:
