@@ -200,7 +200,8 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
     # results: URL credentials, the local server's port of the day, and (in the model's)
     # the corpus, which has its own fingerprint.
     compared = redact_config(comparable_config(settings), queries=False)
-    model = redact_config(model_identity(job.config.model, corpus_fingerprint=corpus_fingerprint), queries=False)
+    model = redact_config(model_identity(job.config.model, corpus_fingerprint=corpus_fingerprint,
+                                         chunk_words=job.config.corpus.chunk_words), queries=False)
     model.pop("corpus", None)
     fingerprints = {
         "corpus": corpus_fingerprint,
