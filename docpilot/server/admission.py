@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 
 from docpilot.errors import ConfigError
 
@@ -35,6 +36,8 @@ class Slots:
         self.turned_away = 0
         """Questions refused with 503 since the server started: the line was full."""
         self._waiting: deque[asyncio.Future[None]] = deque()
+        self.on_change: Callable[[], None] | None = None
+        """Called after every change of the figures (the server's roster copies them for ``/healthz``)."""
 
     @property
     def waiting(self) -> int:
@@ -45,12 +48,15 @@ class Slots:
         """Take a slot, waiting in line for one; False at once when the line is full."""
         if self.in_flight < self.limit and not self._waiting:
             self.in_flight += 1
+            self._changed()
             return True
         if len(self._waiting) >= self.queue_depth:
             self.turned_away += 1
+            self._changed()
             return False
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append(turn)
+        self._changed()
         try:
             await turn
         except asyncio.CancelledError:
@@ -58,6 +64,7 @@ class Slots:
                 self.give_back()  # the slot was handed over just as the waiter gave up
             else:
                 self._waiting.remove(turn)
+                self._changed()
             raise
         return True  # give_back handed its slot over: in_flight already counts this one
 
@@ -67,5 +74,11 @@ class Slots:
             turn = self._waiting.popleft()
             if not turn.done():
                 turn.set_result(None)
+                self._changed()
                 return
         self.in_flight -= 1
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()

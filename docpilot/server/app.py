@@ -44,6 +44,7 @@ from docpilot.server.admission import DEFAULT_MAX_CONCURRENCY, DEFAULT_QUEUE_DEP
 from docpilot.server.answering import AnswerLoop
 from docpilot.server.auth import BearerAuth
 from docpilot.server.guards import foreign_request, is_json
+from docpilot.server.roster import Roster
 from docpilot.server.schema import (
     MAX_BODY_BYTES,
     MAX_QUESTION_CHARS,
@@ -243,7 +244,9 @@ def create_app(
     one of ``allowed_hosts``, lower case) in ``Host`` and come from no foreign
     ``Origin`` (see ``docpilot.server.guards``).
     The app owns the model from here on: it closes it (``aclose``) when the server stops.
-    ``app.state.slots.in_flight`` counts the questions being answered.
+    ``app.state.slots.in_flight`` counts the questions being answered; ``app.state.roster``
+    holds every worker's figures (one worker, unless ``run_server`` forks more) and
+    ``app.state.worker`` the number of the worker this process is.
     """
     auth = BearerAuth(token)
     slots = Slots(max_concurrency, queue_depth)
@@ -297,7 +300,11 @@ def create_app(
     async def healthz(request: Request) -> Response:
         if local and (foreign := foreign_request(request, allowed_hosts)) is not None:
             return _error_response(403, *foreign, "-")
+        roster: Roster = request.app.state.roster
+        worker: int = request.app.state.worker
+        workers, total = roster.report()
         health = Health(
+            status="ok" if total.workers_up == total.workers else "degraded",
             corpus=workspace.corpus.fingerprint,
             pages=len(workspace.corpus.pages),
             model=ModelInfo(provider=settings.provider, name=settings.name),
@@ -306,6 +313,9 @@ def create_app(
             max_concurrency=slots.configured,
             waiting=slots.waiting,
             turned_away=slots.turned_away,
+            worker=worker,
+            total=total,
+            workers=workers,
         )
         return JSONResponse(health.model_dump())
 
@@ -329,7 +339,11 @@ def create_app(
         async with anyio.create_task_group():
             pass
         answers.start()  # here, not in create_app: a forked worker needs threads of its own
-        searches.start(app.state.slots.limit)  # the worker's share of the slots is set by now
+        searches.start(slots.limit)  # the worker's share of the slots is set by now
+        roster: Roster = app.state.roster
+        worker: int = app.state.worker
+        slots.on_change = lambda: roster.publish(worker, slots)
+        roster.up(worker, slots)
         try:
             yield
         finally:
@@ -347,4 +361,6 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.slots = slots
+    app.state.roster = Roster(1)
+    app.state.worker = 0
     return app

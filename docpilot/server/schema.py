@@ -218,11 +218,53 @@ class ModelInfo(_Strict):
     """The model's name."""
 
 
+class WorkerHealth(_Strict):
+    """One worker process of the server, as `/healthz` reports it."""
+
+    index: int
+    """The worker's number, from 0."""
+    pid: int
+    """Its process id; 0 while it is being forked."""
+    state: Literal["up", "starting", "down"]
+    """`up` while it serves; `starting` from its fork until its app has started; `down` from its end to its restart."""
+    in_flight: int
+    """Questions it is answering (0 unless it is up)."""
+    waiting: int
+    """Questions waiting in its line for a slot (0 unless it is up)."""
+    capacity: int
+    """Questions it answers at once: its share of `--max-concurrency` while it is up, else 0."""
+    turned_away: int
+    """Questions it refused with 503 since it last started, its line being full."""
+    restarts: int
+    """Times the server started it again after it ended."""
+    last_exit: str | None = None
+    """How it last ended, such as `killed by SIGKILL` or `exited with status 1`; null when it never ended."""
+
+
+class HealthTotals(_Strict):
+    """The server's figures summed over its workers."""
+
+    workers: int
+    """Worker processes the server runs when all are up."""
+    workers_up: int
+    """Those that serve right now."""
+    in_flight: int
+    """Questions being answered, over every worker."""
+    waiting: int
+    """Questions waiting for a slot, over every worker."""
+    capacity: int
+    """Questions the workers that are up answer at once: `max_concurrency` less the shares of workers that are down."""
+    turned_away: int
+    """Questions refused with 503, over every worker since each last started."""
+    restarts: int
+    """Times a worker was started again after it ended."""
+
+
 class Health(_Strict):
     """The answer to `GET /healthz`."""
 
-    status: Literal["ok"] = "ok"
-    """Always `ok` when the server answers at all."""
+    status: Literal["ok", "degraded"] = "ok"
+    """`ok` when every worker serves; `degraded` while one is down or starting, and `total.capacity` is less."""
     version: str = __version__
     """DocPilot's version."""
     corpus: str
@@ -241,6 +283,12 @@ class Health(_Strict):
     """Questions of this worker process waiting in line for a slot."""
     turned_away: int = 0
     """Questions this worker process refused with 503 since it started, the line being full."""
+    worker: int = 0
+    """The number of the worker process that answered this request (see `workers`)."""
+    total: HealthTotals | None = None
+    """The figures over every worker: in flight, waiting, capacity left, restarts."""
+    workers: list[WorkerHealth] = Field(default_factory=list)
+    """Each worker process's figures."""
 
 
 EVENT_MODELS: dict[str, type[BaseModel]] = {
@@ -306,7 +354,7 @@ def openapi_document(*, max_body_bytes: int, max_question_chars: int, max_concur
                 },
                 "401": problem("No bearer token, or a wrong one.", **{"WWW-Authenticate": "Bearer challenge"}),
                 "403": problem("On a loopback server: a Host that is not local, or a foreign Origin."),
-                "408": problem("The request line and headers did not arrive in time."),
+                "408": problem("The request line and headers, or the whole request with its body, did not arrive in time."),
                 "415": problem("The body is not sent as `Content-Type: application/json`."),
                 "431": problem("The request line and headers are too large."),
                 "413": problem(f"The body is larger than {max_body_bytes} bytes."),

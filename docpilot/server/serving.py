@@ -7,25 +7,25 @@ memory), each running its own event loop on its own ``SO_REUSEPORT`` socket; the
 kernel spreads new connections over them. A question is answered by the worker
 whose socket took its connection, and the server's limits are split over the
 workers: each takes its share of ``--max-concurrency``, of the queue and of the
-connection cap, so the totals are what the options say. Workers end with the first
-process: it stops them on SIGTERM or Ctrl-C, and the kernel stops them should it be
-killed outright. The cores are split for numpy's matrix products too (``share_blas_threads``).
+connection cap, so the totals are what the options say. With more than one worker
+the first process answers nothing itself: it supervises them, starting again any
+that ends, and stops them on SIGTERM or Ctrl-C; the kernel stops them should it be
+killed outright (``docpilot.server.supervisor``). The cores are split for numpy's
+matrix products too (``share_blas_threads``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
-import ctypes
 import os
 import resource
-import signal
 import socket
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import uvicorn
 from starlette.applications import Starlette
@@ -33,8 +33,8 @@ from starlette.applications import Starlette
 from docpilot.errors import ConfigError
 from docpilot.server.guards import AccessLogRedactor
 from docpilot.server.protocol import Limits, guarded_protocol
-
-_PR_SET_PDEATHSIG = 1
+from docpilot.server.roster import Roster
+from docpilot.server.supervisor import supervise
 
 
 def default_workers(max_concurrency: int) -> int:
@@ -103,9 +103,7 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _uvicorn(
-    app: Starlette, limits: Limits, *, access_log: bool, log_config: dict | None, children: list[int] | None = None
-) -> uvicorn.Server:
+def _uvicorn(app: Starlette, limits: Limits, *, access_log: bool, log_config: dict | None) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
         http=guarded_protocol(limits),  # type: ignore[arg-type]
@@ -118,7 +116,7 @@ def _uvicorn(
         timeout_keep_alive=30,
         timeout_graceful_shutdown=3,
     )
-    return _FirstProcess(config, children) if children else uvicorn.Server(config)
+    return uvicorn.Server(config)
 
 
 _SPARE_FILES = 256
@@ -143,18 +141,15 @@ def _connection_cap(connections: int) -> int:
     return max(1, min(connections, soft - _SPARE_FILES))
 
 
-def _die_with_parent(parent: int) -> None:
-    # Linux ends a worker when the first process dies, even by kill -9; elsewhere this is a no-op.
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent:
-        os._exit(0)  # the parent died before the request above took effect
-
-
 def run_server(
     app: Starlette, sockets: list[socket.socket], *, access_log: bool = False, limits: Limits = Limits()
 ) -> None:
-    """Serve ``app`` until interrupted (Ctrl-C or SIGTERM): one worker per socket from ``bind``."""
+    """Serve ``app`` until interrupted (Ctrl-C or SIGTERM): one worker per socket from ``bind``.
+
+    One socket: this process serves. More: this process supervises a forked worker per
+    socket (``docpilot.server.supervisor``), and every worker's figures meet in
+    ``app.state.roster``.
+    """
     log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     # The server's own lines (failures by request id) go where uvicorn's go, in its format.
     log_config["loggers"]["docpilot"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
@@ -172,67 +167,25 @@ def run_server(
     share_blas_threads(workers)  # before the fork: the workers inherit the setting
     slots = app.state.slots
     total_slots, total_queue = slots.limit, slots.queue_depth
-    parent, children = os.getpid(), []
-    sys.stdout.flush()  # or every worker would write the same buffered lines again
-    sys.stderr.flush()
-    index = 0
-    for i in range(1, workers):
-        pid = os.fork()
-        if pid == 0:
-            index, children = i, []  # a worker stops no sibling
-            _die_with_parent(parent)
-            break
-        children.append(pid)
-    mine = sockets[index]
-    for sock in sockets:
-        if sock is not mine:
-            sock.close()
-    slots.limit = share(total_slots, workers, index)
-    slots.queue_depth = share(total_queue, workers, index)
-    limits = Limits(limits.header_timeout_s, limits.max_header_bytes, max(1, cap // workers))
-    server = _uvicorn(app, limits, access_log=access_log, log_config=log_config, children=children)
-    try:
-        server.run(sockets=[mine])
-    finally:
-        if index:
-            sys.stdout.flush()
-            os._exit(0)  # a worker never returns into the command that forked it
-        _signal(children)
-        _reap(children)
+    roster = app.state.roster = Roster(workers)
+    worker_limits = replace(limits, max_connections=max(1, cap // workers))
 
+    def serve(index: int) -> None:
+        mine = sockets[index]
+        if workers > 1:
+            for sock in sockets:
+                if sock is not mine:
+                    sock.close()  # in the worker only: the supervisor keeps them for restarts
+        slots.limit = share(total_slots, workers, index)
+        slots.queue_depth = share(total_queue, workers, index)
+        app.state.worker = index
+        _uvicorn(app, worker_limits, access_log=access_log, log_config=log_config).run(sockets=[mine])
 
-def _signal(children: list[int]) -> None:
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-
-
-def _reap(children: list[int]) -> None:
-    for pid in children:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
-
-
-class _FirstProcess(uvicorn.Server):
-    """The server of the first process: it stops its workers with itself, and waits for them.
-
-    uvicorn re-raises SIGTERM once it has shut down, which ends the process on the spot;
-    so the workers are told at once and awaited inside the shutdown, and no worker is
-    still answering on the port when the first process has exited.
-    """
-
-    def __init__(self, config: uvicorn.Config, children: list[int]) -> None:
-        super().__init__(config)
-        self.children = children
-
-    def handle_exit(self, sig: int, frame: object) -> None:
-        _signal(self.children)
-        super().handle_exit(sig, frame)  # type: ignore[arg-type]
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().shutdown(sockets)
-        _signal(self.children)
-        await asyncio.to_thread(_reap, self.children)
+    if workers == 1:
+        roster.starting(0)
+        serve(0)
+        return
+    supervise(serve, workers, roster)
 
 
 @contextlib.contextmanager

@@ -415,6 +415,10 @@ def test_healthz_names_the_corpus_and_the_model(url, workspace):
     assert health["status"] == "ok" and health["corpus"] == workspace.corpus.fingerprint
     assert health["model"] == {"provider": "extractive", "name": "extractive-v1"}
     assert health["auth"] == "bearer" and health["in_flight"] == 0 and health["max_concurrency"] == 32
+    # One process serves: it is the server's only worker, and all of its capacity.
+    (worker,) = health["workers"]
+    assert worker["state"] == "up" and worker["capacity"] == 32 and worker["restarts"] == 0
+    assert health["worker"] == 0 and health["total"]["capacity"] == 32 and health["total"]["workers_up"] == 1
 
 
 def test_openapi_describes_both_endpoints_and_every_reference_resolves(url):

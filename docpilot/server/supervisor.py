@@ -1,0 +1,196 @@
+"""The first process of a server with several workers: it forks them, starts again any that ends, and stops them all.
+
+It answers no question itself and starts no thread, so every fork, the first ones and
+each restart, copies a process that holds the loaded docs and model and nothing half
+done. A worker that ends while the server runs (a crash, the kernel's out-of-memory
+killer, a stray ``kill -9``) is reported in one line on stderr, naming the worker and
+how it ended, and forked again on the same listening socket: the first process keeps
+every socket open, so connections the kernel hands to the dead worker's socket wait
+in its backlog for the new one instead of being refused. A worker that ends within
+``QUICK_DEATH_S`` of its start waits ``RESTART_PAUSE_S`` before the next attempt, so
+a worker that cannot start does not spin.
+
+SIGTERM or Ctrl-C stops the server: the workers are told to stop (they finish what
+they are sending, for a few seconds) and are awaited; one still running after
+``STOP_GRACE_S``, or when the signal comes a second time, is killed. The workers die
+with the first process should it be killed outright (Linux's parent-death signal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from docpilot.server.roster import Roster, describe_exit
+
+QUICK_DEATH_S = 5.0
+"""A worker that ends sooner than this after its start is started again only after a pause."""
+RESTART_PAUSE_S = 1.0
+"""The pause before restarting a worker that ended quickly."""
+STOP_GRACE_S = 10.0
+"""How long stopping workers may take before they are killed."""
+_POLL_S = 0.5
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class _Worker:
+    index: int
+    pid: int
+    started: float
+    pidfd: int | None
+
+
+def supervise(serve: Callable[[int], None], workers: int, roster: Roster) -> None:
+    """Run ``serve(index)`` in one forked process per worker, restarting each that ends, until SIGTERM or Ctrl-C."""
+    parent = os.getpid()
+    running: dict[int, _Worker] = {}
+    due: dict[int, float] = {}  # workers to start again, by the time they may
+    stop_at: float | None = None
+
+    def start(index: int) -> None:
+        roster.starting(index)
+        sys.stdout.flush()  # or the worker would write the same buffered lines again
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _become_worker(serve, index, parent, [w.pidfd for w in running.values()])
+        roster.forked(index, pid)
+        running[pid] = _Worker(index, pid, time.monotonic(), _pidfd(pid))
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stop_at
+        again = stop_at is not None
+        if not again:
+            stop_at = time.monotonic() + STOP_GRACE_S
+        due.clear()
+        _signal(running, signal.SIGKILL if again else signal.SIGTERM)
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for index in range(workers):
+            start(index)
+        while running or due:
+            _wait(running, due)
+            now = time.monotonic()
+            for worker in _ended(running, roster):
+                if stop_at is not None:
+                    continue
+                how = describe_exit(worker.status)
+                quick = now - worker.started < QUICK_DEATH_S
+                pause = f" in {RESTART_PAUSE_S:g} s" if quick else ""
+                print(
+                    f"docpilot serve: worker {worker.index} (pid {worker.pid}) {how}; starting it again{pause}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                due[worker.index] = now + (RESTART_PAUSE_S if quick else 0.0)
+            for index, when in list(due.items()):
+                if stop_at is None and when <= now:
+                    del due[index]
+                    roster.restarted(index)
+                    start(index)
+            if stop_at is not None and now > stop_at:
+                _signal(running, signal.SIGKILL)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if running:  # an error of the supervisor itself: take the workers down with it
+            _signal(running, signal.SIGTERM)
+            for pid in list(running):
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+
+
+@dataclass
+class _Ended:
+    index: int
+    pid: int
+    started: float
+    status: int
+
+
+def _ended(running: dict[int, _Worker], roster: Roster) -> list[_Ended]:
+    """Reap the workers that ended, mark them down, and say which they were."""
+    ended = []
+    for pid, worker in list(running.items()):
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done, status = pid, 0
+        if done == 0:
+            continue
+        del running[pid]
+        if worker.pidfd is not None:
+            os.close(worker.pidfd)
+        roster.down(worker.index, status)
+        ended.append(_Ended(worker.index, pid, worker.started, status))
+    return ended
+
+
+def _wait(running: dict[int, _Worker], due: dict[int, float]) -> None:
+    """Sleep until a worker ends, a restart is due, or ``_POLL_S`` has passed."""
+    timeout = _POLL_S
+    if due:
+        timeout = max(0.0, min(timeout, min(due.values()) - time.monotonic()))
+    fds = [w.pidfd for w in running.values() if w.pidfd is not None]
+    # A signal handler that runs meanwhile returns here and the wait goes on (PEP 475);
+    # the workers it signalled end, and their descriptors wake it.
+    if fds and len(fds) == len(running):
+        select.select(fds, [], [], timeout)
+    else:
+        time.sleep(min(timeout, 0.1))  # no descriptors to wait on: poll
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` ends (Linux 5.3 and later); None elsewhere."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return opener(pid)
+    except OSError:
+        return None
+
+
+def _signal(running: dict[int, _Worker], signum: int) -> None:
+    for pid in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
+def _become_worker(serve: Callable[[int], None], index: int, parent: int, inherited: list[int | None]) -> None:
+    """The forked process: serve as worker ``index`` and exit, never returning into the supervisor."""
+    code = 1
+    try:
+        for fd in inherited:
+            if fd is not None:
+                os.close(fd)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, signal.SIG_DFL)  # the server installs its own; the supervisor's are not for it
+        _die_with_parent(parent)
+        serve(index)
+        code = 0
+    except BaseException:  # noqa: BLE001 - whatever it was, the supervisor hears of it by the exit status
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _die_with_parent(parent: int) -> None:
+    # Linux ends a worker when the first process dies, even by kill -9; elsewhere this is a no-op.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        os._exit(0)  # the parent died before the request above took effect
