@@ -53,3 +53,13 @@ def test_the_file_schema_validates_a_whole_file(name, path):
         jsonschema.validate([{**data[0], "questoin": "typo"}], schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"record": data}, schema)
+
+
+def test_the_report_schema_lists_every_error_code_a_row_may_carry():
+    from typing import get_args
+
+    from docpilot.schema import ErrorCode
+
+    schema = json.loads(CliRunner().invoke(main, ["schema", "report"]).stdout)
+    code = schema["$defs"]["Row"]["properties"]["error_code"]
+    assert code["anyOf"][0]["enum"] == list(get_args(ErrorCode)) and code["description"]
