@@ -57,38 +57,58 @@ def _shared(func):
 
 
 def _docs_option(func):
+    func = click.option("--dry-run", is_flag=True,
+                        help="With --apply: print the merged vocabulary.json and write nothing.")(func)
+    func = click.option("--apply", "apply_", is_flag=True,
+                        help="Write the vocabulary.json entries chosen on the dev records into the docs' "
+                             "vocabulary.json (only those that move records of the CAUSEs named, if any).")(func)
     return click.option("--docs", type=click.Path(file_okay=False),
                         help="Docs folder to work edits out from (default: the one the run used).")(func)
 
 
 @main.group("improve", cls=_ReportOrCommand, invoke_without_command=True,
-            subcommand_metavar="[REPORT] | compare A B")
+            subcommand_metavar="[REPORT] [CAUSE...] | compare A B")
 @_shared
 @_docs_option
 @click.pass_context
 @handle_errors
-def improve_group(ctx, reports_dir, config_path, as_json, docs):
+def improve_group(ctx, reports_dir, config_path, as_json, docs, apply_, dry_run):
     """Give every failing record of a run its cause and edits to try.
 
     REPORT is a report file or a run id; without one, the last report in reports_dir.
-    `docpilot improve compare A B` tests whether run B differs from run A record by
-    record. Exit status: 0, or 2 when a report cannot be read.
+    --apply writes the vocabulary.json entries chosen over the failing dev records
+    into the docs (with CAUSE ids after it, only the entries that move records of
+    those causes). `docpilot improve compare A B` tests whether run B differs from
+    run A record by record. Exit status: 0, or 2 when a report or vocabulary.json
+    cannot be read.
     """
     if ctx.invoked_subcommand is None:
-        _diagnose(None, reports_dir, config_path, as_json, docs)
+        _diagnose(None, reports_dir, config_path, as_json, docs, apply_=apply_, dry_run=dry_run, causes=())
 
 
 @click.command("REPORT", cls=_DefaultCommand)
-@click.argument("report", required=False)
+@click.argument("words", nargs=-1, metavar="[REPORT] [CAUSE...]")
 @_shared
 @_docs_option
 @click.pass_context
 @handle_errors
-def _diagnose_command(ctx, report, reports_dir, config_path, as_json, docs):
+def _diagnose_command(ctx, words, reports_dir, config_path, as_json, docs, apply_, dry_run):
     """Give every failing record of REPORT (a file or run id) its cause and edits to try."""
+    from docpilot.improve.taxonomy import CAUSE_IDS
+
     parent = ctx.parent.params if ctx.parent is not None else {}
-    _diagnose(report, reports_dir or parent.get("reports_dir"), config_path or parent.get("config_path"),
-              as_json or bool(parent.get("as_json")), docs or parent.get("docs"))
+    apply_, dry_run = apply_ or bool(parent.get("apply_")), dry_run or bool(parent.get("dry_run"))
+    causes = tuple(w for w in words if w in CAUSE_IDS)
+    references = [w for w in words if w not in CAUSE_IDS]
+    if len(references) > 1:
+        raise click.UsageError(f"one report at a time, got {', '.join(references)}; the words after it must be "
+                               f"causes ({', '.join(CAUSE_IDS)})")
+    if causes and not apply_:
+        raise click.UsageError(f"cause {causes[0]!r} is named without --apply: causes choose which "
+                               "vocabulary entries --apply writes")
+    _diagnose(references[0] if references else None, reports_dir or parent.get("reports_dir"),
+              config_path or parent.get("config_path"), as_json or bool(parent.get("as_json")),
+              docs or parent.get("docs"), apply_=apply_, dry_run=dry_run, causes=causes)
 
 
 def _store(reports_dir: str | None, config_path: str | None):
@@ -97,7 +117,8 @@ def _store(reports_dir: str | None, config_path: str | None):
     return ReportStore(reports_folder(reports_dir, config_path))
 
 
-def _diagnose(reference, reports_dir, config_path, as_json, docs) -> None:
+def _diagnose(reference, reports_dir, config_path, as_json, docs, *, apply_: bool, dry_run: bool,
+              causes: tuple[str, ...]) -> None:
     from docpilot.errors import ReportError
     from docpilot.improve.diagnosis import diagnose, load_docs
     from docpilot.reports.report import load_report
@@ -113,12 +134,53 @@ def _diagnose(reference, reports_dir, config_path, as_json, docs) -> None:
     else:
         path = resolve_report(reference, store)
         report = load_report(path)
-    corpus, notes = load_docs(report, docs)
+    corpus, notes = load_docs(report, docs, strict=apply_ or dry_run)
     diagnosis = diagnose(report, corpus, path=path, notes=notes)
+    if apply_ or dry_run:
+        _apply(diagnosis, corpus, causes, dry_run=dry_run, as_json=as_json, report_path=path)
+        return
     if as_json:
         click.echo(diagnosis.model_dump_json(indent=2))
         return
     _render_diagnosis(diagnosis)
+
+
+def _apply(diagnosis, corpus, causes, *, dry_run: bool, as_json: bool, report_path) -> None:
+    """Write (or, dry, print) the chosen vocabulary entries and name the commands that prove them."""
+    from docpilot.errors import ReportError
+    from docpilot.improve.apply import apply_vocabulary, select
+    from docpilot.improve.vocabulary import RETRIEVAL_CAUSES
+
+    if corpus is None:
+        raise ReportError("the run's docs folder cannot be read, so there is no vocabulary.json to write; "
+                          "pass --docs DOCS, the folder the run read")
+    applied = apply_vocabulary(corpus.root, select(diagnosis.vocabulary, causes), dry_run=dry_run)
+    if as_json:
+        click.echo(applied.model_dump_json(indent=2))
+        return
+    for cause in causes:
+        if cause not in RETRIEVAL_CAUSES:
+            click.echo(f"note: {cause}: --apply writes vocabulary.json entries, which move retrieval causes only "
+                       f"({', '.join(RETRIEVAL_CAUSES)}); make the other edits `docpilot improve` lists by hand")
+    if dry_run:
+        click.echo(applied.text, nl=False)
+    if not applied.changes:
+        click.echo(clean(f"nothing to write: no vocabulary entry was chosen over this run's failing dev records "
+                         f"({applied.path} is unchanged)"))
+        return
+    verb = "would change" if dry_run else "changed"
+    click.echo(clean(f"{verb} {applied.path}:"))
+    for change in applied.changes:
+        sign = "+" if change.new else "~"
+        click.echo(clean(f"  {sign} \"{change.word}\": add {', '.join(map(repr, change.added))}"))
+        click.echo(clean(f"      {change.reason}"))
+    if not dry_run:
+        header = diagnosis.report
+        mode = " --gate-only" if header.get("gate_only") else ""
+        click.echo("prove it on the test split, which chose none of these entries:")
+        click.echo(clean(f"  docpilot eval --split test{mode} --docs {corpus.root}   (with the rest of the run's flags), "
+                         "before and after the edit"))
+        click.echo("  docpilot improve compare <test run before> <test run after>")
 
 
 def _render_diagnosis(diagnosis) -> None:

@@ -18,6 +18,7 @@ from docpilot.errors import CorpusError
 from docpilot.improve.edit import Edit
 from docpilot.improve.evidence import Evidence
 from docpilot.improve.suggestions import suggest_edits
+from docpilot.improve.vocabulary import VocabularyChoice, choose_vocabulary
 from docpilot.improve.taxonomy import (
     CAUSE_IDS,
     FailureCause,
@@ -77,22 +78,32 @@ class Diagnosis(_Strict):
     """Caveats: docs not found or changed since the run."""
     warnings: list[str] = []
     """Reasons to be careful with the edits: records from the test split among those read."""
+    vocabulary: list[VocabularyChoice] = []
+    """The ``vocabulary.json`` entries chosen over every failing dev record at once, in the order chosen:
+    what ``docpilot improve --apply`` writes."""
 
 
-def load_docs(report: Report, docs: str | Path | None = None) -> tuple[Corpus | None, list[str]]:
+def load_docs(report: Report, docs: str | Path | None = None, *,
+              strict: bool = False) -> tuple[Corpus | None, list[str]]:
     """The docs a report's run read (or ``docs``), and notes on why they may not match.
 
     A folder that is missing or unreadable gives None and a note, never an error:
-    the diagnosis stands without the docs.
+    the diagnosis stands without the docs. ``strict`` (an edit is to be written into
+    them) raises the ``CorpusError`` instead, naming the file and line at fault.
     """
     corpus_config = (report.config or {}).get("corpus") or {}
     folder = Path(docs) if docs is not None else Path(str(corpus_config.get("docs", "docs")))
     if not folder.is_dir():
+        if strict:
+            raise CorpusError("not found: the docs folder the run read", path=folder,
+                              hint="pass --docs DOCS, the folder to write vocabulary.json into")
         return None, [f"docs folder {folder} not found: edits are worked out without the docs "
                       "(pass --docs to point at them)"]
     try:
         corpus = load_corpus(folder, chunk_words=int(corpus_config.get("chunk_words", 220)))
     except CorpusError as exc:
+        if strict:
+            raise
         return None, [f"docs folder {folder} could not be read ({exc}): edits are worked out without the docs"]
     notes = []
     recorded = (report.fingerprints or {}).get("corpus")
@@ -111,8 +122,10 @@ def diagnose(report: Report, corpus: Corpus | None = None, *, path: str | Path |
     run = run_settings(report)
     evidence = Evidence(report=report, run=run, corpus=corpus)
     failures: list[Failure] = []
+    found_causes = {row.id: causes_of(row, run) for row in report.rows}
+    evidence.vocabulary = choose_vocabulary(evidence, {i: found[0] for i, found in found_causes.items() if found})
     for row in report.rows:
-        found = causes_of(row, run)
+        found = found_causes[row.id]
         if not found:
             continue
         cause = found[0]
@@ -134,6 +147,7 @@ def diagnose(report: Report, corpus: Corpus | None = None, *, path: str | Path |
         failures=failures,
         notes=[*(notes or []), *evidence.notes],
         warnings=_split_warnings(report),
+        vocabulary=evidence.vocabulary,
     )
 
 

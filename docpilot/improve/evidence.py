@@ -19,7 +19,7 @@ from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Corpus, Section
 from docpilot.improve.taxonomy import RunSettings, primed_sections
 from docpilot.retrieval.rankers import Retriever
-from docpilot.retrieval.tokens import terms, words
+from docpilot.retrieval.tokens import STOPWORDS, terms, words
 from docpilot.schema import Report, Row
 from metrics.gold import matches
 from metrics.retrieval import RANK_DEPTH, first_relevant_rank
@@ -33,14 +33,34 @@ so a vocabulary entry never maps to it or from it."""
 MIN_SECTIONS_FOR_COMMON = 20
 """Docs with fewer sections say too little about which of their words are common."""
 
-# Words common in any English text, which the retriever's stop list keeps: as a vocabulary
-# target ("computed": ["gold", "some"]) they would pull every query towards no section.
+USER_COMMON_SHARE = 0.05
+"""A word in at least this share of the docs' sections is too general for a vocabulary entry on
+either side, and for a heading to be asked to carry it: the docs already use it for many topics."""
+
+# Words common in any English text that the retriever's stop list keeps: particles,
+# pronouns, quantities and auxiliaries a question is full of ("turn it off", "come back").
+# As a vocabulary target ("computed": ["gold", "some"]) they would pull every query towards
+# no section; as a key ("off": ["syntax"]) they fire on questions about anything.
 _FUNCTION_WORDS = frozenset("""
-some any many much more most few each every other another such same own also only just very
-can could may might must shall should will would need needs get gets got make makes made
-use uses used using way ways thing things one ones two lot lots well even still yet
+about above across after again against all almost along already also although always among another any
+anybody anyone anything anyway anywhere around away back because before behind below beside besides
+between beyond both came come comes coming down during each either else elsewhere enough even ever
+every everybody everyone everything everywhere few first following for from further going gone got
+gotten he her here hers herself him himself his however just keep keeps kept last later least less
+let lets like likely little lot lots made make makes making many maybe me mine more most mostly much
+my myself near need needed needs neither never next nobody none nor nothing now nowhere off often
+once one ones only onto other others otherwise ought ours ourselves out over own per perhaps please
+put quite rather really right same say says second see seem seems several she since so some
+somebody someone something sometimes somewhere soon still sure take takes than thank thanks
+them themselves thing things though through thus till together too toward towards try trying
+under unless until up upon us use used uses using very via want wanted wants way ways well went
+were whatever whenever wherever whether while whole within without yet yourself yourselves
+able actually anymore basically certain cannot can could may might must shall should will would
+get gets two lot far don doesn didn isn aren wasn weren won wouldn shouldn couldn haven hasn
 """.split())
-"""Doc words each suggested vocabulary entry maps to."""
+
+STOP_WORDS = STOPWORDS | _FUNCTION_WORDS
+"""Words never proposed as the user's side of a vocabulary entry, nor as words for a heading."""
 
 
 @dataclass
@@ -55,6 +75,9 @@ class Evidence:
     """The docs, as they are now; None when they could not be read."""
     notes: list[str] = field(default_factory=list)
     """Caveats met while working (a retriever that could not be rebuilt, ...)."""
+    vocabulary: list[Any] = field(default_factory=list)
+    """The ``vocabulary.json`` entries chosen over the run's failing dev records
+    (``docpilot.improve.vocabulary.VocabularyChoice``); a record's vocabulary edit is the ones that move it."""
     _retriever: Retriever | None = field(default=None, init=False, repr=False)
     _retriever_tried: bool = field(default=False, init=False, repr=False)
     _df: Counter[str] | None = field(default=None, init=False, repr=False)
@@ -101,6 +124,18 @@ class Evidence:
 _COMMON_STEMS = frozenset(stem for word in _FUNCTION_WORDS for stem in terms(word))
 
 
+def content_word(word: str, evidence: Evidence) -> bool:
+    """Whether a question's word can name a topic: not a stop word or number, three letters or more, rare in the docs."""
+    if word in STOP_WORDS or not word.isalpha() or len(word) < 3:
+        return False
+    stems = terms(word)
+    if not stems:
+        return False
+    sections = len(evidence.corpus.sections) if evidence.corpus is not None else 0
+    return not (sections >= MIN_SECTIONS_FOR_COMMON
+                and evidence.document_frequency(stems[0]) >= USER_COMMON_SHARE * sections)
+
+
 def section_terms(corpus: Corpus, section: Section) -> list[str]:
     """The stemmed words a section is found by: heading path, page description and keywords, text."""
     page = corpus.pages[section.page_id]
@@ -143,8 +178,7 @@ def missing_words(row: Row, corpus: Corpus, section: Section, evidence: Evidence
     seen: dict[str, str] = {}
     for word in words(row.question):
         stems = terms(word)
-        if not stems or stems[0] in have or stems[0] in seen.values() or word.isdigit() \
-                or evidence.is_common(stems[0]):
+        if not stems or stems[0] in have or stems[0] in seen.values() or not content_word(word, evidence):
             continue
         seen[word] = stems[0]
     return sorted(seen, key=lambda w: evidence.document_frequency(seen[w]))

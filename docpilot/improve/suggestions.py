@@ -1,9 +1,9 @@
 """Suggested edits for a failing record, worked out from the report and the docs.
 
 Each edit names the file or option to change, the change, and, where the data can
-tell, what it would do: a ``vocabulary.json`` entry is tried against the run's own
-retriever settings (the question is searched with the entry's words added, which is
-what the entry does to a query), and a guard threshold is tried on every row of the
+tell, what it would do: a ``vocabulary.json`` entry is one of those chosen over every
+failing dev record at once and tried with the run's own retriever
+(``docpilot.improve.vocabulary``), and a guard threshold is tried on every row of the
 report. An edit is a lead to check on the dev split, never a proof.
 """
 
@@ -14,7 +14,6 @@ import math
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Literal
 
 from docpilot.assistant.language import detect_language
 from docpilot.corpus.pages import Corpus
@@ -24,22 +23,17 @@ from docpilot.improve.evidence import (
     Evidence,
     focus_section,
     missing_words,
-    rank_with,
     section_terms,
-    target_words,
 )
 from docpilot.improve.taxonomy import primed_sections
 from docpilot.retrieval.tokens import terms, words
 from docpilot.schema import Row
 from metrics.answer import normalize_answer, strip_markers
 from metrics.attacks import find_forbidden
-from metrics.retrieval import RANK_DEPTH, first_relevant_rank
+from metrics.retrieval import first_relevant_rank
 
-MAX_VOCABULARY_KEYS = 2
-"""At most this many question words get a vocabulary entry per record (narrow entries are safer)."""
-
-MAX_SIDE_EFFECTS = 10
-"""At most this many other records are searched again to show a vocabulary entry's side effects."""
+MAX_HEADING_WORDS = 2
+"""At most this many of the question's words are proposed for a gold section's heading."""
 
 
 def suggest_edits(row: Row, cause: str, evidence: Evidence) -> list[Edit]:
@@ -49,24 +43,6 @@ def suggest_edits(row: Row, cause: str, evidence: Evidence) -> list[Edit]:
 
 
 # Retrieval ---------------------------------------------------------------------
-
-
-def _other_effects(row: Row, keys: list[str], targets: list[str], evidence: Evidence) -> str | None:
-    """How the entry would move the other positives whose questions hold one of its keys."""
-    others = [r for r in evidence.report.rows
-              if r.id != row.id and r.kind == "positive" and r.gold and set(words(r.question)) & set(keys)]
-    if not others:
-        return "no other record of this run asks with these words"
-    moved = []
-    for other in others[:MAX_SIDE_EFFECTS]:
-        before, after = rank_with(other, [], evidence), rank_with(other, targets, evidence)
-        moved.append(f"{other.id} {_rank_text(before)}→{_rank_text(after)}")
-    more = f" (+{len(others) - MAX_SIDE_EFFECTS} not tried)" if len(others) > MAX_SIDE_EFFECTS else ""
-    return f"also fires on {len(others)} other record(s), first gold rank: " + ", ".join(moved) + more
-
-
-def _rank_text(rank: int | None | Literal[False]) -> str:
-    return "?" if rank is False else ("-" if rank is None else str(rank))
 
 
 def _retrieval_edits(row: Row, evidence: Evidence) -> list[Edit]:
@@ -82,21 +58,24 @@ def _retrieval_edits(row: Row, evidence: Evidence) -> list[Edit]:
         ))
     else:
         missing = missing_words(row, corpus, section, evidence)
-        keys = missing[:MAX_VOCABULARY_KEYS]
-        targets = target_words(row, section, evidence)
-        if keys and targets:
-            entry = {word: _merged_targets(corpus, word, targets) for word in keys}
-            now = rank_with(row, [], evidence)
-            after = rank_with(row, targets, evidence)
-            effect = _rank_effect(now, after, evidence.run.prime_k)
-            side = _other_effects(row, keys, targets, evidence)
+        keys = missing[:MAX_HEADING_WORDS]
+        entries = [choice for choice in evidence.vocabulary if row.id in choice.fixes]
+        if entries:
+            entry = {c.word: _merged_targets(corpus, c.word, c.targets) for c in entries}
             edits.append(Edit(
                 kind="vocabulary", target=_vocabulary_path(corpus),
                 change="add " + ", ".join(f'"{k}": {json.dumps(v)}' for k, v in entry.items())
-                       + f" (question words absent from {section.id}, mapped to words it uses)",
-                value=entry, effect="; ".join(x for x in (effect, side) if x) or None,
+                       + " (chosen over every failing dev record: `docpilot improve --apply` writes it)",
+                value=entry, effect="; ".join(c.reason for c in entries),
             ))
-        if missing:
+        elif keys and row.split == "dev":
+            edits.append(Edit(
+                kind="docs", target=section.id,
+                change=f"no word of {section.id} is related to the question's words ({', '.join(keys)}), so no "
+                       "vocabulary entry is proposed: one between unrelated words would move this question alone; "
+                       f"use the user's words in {section.id} where they fit",
+            ))
+        if keys:
             page = corpus.pages[section.page_id]
             anchor = f" {{ #{section.anchor} }}" if section.anchor else ""
             edits.append(Edit(
@@ -109,8 +88,8 @@ def _retrieval_edits(row: Row, evidence: Evidence) -> list[Edit]:
         else:
             edits.append(Edit(
                 kind="docs", target=section.id,
-                change=f"{section.id} already holds every word of the question; other sections hold them more "
-                       f"often: make {section.id} state the answer plainly, or check the record's gold",
+                change=f"{section.id} already holds every content word of the question; other sections hold them "
+                       f"more often: make {section.id} state the answer plainly, or check the record's gold",
             ))
     if before is not None and before > evidence.run.prime_k:
         edits.append(Edit(
@@ -133,17 +112,6 @@ def _merged_targets(corpus: Corpus, word: str, targets: list[str]) -> list[str]:
     """The targets for ``word``, after the ones vocabulary.json already lists for it."""
     existing = list(corpus.vocabulary.get(word, []))
     return existing + [t for t in targets if t not in existing]
-
-
-def _rank_effect(before: int | None | Literal[False], after: int | None | Literal[False],
-                 prime_k: int) -> str | None:
-    if after is False or before is False:
-        return None
-    was = f"rank {before}" if before is not None else f"not in the top {RANK_DEPTH}"
-    if after is None:
-        return f"tried on this question: gold is still not in the top {RANK_DEPTH} (was {was})"
-    read = "read by the model" if after <= prime_k else "still not read by the model"
-    return f"tried on this question: first gold section at rank {after} (was {was}), {read}"
 
 
 # Refusals -----------------------------------------------------------------------

@@ -21,6 +21,7 @@ disk (and saved after a build) by ``Retriever.open``.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections import OrderedDict
@@ -192,6 +193,18 @@ class Retriever:
         directory = Path(settings.index_dir) if settings.index_dir else Path(cache_dir) / "index"
         index = open_index(corpus, settings, directory, embedder, rebuild=rebuild)
         return cls(corpus, settings, embedder=embedder, index=index)
+
+    def with_vocabulary(self, vocabulary: dict[str, list[str]]) -> Retriever:
+        """This retriever with ``vocabulary`` in place of the docs' ``vocabulary.json``: how an edited file would rank.
+
+        The index is shared, nothing is rebuilt; the copy's fingerprint covers the vocabulary.
+        """
+        other = copy.copy(self)
+        other._vocabulary = self._expansions(vocabulary) if self.settings.use_vocabulary else {}
+        other.fingerprint = hashlib.sha256(
+            json.dumps([self.fingerprint, vocabulary], sort_keys=True).encode()
+        ).hexdigest()
+        return other
 
     @staticmethod
     def _expansions(vocabulary: dict[str, list[str]]) -> dict[str, list[tuple[tuple[str, ...], list[str]]]]:

@@ -1,0 +1,111 @@
+"""Do the vocabulary edits `docpilot improve` chooses on dev hold on test?
+
+For each real docs corpus (FastAPI, Prefect) and its golden set, on a copy of the docs:
+
+1. `docpilot eval --gate-only` on the dev split and on the test split (the defaults);
+2. `docpilot improve DEV_REPORT --apply` writes the entries chosen on dev into the
+   copy's `vocabulary.json`;
+3. both splits are evaluated again, and `docpilot improve compare` tests the two test
+   runs record by record.
+
+The table gives recall@8 and MRR of each split before and after, and the entries
+chosen, so a reader can judge whether a docs writer would have made them. Every step
+is the real command in a fresh process, as a user would run it.
+
+    python -m benchmarks.improve_transfer                       # data in ../shared/data
+    python -m benchmarks.improve_transfer --data PATH --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+SUITES = {
+    "fastapi": ("fastapi-docs/docs/en/docs", "fastapi-golden.yaml"),
+    "prefect": ("prefect-docs/docs", "prefect-golden.yaml"),
+}
+
+
+def _docpilot(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "docpilot", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False)
+
+
+def _eval(split: str, docs: Path, golden: Path, out: Path, env: dict[str, str]) -> dict:
+    done = _docpilot("eval", "--gate-only", "--split", split, "--docs", str(docs), "--golden", str(golden),
+                     "--out", str(out), "--json", env=env)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"eval failed ({done.returncode}): {done.stderr.strip()}")
+    return json.loads(out.read_text(encoding="utf-8"))["summary"]
+
+
+def measure(name: str, data: Path, work: Path) -> dict:
+    """Before and after figures of one corpus, and the entries chosen on its dev split."""
+    docs_rel, golden_name = SUITES[name]
+    source = data / docs_rel
+    if not source.is_dir():
+        return {"corpus": name, "absent": str(source)}
+    docs = work / name / "docs"
+    shutil.copytree(source, docs)
+    for path in [docs, *docs.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    golden = ROOT / "benchmarks" / "data" / golden_name
+    env = {**os.environ, "DOCPILOT_CACHE_DIR": str(work / name / "cache"),
+           "DOCPILOT_REPORTS_DIR": str(work / name / "reports"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    reports = work / name / "reports"
+    before = {split: _eval(split, docs, golden, reports / f"{split}-before.json", env) for split in ("dev", "test")}
+    applied = _docpilot("improve", str(reports / "dev-before.json"), "--docs", str(docs), "--apply", "--json", env=env)
+    if applied.returncode != 0:
+        raise SystemExit(f"improve --apply failed ({applied.returncode}): {applied.stderr.strip()}")
+    changes = json.loads(applied.stdout)["changes"]
+    after = {split: _eval(split, docs, golden, reports / f"{split}-after.json", env) for split in ("dev", "test")}
+    compared = _docpilot("improve", "compare", str(reports / "test-before.json"), str(reports / "test-after.json"),
+                         "--json", env=env)
+    tests = json.loads(compared.stdout)["tests"] if compared.returncode == 0 else []
+    return {
+        "corpus": name,
+        "before": {s: {m: before[s][m] for m in ("recall@8", "mrr")} for s in before},
+        "after": {s: {m: after[s][m] for m in ("recall@8", "mrr")} for s in after},
+        "entries": [{"word": c["word"], "added": c["added"], "reason": c["reason"]} for c in changes],
+        "test_compare": [{k: t.get(k) for k in ("outcome", "test", "effect", "p_value", "direction")} for t in tests],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding fastapi-docs, prefect-docs")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="docpilot-transfer-") as tmp:
+        results = [measure(name, args.data, Path(tmp)) for name in SUITES]
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print(f"{'corpus':<9} {'split':<5} {'recall@8 before':>15} {'after':>7} {'MRR before':>11} {'after':>7}")
+    for result in results:
+        if "absent" in result:
+            print(f"{result['corpus']:<9} absent: {result['absent']}")
+            continue
+        for split in ("dev", "test"):
+            b, a = result["before"][split], result["after"][split]
+            print(f"{result['corpus']:<9} {split:<5} {b['recall@8']:>15.3f} {a['recall@8']:>7.3f} "
+                  f"{b['mrr']:>11.3f} {a['mrr']:>7.3f}")
+    for result in results:
+        if "absent" in result:
+            continue
+        print(f"\n{result['corpus']}: {len(result['entries'])} entries chosen on dev")
+        for entry in result["entries"]:
+            print(f"  \"{entry['word']}\" → {entry['added']}: {entry['reason']}")
+
+
+if __name__ == "__main__":
+    main()
