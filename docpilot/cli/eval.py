@@ -199,6 +199,10 @@ def eval_command(
     config = load_config(config_path, overrides=_overrides(docs, golden, record_set, provider, model, base_url,
                                                              concurrency))
     check_settings(config)
+    if runtime == "server" and url:
+        from docpilot.run.remote import check_token
+
+        check_token(url)  # one request: a missing or wrong token stops the run before any question
     # The model this process calls: none for --gate-only, nor when a running server is measured.
     # Its endpoint is probed while the records, the docs and the index load, and must
     # answer before the first record is sent (the local provider's server starts then).
