@@ -35,7 +35,8 @@ from docpilot.cli._errors import handle_errors
 @click.option(
     "--workers",
     type=click.IntRange(1, 64),
-    help="Processes that answer (default: one per core, at most --max-concurrency).",
+    help="Processes that answer (default: one per core, at most --max-concurrency); "
+    "with more than one, the first process restarts any that ends.",
 )
 @click.option(
     "--allow-host", "allow_hosts", multiple=True, metavar="NAME",

@@ -12,8 +12,8 @@ no foreign ``Origin`` (403); the bearer token (401); ``Content-Type: application
 slot, waiting in arrival order while the queue has room (503 with ``Retry-After``
 past it; see ``docpilot.server.admission``). The slot is freed when the answer's last
 byte is sent or the client goes away; a client that disconnects cancels the model's
-work. Header deadlines, header size and the connection cap are enforced below the
-app, in ``docpilot.server.protocol``. No response carries a traceback: unexpected
+work. Deadlines on the headers and on the whole request, header size and the
+connection cap are enforced below the app, in ``docpilot.server.protocol``. No response carries a traceback: unexpected
 failures are logged with the request's id and answered with a generic message that
 quotes the id.
 """
