@@ -13,8 +13,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import tempfile
 import threading
 from functools import lru_cache
+
+from docpilot.errors import StorageError
 
 # Restricting the candidates keeps short questions from being read as rare languages.
 CANDIDATES = (
@@ -52,7 +55,10 @@ def _load_in_background() -> None:
     # the turns of a run that just started, and the model server beside it, come first.
     with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-    _identifier()
+    # Only a head start: a load that fails here (a full disk) is made again by the first
+    # detection, whose error the run reports; a thread's exception would be a traceback.
+    with contextlib.suppress(Exception):
+        _identifier()
 
 
 def ready() -> bool:
@@ -69,7 +75,14 @@ def _identifier():
 def _load_identifier():
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    try:
+        identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    except OSError as exc:
+        # py3langid unpacks its model (about 70 MB) into a temporary file rather than memory.
+        raise StorageError(
+            "temporary copy of the language model", exc.filename or tempfile.gettempdir(), exc,
+            kept="the temporary file was removed; set TMPDIR to a folder with about 70 MB free to unpack it there",
+        ) from None
     identifier.set_languages(list(CANDIDATES))
     return identifier
 

@@ -11,7 +11,6 @@ the traceback as well.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import signal
 import sys
@@ -23,7 +22,7 @@ from typing import Any, TypeVar, overload
 import click
 
 from docpilot.config.redact import redact
-from docpilot.errors import DocpilotError
+from docpilot.errors import DISK_FULL, DISK_FULL_FIX, DocpilotError, fills_disk
 from docpilot.reports.terminal import clean
 
 INTERNAL_ERROR_EXIT = 3
@@ -60,13 +59,11 @@ class _ErrorHandler(contextlib.ContextDecorator):
             # Messages quote ids and values from files, and URLs that may carry credentials.
             click.echo(clean(redact(f"error: {exc}", shapes=False)), err=True)
             raise SystemExit(exc.exit_code) from None
-        if isinstance(exc, OSError) and exc.errno is not None:
+        if isinstance(exc, OSError) and (exc.errno is not None or fills_disk(exc)):
             click.echo(clean(f"error: {_os_error(exc)}"), err=True)
             raise SystemExit(2) from None
-        if _disk_full(exc):
-            from docpilot.reports.output import os_fix
-
-            click.echo(f"error: {exc}; fix: {os_fix(OSError(errno.ENOSPC, 'disk full'))}", err=True)
+        if fills_disk(exc):  # SQLite reports a full disk as its own error, not as an OSError
+            click.echo(clean(f"error: {DISK_FULL} ({type(exc).__name__}: {exc}); fix: {DISK_FULL_FIX}"), err=True)
             raise SystemExit(2) from None
         detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         hint = "" if debug_enabled() else f" (set {DEBUG_VARIABLE}=1 to see the traceback)"
@@ -75,16 +72,16 @@ class _ErrorHandler(contextlib.ContextDecorator):
 
 
 def _os_error(exc: OSError) -> str:
-    """An operating-system error (a full disk, a read-only folder, no permission) in one line with its fix."""
+    """An operating-system error (a full disk, a read-only folder, no permission) in one line with its fix.
+
+    A short write (numpy's "29808 requested and 16352 written") carries no errno and no
+    file name; it is a full disk all the same.
+    """
     from docpilot.reports.output import os_fix
 
     where = f"{exc.filename}: " if exc.filename else ""
-    return f"{where}{exc.strerror or exc}; fix: {os_fix(exc)}"
-
-
-def _disk_full(exc: Exception) -> bool:
-    # SQLite reports a full disk as its own error, not as an OSError.
-    return type(exc).__name__ in ("OperationalError", "DatabaseError") and "disk is full" in str(exc)
+    what = f"{DISK_FULL} ({' '.join(str(exc).split())})" if fills_disk(exc) else exc.strerror or exc
+    return f"{where}{what}; fix: {os_fix(exc)}"
 
 
 @overload

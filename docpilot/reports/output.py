@@ -29,7 +29,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from docpilot.errors import ReportError
+from docpilot.errors import DISK_FULL, DISK_FULL_FIX, ReportError, fills_disk
 
 FILE_MODE = 0o644
 """The mode of every output file, before the umask is applied."""
@@ -109,14 +109,20 @@ def write_atomically(path: str | Path, text: str, what: str = "output", *, mode:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        raise ReportError(f"{path}: cannot write the {what}: {exc.strerror or exc}; {os_fix(exc)}") from None
+        reason = DISK_FULL if fills_disk(exc) else exc.strerror or exc
+        raise ReportError(
+            f"{path}: cannot write the {what}: {reason} ({' '.join(str(exc).split())}); "
+            f"nothing was written and any earlier file there is intact; fix: {os_fix(exc)}"
+        ) from None
     return path
 
 
 def os_fix(exc: OSError) -> str:
     """What to do about an operating-system error while writing."""
+    if fills_disk(exc) and exc.errno != errno.EDQUOT:
+        # ENOSPC, EFBIG (a file-size limit) and the short writes of C writers, which carry no errno.
+        return DISK_FULL_FIX
     fixes = {
-        errno.ENOSPC: "the disk is full; free some space or write to another disk",
         errno.EDQUOT: "the disk quota is used up; free some space or write elsewhere",
         errno.EROFS: "the file system is read-only; write to another folder",
         errno.EACCES: "permission denied; choose a folder you can write to",

@@ -38,6 +38,7 @@ import numpy as np
 from docpilot.codebase import digest_code
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Chunk, Corpus
+from docpilot.errors import StorageError
 from docpilot.retrieval.bm25 import LexicalIndex
 from docpilot.retrieval.embedders import Embedder
 from docpilot.run import progress
@@ -297,7 +298,23 @@ def _load(folder: Path, fingerprint: str, chunks: int) -> SearchIndex | None:
 
 
 def _save(index: SearchIndex, folder: Path) -> None:
-    """Write the index to a temporary sibling folder, then rename it into place."""
+    """Write the index to a temporary sibling folder, then rename it into place.
+
+    A write that fails (a full disk, a file-size limit) raises StorageError and leaves
+    the folder as it was: the staging copy is removed, and a saved index is replaced only
+    once the new one is whole.
+    """
+    try:
+        _stage(index, folder)
+    except OSError as exc:
+        raise StorageError(
+            "search index", folder, exc, kept="the index folder was left as it was"
+        ) from None
+    index.path = folder
+
+
+def _stage(index: SearchIndex, folder: Path) -> None:
+    """The writes of ``_save``, whose OSErrors it names."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = folder.parent / f".building-{folder.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     staging.mkdir()
@@ -318,7 +335,6 @@ def _save(index: SearchIndex, folder: Path) -> None:
             # Another process saved the same index first; theirs is as good as ours.
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    index.path = folder
 
 
 def _manifests(root: Path) -> list[tuple[Path, dict[str, Any]]]:

@@ -21,7 +21,7 @@ from typing import Any
 import diskcache
 import orjson
 
-from docpilot.errors import InputError
+from docpilot.errors import DocpilotError, InputError, StorageError, fills_disk
 
 # The layout of each stage's key and entry: a version changes only when the parts a key is
 # made of, or the shape of what is stored, change (the entries under older keys are then
@@ -35,7 +35,7 @@ _VALUE_FOLDER = re.compile(r"^[0-9a-f]{2}$")  # where diskcache keeps large valu
 
 
 class CacheUnreadable(InputError):
-    """The stage cache's database is corrupt or cannot be read; clearing it is the fix."""
+    """The stage cache's database is corrupt: SQLite says so, or its own check finds damage; clearing it is the fix."""
 
     def __init__(self, directory: Path, exc: BaseException) -> None:
         super().__init__(
@@ -46,13 +46,78 @@ class CacheUnreadable(InputError):
         )
 
 
+class CacheUnavailable(InputError):
+    """The stage cache failed for a reason other than damage (locked, read-only); its file is sound, so keep it."""
+
+    def __init__(self, directory: Path, exc: BaseException) -> None:
+        name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+        super().__init__(
+            f"the stage cache could not be used ({name}: {str(exc).strip() or 'no detail'}); "
+            "its file checks as sound and was left as it is",
+            path=directory / "cache.db",
+            # SQLite's extended codes refine a primary one: SQLITE_BUSY_RECOVERY is a kind of SQLITE_BUSY.
+            hint=_UNAVAILABLE_HINTS.get(name.removeprefix("SQLITE_").split("_")[0], _UNAVAILABLE_HINT),
+        )
+
+
+_UNAVAILABLE_HINT = "run again; if it persists, pass --no-cache to run without the cache"
+_UNAVAILABLE_HINTS = {
+    "BUSY": "another process holds the cache; wait for it, or point DOCPILOT_CACHE_DIR elsewhere",
+    "LOCKED": "another process holds the cache; wait for it, or point DOCPILOT_CACHE_DIR elsewhere",
+    "READONLY": "the cache folder is read-only; make it writable, or point DOCPILOT_CACHE_DIR elsewhere",
+    "CANTOPEN": "the cache folder cannot be opened; check its permissions, or point DOCPILOT_CACHE_DIR elsewhere",
+    "PERM": "permission denied; check the cache folder's permissions, or point DOCPILOT_CACHE_DIR elsewhere",
+}
+_DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+
+
 @contextlib.contextmanager
 def _unreadable(directory: Path) -> Iterator[None]:
-    """Turn the store's own read and write failures into ``CacheUnreadable``."""
+    """Turn the store's own failures into an error that says which they are, so that only damage is cleared.
+
+    A full disk or a file-size limit (SQLite's full-disk and write errors, or an OSError
+    writing a large value's file) is a StorageError: the write was rolled back and the
+    cache is as it was. SQLite's corrupt and not-a-database errors, and a value that does
+    not decode, are ``CacheUnreadable``. Any other database error is checked with
+    ``PRAGMA quick_check`` on a connection of its own: damage found is
+    ``CacheUnreadable``, a sound file ``CacheUnavailable``.
+    """
     try:
         yield
-    except (sqlite3.DatabaseError, UnicodeDecodeError, orjson.JSONDecodeError) as exc:
+    except sqlite3.DatabaseError as exc:
+        raise _database_failure(directory, exc) from None
+    except OSError as exc:
+        if not fills_disk(exc):
+            raise
+        # diskcache keeps a large value in a file of its own, written before the row that names it.
+        raise StorageError("stage cache", exc.filename or directory, exc, kept=_KEPT) from None
+    except (UnicodeDecodeError, orjson.JSONDecodeError) as exc:
         raise CacheUnreadable(directory, exc) from None
+
+
+_KEPT = "the cache was left as it was and is not damaged, so there is no need to clear it"
+
+
+def _database_failure(directory: Path, exc: sqlite3.DatabaseError) -> DocpilotError:
+    """The error a database failure of the store is: a full disk, damage, or neither."""
+    if fills_disk(exc):
+        return StorageError("stage cache", directory / "cache.db", exc, kept=_KEPT)
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name.startswith(_DAMAGED) or not _sound(directory / "cache.db"):
+        return CacheUnreadable(directory, exc)
+    return CacheUnavailable(directory, exc)
+
+
+def _sound(database: Path) -> bool:
+    """Whether SQLite's own check finds the database file whole, read on a connection apart from the store's."""
+    if not database.is_file():
+        return True  # nothing there to be damaged
+    try:
+        with contextlib.closing(sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True, timeout=5)) as db:
+            return db.execute("PRAGMA quick_check").fetchone() == ("ok",)
+    except sqlite3.DatabaseError as exc:
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        return not name.startswith(_DAMAGED)  # a check that cannot run (locked) found no damage
 
 
 def cache_key(stage: str, *parts: Any) -> str:
