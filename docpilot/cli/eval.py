@@ -200,7 +200,7 @@ def eval_command(
                                                              concurrency))
     check_settings(config)
     if runtime == "server" and url:
-        from docpilot.run.remote import check_token
+        from docpilot.run.server_token import check_token
 
         check_token(url)  # one request: a missing or wrong token stops the run before any question
     # The model this process calls: none for --gate-only, nor when a running server is measured.

@@ -15,9 +15,6 @@ eval's own ``render_shard`` and ``build_rows`` make the row: the row's latency a
 first token are then the times the client saw, network included. The server's own
 stage timings (embed, retrieve, model) come back beside the traces, by record id.
 
-``check_token`` asks the server once whether it takes the eval's token, so a missing or
-wrong one stops the eval before its first question rather than failing every row.
-
 ``local_server`` (from ``docpilot.server.process``) starts ``docpilot serve`` on a free
 loopback port for an eval that was given no server URL, and stops it afterwards.
 
@@ -53,7 +50,7 @@ from docpilot.server.schema import (
     TimingEvent,
 )
 
-__all__ = ["RemoteEvent", "RemoteTurn", "ask", "ask_url", "check_token", "fill_trace", "local_server", "remote_shard"]
+__all__ = ["RemoteEvent", "RemoteTurn", "ask", "ask_url", "fill_trace", "local_server", "remote_shard"]
 
 DEFAULT_CONCURRENCY = 8
 """Questions a shard keeps in flight at once (below the server's default limit of 32)."""
@@ -381,36 +378,3 @@ async def _check_server(client: httpx.AsyncClient, url: str, ws: Workspace) -> N
             f"(corpus {served[:12]}, here {ws.corpus.fingerprint[:12]})",
             hint="serve the same docs folder the eval reads (corpus.docs or --docs), then run again",
         )
-
-
-def check_token(url: str, token: str | None = None, *, timeout_s: float = 10.0) -> None:
-    """Fail before the first question when the server refuses the token (or its absence); ConfigError.
-
-    One request, which answers no question: ``POST /v1/ask`` with an empty JSON object.
-    The server checks the token before it reads the body, so 401 means the token was
-    refused, and anything else (422: the body names no question) means it passed.
-    ``token`` defaults to ``DOCPILOT_SERVER_TOKEN``.
-    """
-    token = (token if token is not None else os.environ.get(TOKEN_VARIABLE, "")).strip() or None
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    try:
-        response = httpx.post(ask_url(url), content=b"{}", headers=headers, timeout=timeout_s)
-    except httpx.HTTPError as exc:
-        raise ConfigError(
-            f"cannot reach the server at {url} ({type(exc).__name__}: {exc})",
-            hint="start it with `docpilot serve`, or pass the URL it printed",
-        ) from None
-    if response.status_code != 401:
-        return
-    if token is None:
-        problem = f"the server at {url} requires a bearer token, and {TOKEN_VARIABLE} is not set"
-    else:
-        problem = f"the server at {url} refused the token in {TOKEN_VARIABLE} (HTTP 401)"
-    # `<token>` stands for the value: a placeholder no redaction takes for a secret.
-    raise ConfigError(
-        problem,
-        hint=f"export {TOKEN_VARIABLE}='<token>' with the token the server was started with; "
-        "the eval sends it as `Authorization: Bearer <token>`",
-    )
