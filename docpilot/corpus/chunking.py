@@ -52,15 +52,20 @@ def _split_long(block: str, limit: int, breaks: re.Pattern[str]) -> list[str]:
         else:
             units.extend(" ".join(words[j : j + limit]) + " " for j in range(0, len(words), limit))
     out: list[str] = []
-    current = ""
-    count = 0
+    # A chunk's units are gathered in a list and joined once: adding each to a string may copy
+    # the chunk so far every time, and units without words never close one, so a chunk of a
+    # long block of blank code lines could be a whole page long.
+    current: list[str] = []
+    chars = count = 0
     for unit in units:
         words = len(unit.split())
-        if current and count + words > limit:
-            out.append(current.strip())
-            current, count = "", 0
-        current += unit
+        if chars and count + words > limit:
+            out.append("".join(current).strip())
+            current, chars, count = [], 0, 0
+        current.append(unit)
+        chars += len(unit)
         count += words
-    if current.strip():
-        out.append(current.strip())
+    text = "".join(current).strip()
+    if text:
+        out.append(text)
     return out

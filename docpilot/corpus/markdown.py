@@ -5,6 +5,11 @@ fence is code, not a heading); HTML and MDX comments, MDX ``import``/``export``
 blocks and ``{expressions}`` are dropped; JSX components and HTML tags give way to
 the text they wrap; admonition openers keep only their title. What is left is split
 at ATX and setext headings into sections, each with its anchor (DESIGN §3).
+
+Pages are untrusted input (a pull request may bring any), so reading one takes time
+linear in its length whatever it holds: the line rules here are anchored regexes
+with no two quantifiers competing for the same characters, or scans by hand, and
+the inline rules (``docpilot.corpus.markup``) are built the same way.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from docpilot.corpus.frontmatter import meta_keywords, meta_text, read_front_matter
+from docpilot.corpus.markup import plain_inline, reduce_markup
 
 _FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
 # Greedy on purpose: a lazy body with a trailing-space check costs a retry per character.
@@ -27,30 +33,11 @@ _ESM = re.compile(
     r"^(?:import\s+(?:[\"'{*]|[\w$]+\s*(?:,|from\b))"
     r"|export\s+(?:const|let|var|function|default|class|async|\{|\*))"
 )
-_ADMONITION = re.compile(
-    r'^[ \t]*(?:(?:!!!|\?\?\?\+?)[ \t]+([\w-]+)(?:[ \t]+"(.*)")?'
-    r"|/{3,}[ \t]*([\w-]+)?(?:[ \t]*\|[ \t]*(.*?))?"
-    r"|:{3,}[ \t]*([\w-]+)?(?:\[(.*?)\]|[ \t]+(.*?))?)[ \t]*$"
-)
-_ATTR_LIST = re.compile(r"[ \t]*\{[ \t]*([^{}]*?)[ \t]*\}[ \t]*$")
+_KIND = re.compile(r"[\w-]*")
 _ATTR_TOKEN = re.compile(r"[#.][\w:-]+|[\w:-]+=\S+")
 
-_ATTRS = (
-    r"""(?:\s+[\w:.-]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|\{(?:[^{}]|\{[^{}]*\})*\}|[^\s"'=<>`{}]+))?)*"""
-)
-_TAG = re.compile(r"<(/?)([A-Za-z][\w.-]*)(" + _ATTRS + r")\s*(/?)>")
-_STYLE_OR_SCRIPT = re.compile(r"<(style|script)\b[^>]*>.*?</\1\s*>", re.DOTALL | re.IGNORECASE)
-_KEPT_ATTR = re.compile(r"""\b(?:title|name|label)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
-_EXPRESSION = re.compile(r"\{(?!\*)(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*\}")
-_MARKUP_CHARS = re.compile(r"[<{\[`*_\\]")
-_LINK = re.compile(r"\[([^\[\]\n]*)\](?:\([^()\s]*(?:[ \t]+\"[^\"\n]*\")?\)|\[[^\[\]\n]*\])")
-_UNDERSCORES = re.compile(r"_+")
-_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
-_BACKTICKS = re.compile(r"`+")
-_SPAN_MARK = re.compile("\ue000(\\d+)\ue001")
 _SLUG_DROP = re.compile(r"[^\w\- ]")
 _BLANK_RUN = re.compile(r"\n(?:[ \t]*\n)+")
-_TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,9 +186,8 @@ def _cut_sections(lines: list[str], mdx: bool) -> tuple[RawSection, ...]:
                 previous_blank, paragraph = False, 0
                 continue
             if heading is None and first in "!?/:":
-                admonition = _ADMONITION.match(line)
-                if admonition:
-                    title = _admonition_title(admonition)
+                title = _admonition_title(line)
+                if title is not None:
                     if title:
                         prose.append(title)
                     previous_blank, paragraph = False, 0
@@ -238,30 +224,105 @@ def _strip_closing_hashes(content: str) -> str:
     return content
 
 
-def _admonition_title(found: re.Match[str]) -> str:
-    """An admonition opener keeps its title, else its kind ('Note'); closers keep nothing."""
-    kind = found.group(1) or found.group(3) or found.group(5)
-    title = found.group(2) or found.group(4) or found.group(6) or found.group(7)
-    return title or (kind or "").capitalize()
+def _admonition_title(line: str) -> str | None:
+    """What an admonition line leaves: an opener its title, else its kind ('Note'); a closer ''.
+
+    None when the line is no admonition. Three syntaxes: MkDocs ``!!! kind "Title"``
+    (``???``/``???+`` for collapsible ones), PyMdown blocks ``/// kind | Title``, and
+    Docusaurus/MyST ``:::kind[Title]`` or ``:::kind Title``. Read by hand: a regex
+    for these lets runs of spaces be split between its parts in every possible way.
+    """
+    body = line.lstrip(" \t")
+    if body.startswith("!!!"):
+        return _titled_by_quotes(body[3:])
+    if body.startswith("???"):
+        return _titled_by_quotes(body[4:] if body.startswith("???+") else body[3:])
+    if body.startswith("///"):
+        return _titled_after_bar(body.lstrip("/"))
+    if body.startswith(":::"):
+        return _titled_after_kind(body.lstrip(":"))
+    return None
+
+
+def _titled_by_quotes(rest: str) -> str | None:
+    # ' kind', then optionally ' "Title"' as the line's last characters.
+    word = rest.lstrip(" \t")
+    if word == rest:
+        return None
+    kind = _KIND.match(word).group()
+    if not kind:
+        return None
+    after = word[len(kind) :]
+    title = after.strip(" \t")
+    if not title:
+        return kind.capitalize()
+    if after[0] not in " \t" or len(title) < 2 or title[0] != '"' or title[-1] != '"':
+        return None
+    return title[1:-1] or kind.capitalize()
+
+
+def _titled_after_bar(rest: str) -> str | None:
+    # An optional kind, then optionally '| Title'.
+    word = rest.lstrip(" \t")
+    kind = _KIND.match(word).group()
+    after = word[len(kind) :].lstrip(" \t")
+    if after and after[0] != "|":
+        return None
+    return after[1:].strip(" \t") or kind.capitalize()
+
+
+def _titled_after_kind(rest: str) -> str | None:
+    # An optional kind, then '[Title]' or ' Title'. A line that is neither but has a space
+    # after the colons keeps all that follows it as its title: ':::  {.note}' → '{.note}'.
+    word = rest.lstrip(" \t")
+    kind = _KIND.match(word).group()
+    after = word[len(kind) :]
+    if not after.strip(" \t"):
+        return kind.capitalize()
+    if after[0] == "[":
+        title = after.rstrip(" \t")
+        if len(title) >= 2 and title[-1] == "]":
+            return title[1:-1] or kind.capitalize()
+    elif kind and after[0] in " \t":
+        return after.strip(" \t")
+    if word == rest:
+        return None
+    return word.rstrip(" \t")
 
 
 def _drop_comments(line: str, mdx: bool) -> tuple[str, str | None]:
-    """Remove HTML (and MDX) comments from a line; return it and the closer still awaited."""
+    """Remove HTML (and MDX) comments from a line; return it and the closer still awaited.
+
+    An opener inside a code span (after an odd number of backticks) ends the search.
+    The line is rebuilt once and the backticks counted as it goes: a line of many
+    comments would otherwise be copied and counted again for each one.
+    """
     openers = (("<!--", "-->"), ("{/*", "*/}")) if mdx else (("<!--", "-->"),)
     for opener, closer in openers:
         start = line.find(opener)
-        while start >= 0 and line.count("`", 0, start) % 2 == 0:
+        if start < 0:
+            continue
+        kept: list[str] = []
+        backticks = 0
+        done = 0
+        while start >= 0:
+            backticks += line.count("`", done, start)
+            if backticks % 2:
+                break
+            kept.append(line[done:start])
             end = line.find(closer, start + len(opener))
             if end < 0:
-                return line[:start], closer
-            line = line[:start] + line[end + len(closer) :]
-            start = line.find(opener, start)
+                return "".join(kept), closer
+            done = end + len(closer)
+            start = line.find(opener, done)
+        kept.append(line[done:])
+        line = "".join(kept)
     return line, None
 
 
 def _open_section(raw_heading: str, level: int, used: dict[str, int], mdx: bool) -> tuple[str, str, int]:
     explicit, raw_heading = _explicit_id(raw_heading)
-    title = _plain_inline(raw_heading, mdx=mdx)
+    title = plain_inline(raw_heading, mdx=mdx)
     # github-slugger's rule: the first repeat of "x" becomes "x-1", then "x-2", ...
     base = candidate = explicit or slugify(title) or "section"
     while candidate in used:
@@ -284,22 +345,42 @@ def _close_section(
 
 
 def _explicit_id(heading: str) -> tuple[str | None, str]:
-    found = _ATTR_LIST.search(heading)
-    if not found:
+    """A heading's ``{ #id .class key=value }`` attribute list: the id it gives, and the heading without it."""
+    found = _attr_list(heading)
+    if found is None:
         return None, heading
-    tokens = found.group(1).split()
+    start, inside = found
+    tokens = inside.split()
     if not tokens or not all(_ATTR_TOKEN.fullmatch(token) for token in tokens):
         return None, heading
     ids = [token[1:] for token in tokens if token.startswith("#")]
-    return (ids[0] if ids else None), heading[: found.start()]
+    return (ids[0] if ids else None), heading[:start]
+
+
+def _attr_list(heading: str) -> tuple[int, str] | None:
+    """Where a heading's closing ``{ ... }`` starts (with the blanks before it), and what it holds.
+
+    By hand: a regex searching for it tries every start, and splits a run of spaces
+    between its parts in every way (a heading of 400 spaces after an unclosed '{'
+    took 14 s). The list is the last '{' of the heading, its '}' the last character
+    but blanks, with no brace between.
+    """
+    body = heading.rstrip(" \t")
+    if not body.endswith("}"):
+        return None
+    opened = body.rfind("{")
+    if opened < 0 or "}" in body[opened + 1 : -1]:
+        return None
+    return len(body[:opened].rstrip(" \t")), body[opened + 1 : -1].strip(" \t")
 
 
 def _prose_text(lines: list[str], mdx: bool) -> str:
     """Prose lines as text: markup reduced, blank runs cut to one, one blank kept at each edge."""
     text = "\n".join(lines)
-    text = _reduce_markup(text, mdx=mdx, keep_attrs=True, inline=False)
+    text = reduce_markup(text, mdx=mdx, keep_attrs=True, inline=False)
     if " \n" in text or "\t\n" in text or text.endswith((" ", "\t")):
-        text = _TRAILING_SPACE.sub("", text)
+        # Line by line: a regex for trailing blanks restarts at every blank of a long run.
+        text = "\n".join(line.rstrip(" \t") for line in text.split("\n"))
     if not text.strip():
         return ""
     text = _BLANK_RUN.sub("\n\n", text)
@@ -309,86 +390,3 @@ def _prose_text(lines: list[str], mdx: bool) -> str:
     if text.endswith("\n"):
         text = text.rstrip("\n") + "\n"
     return text
-
-
-def _plain_inline(text: str, *, mdx: bool) -> str:
-    """Return a heading's inline Markdown as plain text: no tags, links, emphasis or backticks."""
-    if _MARKUP_CHARS.search(text):
-        text = _reduce_markup(text, mdx=mdx, keep_attrs=False, inline=True)
-    return " ".join(text.split())
-
-
-def _reduce_markup(text: str, *, mdx: bool, keep_attrs: bool, inline: bool) -> str:
-    # Each rule runs only when its opening character occurs: most text has none of them.
-    spans: list[str] = []
-    # Code spans need hiding only from the rules below that could touch them.
-    if "`" in text and (inline or "<" in text or "[" in text or (mdx and "{" in text)):
-        text = _hide_code_spans(text.replace("\ue000", "").replace("\ue001", ""), spans, inline)
-    if "<" in text:
-        if "<s" in text or "<S" in text:
-            text = _STYLE_OR_SCRIPT.sub("", text)
-        text = _TAG.sub(_keep_component_title if keep_attrs else "", text)
-    if mdx and "{" in text:
-        text = _EXPRESSION.sub("", text)
-    if "[" in text:
-        text = _LINK.sub(r"\1", text.replace("![", "["))
-    if inline:
-        text = text.replace("*", "")
-        if "_" in text:
-            text = _UNDERSCORES.sub(_emphasis_underscores, text)
-        if "\\" in text:
-            text = _ESCAPE.sub(r"\1", text)
-    if not spans:
-        return text
-
-    def _restore(match: re.Match[str]) -> str:
-        return spans[int(match.group(1))]
-
-    return _SPAN_MARK.sub(_restore, text)
-
-
-def _emphasis_underscores(match: re.Match[str]) -> str:
-    """Underscores that open or close emphasis go; those inside a word (snake_case) stay."""
-    text, start, end = match.string, match.start(), match.end()
-    inside = 0 < start and end < len(text) and text[start - 1].isalnum() and text[end].isalnum()
-    return match.group() if inside else ""
-
-
-def _keep_component_title(match: re.Match[str]) -> str:
-    """A JSX component's title/name/label stays as a line of text; every other tag goes."""
-    closing, name, attrs, _ = match.groups()
-    if closing or not name[0].isupper():
-        return ""
-    kept = " ".join(a or b for a, b in _KEPT_ATTR.findall(attrs) if a or b)
-    if not kept:
-        return ""
-    return kept if match.string.startswith("\n", match.end()) else kept + "\n"
-
-
-def _hide_code_spans(text: str, spans: list[str], inline: bool) -> str:
-    """Swap each `code span` for a marker so markup rules leave its content alone.
-
-    A span opens with a run of backticks and closes at the next run of the same
-    length within the paragraph; an unmatched run is literal text.
-    """
-    runs = [found.span() for found in _BACKTICKS.finditer(text)]
-    out: list[str] = []
-    done = 0
-    k = 0
-    while k < len(runs) - 1:
-        start, end = runs[k]
-        width = end - start
-        j = k + 1
-        while j < len(runs) and runs[j][1] - runs[j][0] != width:
-            j += 1
-        if j == len(runs) or "\n\n" in text[end : runs[j][0]]:
-            k += 1
-            continue
-        close_start, close_end = runs[j]
-        out.append(text[done:start])
-        out.append(f"\ue000{len(spans)}\ue001")
-        spans.append(text[end:close_start].strip() if inline else text[start:close_end])
-        done = close_end
-        k = j + 1
-    out.append(text[done:])
-    return "".join(out)

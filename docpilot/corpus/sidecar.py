@@ -67,17 +67,18 @@ def _key_line(text: str, key: str) -> int | None:
 def parse_llms(text: str, page_ids: set[str]) -> dict[str, str]:
     """Page id → description for each link in ``llms.txt`` that names a page of the corpus."""
     descriptions: dict[str, str] = {}
+    depth = max((page_id.count("/") + 1 for page_id in page_ids), default=0)
     for line in text.split("\n"):
         link = _LLMS_LINK.match(line.rstrip())
         if not link or not (link.group(3) or "").strip():
             continue
-        page_id = _llms_page_id(link.group(2), page_ids)
+        page_id = _llms_page_id(link.group(2), page_ids, depth)
         if page_id is not None and page_id not in descriptions:
             descriptions[page_id] = link.group(3).strip()
     return descriptions
 
 
-def _llms_page_id(url: str, page_ids: set[str]) -> str | None:
+def _llms_page_id(url: str, page_ids: set[str], depth: int) -> str | None:
     path = _URL_ORIGIN.sub("", url).split("#", 1)[0].split("?", 1)[0].strip("/")
     for suffix in (".md", ".mdx", ".html"):
         path = path.removesuffix(suffix)
@@ -87,7 +88,9 @@ def _llms_page_id(url: str, page_ids: set[str]) -> str | None:
     path = path.removesuffix("/index")
     parts = path.split("/")
     # The link may carry the site's base path (/docs/...); drop leading parts until a page matches.
-    for start in range(len(parts)):
+    # No page id has more than ``depth`` parts, so longer tails are not tried: a link of many
+    # thousand parts would otherwise join each of its tails in turn.
+    for start in range(max(0, len(parts) - depth), len(parts)):
         candidate = "/".join(parts[start:])
         if candidate in page_ids:
             return candidate
