@@ -125,6 +125,7 @@ class _Unlocking:
     def __init__(self, inner: Any, lock: threading.Lock) -> None:
         self._inner = inner
         self._lock = lock
+        self._owner = threading.get_ident()  # the pool thread whose search holds the lock
         self.spent_ms = 0.0
         self.waited_ms = 0.0
 
@@ -132,6 +133,10 @@ class _Unlocking:
         return getattr(self._inner, name)
 
     def embed(self, texts: Sequence[str]) -> object:
+        if threading.get_ident() != self._owner:
+            # Another caller of the same retriever (the local runtime, in a process that
+            # serves too) met this wrapper: the lock is not its to let go.
+            return self._inner.embed(texts)
         clock = time.perf_counter
         self._lock.release()
         mark = clock()

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -150,3 +151,44 @@ def test_searches_take_one_thread_when_they_work_the_cores_and_one_a_question_wh
     assert search_threads(remote, 16) == 16
     assert search_threads(StaticEmbedder(), 16) == 1  # a second thread would share the BLAS threads' cores
     assert search_threads(None, 16) == 1  # BM25
+
+
+class HeldEmbedder(WordHashEmbedder):
+    """Embeds at once, except the question it was told to hold, which waits for a signal."""
+
+    def __init__(self, held: str) -> None:
+        super().__init__()
+        self.held, self.inside, self.go = held, threading.Event(), threading.Event()
+
+    def embed(self, texts):
+        if list(texts) == [self.held]:
+            self.inside.set()
+            assert self.go.wait(30)
+        return super().embed(texts)
+
+
+# Regression: a search of the same retriever from outside the pool, while a pool search
+# waited on its embedding, let go of a lock it did not hold and failed.
+def test_a_search_outside_the_pool_meanwhile_neither_fails_nor_disturbs_the_pools():
+    from docpilot.server.schema import AskRequest
+    from docpilot.server.searching import SearchPool
+
+    corpus = _workspace().corpus
+    settings = RetrievalConfig(retriever="hybrid")
+    embedder = HeldEmbedder(LONG)
+    workspace = Workspace(config=_config(retrieval=settings.model_dump()), corpus=corpus,
+                          retriever=Retriever(corpus, settings, embedder=embedder),
+                          chunks={c.id: c for c in corpus.chunks}, cache=None)  # fmt: skip
+    pool = SearchPool(workspace)
+    pool.start(1)
+    try:
+        with ThreadPoolExecutor(1) as caller:
+            pooled = caller.submit(asyncio.run, pool.search(AskRequest(question=LONG)))
+            assert embedder.inside.wait(30)  # the pool's search waits on its embedding, the lock let go
+            # The local runtime's search, on a thread of its own, meets the pool's wrapper.
+            direct = workspace.retriever.search(OTHER, k=8)
+            embedder.go.set()
+            found = pooled.result(30)
+    finally:
+        pool.stop()
+    assert direct and found.hits and workspace.retriever.embedder is embedder
