@@ -32,7 +32,6 @@ name for ``base_url``. A session passed in is used as it is and left open.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import random
@@ -48,18 +47,22 @@ from yarl import URL
 from docpilot.config.redact import redact
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Fault, Prompt, Turn, finish_piece
+from docpilot.models.body import drain, read_at_most
 from docpilot.models.connection import (
     close_abandoned,
     env_proxy,
     new_session,
     tls_context,
 )
-from docpilot.models.wire import EventReader, PartialTurn, excerpt, parse_retry_after
+from docpilot.models.wire import (
+    EventReader, LineTooLong, PartialTurn, excerpt, line_limit, parse_retry_after, reply_char_limit,
+)
 from docpilot.schema import ErrorCode
 
 _log = logging.getLogger(__name__)
 
-_DRAIN_S = 1.0
+_FAILURE_BYTES = 65_536  # of an error body, whose excerpt the turn's error shows
+_PROBE_BYTES = 1 << 20  # of the probe's one-token reply
 _HINTS: dict[int, str] = {
     400: "the service rejected the request; check the model name and the parameters "
     "(temperature, max_tokens, seed, stream_options) it accepts",
@@ -204,7 +207,8 @@ class OpenAIModel:
         async with self._session_here().post(
             self._url, data=orjson.dumps(body), headers=self._headers, **self._request_options
         ) as response:
-            return response.status, await response.text(errors="replace")
+            body, _ = await read_at_most(response, _PROBE_BYTES)
+            return response.status, body.decode("utf-8", errors="replace")
 
     async def stream(self, prompt: Prompt) -> AsyncIterator[tuple[str, str]]:
         """The reply as it arrives: ``("thought", text)`` and ``("token", text)`` pieces, then
@@ -236,7 +240,7 @@ class OpenAIModel:
 
     async def complete(self, prompt: Prompt, *, _listener: Callable[[str, str], None] | None = None) -> Turn:
         """Answer one prompt; a service fault ends the turn with ``Turn.error`` instead of raising."""
-        progress = PartialTurn(_listener)
+        progress = PartialTurn(_listener, max_tokens=self.max_tokens)
         try:
             async with asyncio.timeout(self.timeout_s):
                 fault = await self._attempts(self._body(prompt), progress)
@@ -322,7 +326,9 @@ class OpenAIModel:
 
     async def _read_failure(self, response: aiohttp.ClientResponse) -> Fault:
         status = response.status
-        detail = excerpt((await response.read()).decode("utf-8", errors="replace"))
+        # Only an excerpt is shown, so no more than a few of its kilobytes are read.
+        body, _ = await read_at_most(response, _FAILURE_BYTES)
+        detail = excerpt(body.decode("utf-8", errors="replace"))
         message = f"HTTP {status} from {self._url}: {detail}"
         if _is_retryable_status(status):
             hint = (
@@ -337,7 +343,12 @@ class OpenAIModel:
 
     async def _read_completion(self, response: aiohttp.ClientResponse, progress: PartialTurn) -> Fault | None:
         """Read a whole JSON completion from a server that did not stream."""
-        raw = (await response.read()).decode("utf-8", errors="replace")
+        limit = progress.line_limit or line_limit(reply_char_limit(self.max_tokens))
+        body, whole = await read_at_most(response, limit)
+        if not whole:
+            response.close()  # the rest of the body is never read
+            return progress.too_long(f"a JSON completion longer than {limit} bytes")
+        raw = body.decode("utf-8", errors="replace")
         now = progress.elapsed_ms()
         try:
             payload = json.loads(raw)
@@ -353,27 +364,38 @@ class OpenAIModel:
                 "fix: check base_url points at an OpenAI-compatible /v1 endpoint"
             ))
         progress.chunks = 1
-        progress.take_message(message, now)
+        fault = progress.take_message(message, now)
         progress.take_finish(choices[0].get("finish_reason"))
-        progress.take_usage(payload.get("usage"))
+        fault = fault or progress.take_usage(payload.get("usage"))
         progress.ended_ms = now
-        return None
+        return fault
 
     async def _read_stream(
         self, response: aiohttp.ClientResponse, progress: PartialTurn, content_type: str
     ) -> Fault | None:
-        """Read server-sent chunks up to [DONE]; the fault, or None on success."""
-        events = EventReader()
+        """Read server-sent chunks up to [DONE]; the fault, or None on success.
+
+        A reply past its cap (``PartialTurn``), or a line longer than any such reply could
+        need, ends the turn at once and closes the connection: nothing more of it is read.
+        """
+        events = EventReader(max_line=progress.line_limit)
         # Lines are cut here: aiohttp's readline knows only "\n" line ends and refuses a line
         # longer than its buffer (128 KiB), which one long answer in one chunk can exceed.
         async for piece in response.content.iter_any():
-            for data in events.feed(piece):
+            try:
+                completed = events.feed(piece)
+            except LineTooLong as exc:
+                response.close()
+                return progress.too_long(f"a line of the stream longer than {exc.limit} characters")
+            for data in completed:
                 if data == "[DONE]":
                     progress.ended_ms = progress.elapsed_ms()
-                    await _drain(response)
+                    await drain(response)
                     return None
                 error = progress.take_event(data)
                 if error is not None:
+                    if error.code == "reply_too_long":
+                        response.close()
                     return error
         if events.close():  # the body ended in [DONE] without the blank line after it
             progress.ended_ms = progress.elapsed_ms()
@@ -387,13 +409,3 @@ class OpenAIModel:
             f"stream ended before [DONE] after {progress.chunks} chunks; "
             "fix: the server closed the stream early; check its logs and retry the run"
         ))
-
-
-async def _drain(response: aiohttp.ClientResponse) -> None:
-    """Read what follows [DONE] to the end of the body, so the connection can serve the next turn."""
-    if response.content.at_eof():
-        return
-    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-        async with asyncio.timeout(_DRAIN_S):
-            async for _ in response.content.iter_any():
-                pass

@@ -11,6 +11,12 @@ for its own reasons (llama.cpp's server, by default, ends a turn in flight when 
 next request arrives), and is an error, as is a finished turn with no answer text
 and no refusal. ``finish_reason: "length"`` keeps the answer and marks it truncated.
 These rules live in ``docpilot.models.base.read_reply``, which cached replies are read by too.
+
+A reply is capped while it streams, so memory stays bounded whatever a service sends:
+past ``max_tokens`` as the service counts them (its usage chunks), or past
+``reply_char_limit(max_tokens)`` characters of answer and reasoning together, the turn
+ends with a ``reply_too_long`` fault. A piece too large to fit is never added, and the
+event reader refuses a line longer than ``line_limit`` before it is whole.
 """
 
 from __future__ import annotations
@@ -36,6 +42,33 @@ _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 _EXCERPT = 200
 RETRY_AFTER_CAP_S = 30.0
 """The longest wait a ``Retry-After`` header is obeyed for; a longer one is cut to this."""
+CHARS_PER_TOKEN = 16
+"""Characters of answer and reasoning a reply may hold per token of ``max_tokens``: a token
+is about four characters of prose, so no reply a service cut at ``max_tokens`` comes near it."""
+CHARS_FLOOR = 16_384
+"""Characters every reply may hold on top of that, so that a small ``max_tokens`` still leaves room."""
+_ESCAPE = 6  # JSON may write one character as six ("\u00e9"), and a line carries one chunk's JSON
+_LINE_SLACK = 65_536  # a chunk's own fields (id, model, logprobs) beside its text
+
+
+def reply_char_limit(max_tokens: int) -> int:
+    """The most characters of answer and reasoning together a reply of ``max_tokens`` tokens may hold."""
+    return max_tokens * CHARS_PER_TOKEN + CHARS_FLOOR
+
+
+def line_limit(char_limit: int) -> int:
+    """The longest line of a stream (one event's data) that can carry ``char_limit`` characters of text."""
+    return char_limit * _ESCAPE + _LINE_SLACK
+
+
+def reply_too_long(max_tokens: int, how: str) -> Fault:
+    """The fault of a reply cut because it ran past ``max_tokens``; ``how`` says what showed it."""
+    return Fault("reply_too_long", (
+        f"the reply ran past max_tokens={max_tokens} ({how}); the stream was cut and its connection closed; "
+        "fix: the service ignores max_tokens, so check its own limit (llama.cpp's --n-predict, "
+        "a proxy that drops the parameter) and its stop tokens, or raise model.max_tokens if replies "
+        "this long are wanted"
+    ))
 
 
 def excerpt(text: str) -> str:
@@ -72,11 +105,21 @@ def retry_wait_s(value: str | None, *, default: float, now: datetime | None = No
     return default if seconds is None else min(seconds, RETRY_AFTER_CAP_S)
 
 
+class LineTooLong(ValueError):
+    """A stream sent a line, or an event's data, longer than its reader takes."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"a line or event of more than {limit} characters")
+        self.limit = limit
+
+
 class EventReader:
     """Reads the data of server-sent events from a body that arrives in pieces of any size.
 
     A piece may end inside a UTF-8 character, inside a line, or between the ``\\r`` and
-    ``\\n`` of a line end; lines may end in ``\\n``, ``\\r\\n`` or ``\\r`` and have no
+    ``\\n`` of a line end; lines may end in ``\\n``, ``\\r\\n`` or ``\\r``. With
+    ``max_line``, a line or an event's data longer than that raises ``LineTooLong`` as soon
+    as the reader holds that much of it (the reader is then spent); without, lines have no
     length limit. Comments and fields other than ``event`` and ``data`` are skipped.
 
         reader = EventReader()
@@ -86,11 +129,14 @@ class EventReader:
         leftover = reader.close()
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_line: int | None = None) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._max_line = max_line
         self._line: list[str] = []  # the start of a line whose end has not arrived
+        self._held = 0  # characters in self._line
         self._after_cr = False  # the last piece ended in "\r", so a "\n" opening the next ends no line
         self._data: list[str] = []  # data lines of an event whose blank line has not arrived
+        self._data_chars = 0  # characters in self._data
         self._name = "message"  # the event's name, from its `event:` line; SSE's default otherwise
 
     def feed(self, piece: bytes) -> list[str]:
@@ -112,7 +158,7 @@ class EventReader:
             lines.append("".join(self._line))
             self._line = []
         self._events(lines)
-        data, self._data = self._data, []
+        data, self._data, self._data_chars = self._data, [], 0
         self._name = "message"
         return ["[DONE]"] if data == ["[DONE]"] else []
 
@@ -133,13 +179,26 @@ class EventReader:
         else:
             # Part of a long line: pieces are joined once, when the line ends.
             self._line.append(text)
+            self._held += len(text)
+            self._check(self._held)
             return []
         if self._line:
+            self._check(self._held + len(lines[0]))
             self._line.append(lines[0])
             lines[0] = "".join(self._line)
         unfinished = lines.pop()
         self._line = [unfinished] if unfinished else []
+        self._held = len(unfinished)
+        if self._max_line is not None:
+            for line in lines:
+                self._check(len(line))
+            self._check(self._held)
         return lines
+
+    def _check(self, length: int) -> None:
+        if self._max_line is not None and length > self._max_line:
+            self._line, self._data, self._held, self._data_chars = [], [], 0, 0
+            raise LineTooLong(self._max_line)
 
     def _events(self, lines: list[str]) -> list[tuple[str, str]]:
         events: list[tuple[str, str]] = []
@@ -147,13 +206,15 @@ class EventReader:
             if not line:
                 if self._data:
                     events.append((self._name, "\n".join(self._data)))
-                    self._data = []
+                    self._data, self._data_chars = [], 0
                 self._name = "message"
             elif line[0] != ":":
                 field, _, value = line.partition(":")
                 value = value[1:] if value[:1] == " " else value
                 if field == "data":
                     self._data.append(value)
+                    self._data_chars += len(value) + 1
+                    self._check(self._data_chars)  # many data lines make one event's data
                 elif field == "event":
                     self._name = value or "message"
         return events
@@ -176,10 +237,21 @@ def decode_chunks(data: str) -> list[Any]:
 
 
 class PartialTurn:
-    """What one turn has received so far, kept across attempts and a timeout."""
+    """What one turn has received so far, kept across attempts and a timeout.
 
-    def __init__(self, listener: Callable[[str, str], None] | None = None) -> None:
+    With ``max_tokens``, the reply is capped as it arrives: a piece that would take the
+    answer and reasoning past ``char_limit`` characters is not added, and usage past
+    ``max_tokens`` completion tokens ends the turn too; either is a ``reply_too_long`` fault.
+    """
+
+    def __init__(self, listener: Callable[[str, str], None] | None = None, *, max_tokens: int | None = None) -> None:
         self.listener = listener  # told ("token" | "thought", text) of each piece as it arrives
+        self.max_tokens = max_tokens
+        self.char_limit = reply_char_limit(max_tokens) if max_tokens is not None else None
+        """The most characters of answer and reasoning together the turn takes; None: no cap."""
+        self.line_limit = line_limit(self.char_limit) if self.char_limit is not None else None
+        """The longest line of its stream, or bytes of its JSON completion, it reads; None: no cap."""
+        self.chars = 0  # characters of answer and reasoning taken so far
         self.started: float | None = None  # perf_counter() when the first attempt was sent
         self.ended_ms: float | None = None  # when the reply was complete, since started
         self.answer: list[str] = []
@@ -215,10 +287,11 @@ class PartialTurn:
                 if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                     continue
                 delta = choice.get("delta")
-                if isinstance(delta, dict):
-                    self.take_message(delta, now)
+                if isinstance(delta, dict) and (fault := self.take_message(delta, now)) is not None:
+                    return fault
                 self.take_finish(choice.get("finish_reason"))
-            self.take_usage(chunk.get("usage"))
+            if (fault := self.take_usage(chunk.get("usage"))) is not None:
+                return fault
         return None
 
     def take_finish(self, reason: Any) -> None:
@@ -226,27 +299,43 @@ class PartialTurn:
         if isinstance(reason, str) and reason:
             self.finish_reason = reason
 
-    def take_message(self, piece: Mapping[str, Any], now_ms: float) -> None:
-        """Add one streamed delta or one whole message to the turn."""
+    def take_message(self, piece: Mapping[str, Any], now_ms: float) -> Fault | None:
+        """Add one streamed delta or one whole message to the turn; the fault when it would pass the cap."""
         content = piece.get("content")
+        # Services name the field differently; one that sends both repeats the same text.
+        thought = piece.get("reasoning_content") or piece.get("reasoning")
+        if self.char_limit is not None:
+            size = (len(content) if isinstance(content, str) else 0) + (len(thought) if isinstance(thought, str) else 0)
+            if self.chars + size > self.char_limit:
+                return self.too_long(f"more than {self.char_limit} characters of answer and reasoning")
+            self.chars += size
         if isinstance(content, str) and content:
             self.answer.append(content)
             if self.first_token_ms is None and paints(content):
                 self.first_token_ms = now_ms
             if self.listener is not None:
                 self.listener("token", content)
-        # Services name the field differently; one that sends both repeats the same text.
-        thought = piece.get("reasoning_content") or piece.get("reasoning")
         if isinstance(thought, str) and thought:
             self.reasoning.append(thought)
             if self.first_thought_ms is None:
                 self.first_thought_ms = now_ms
             if self.listener is not None:
                 self.listener("thought", thought)
+        return None
 
-    def take_usage(self, usage: Any) -> None:
-        if isinstance(usage, Mapping):
-            self.usage = {k: int(usage[k]) for k in _USAGE_KEYS if isinstance(usage.get(k), int)}
+    def take_usage(self, usage: Any) -> Fault | None:
+        """Note the token counts a chunk reports; the fault when the service counts more than ``max_tokens``."""
+        if not isinstance(usage, Mapping):
+            return None
+        self.usage = {k: int(usage[k]) for k in _USAGE_KEYS if isinstance(usage.get(k), int)}
+        spent = self.usage.get("completion_tokens")
+        if self.max_tokens is not None and spent is not None and spent > self.max_tokens:
+            return self.too_long(f"the service counted {spent} completion tokens")
+        return None
+
+    def too_long(self, how: str) -> Fault:
+        """The ``reply_too_long`` fault of this turn; ``how`` says what showed it."""
+        return reply_too_long(self.max_tokens or 0, how)
 
     def to_turn(self, fault: Fault | None) -> Turn:
         """The turn as it ended; ``fault`` is what ended it, None when the reply came whole.

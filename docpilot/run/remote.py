@@ -20,6 +20,10 @@ loopback port for an eval that was given no server URL, and stops it afterwards.
 
 Server faults never raise out of ``ask``: they end the turn with ``RemoteTurn.error`` and
 its ``error_code``.
+
+A server's stream is capped as it arrives, by the rule of the openai model
+(``docpilot.models.wire.reply_char_limit`` of the eval's ``model.max_tokens``): past it the
+turn fails with ``reply_too_long`` and its connection is closed.
 """
 
 from __future__ import annotations
@@ -28,16 +32,17 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from docpilot.assistant.render import Panel
+from docpilot.config.model import ModelConfig
 from docpilot.errors import ConfigError
 from docpilot.models.base import Prompt, Source, Turn, paints
-from docpilot.models.wire import EventReader, retry_wait_s
+from docpilot.models.wire import EventReader, LineTooLong, line_limit, reply_char_limit, reply_too_long, retry_wait_s
 from docpilot.run.workspace import Trace, Workspace
 from docpilot.schema import ErrorCode
 from docpilot.server.process import local_server
@@ -71,7 +76,10 @@ _EVENT_CODES: dict[str, ErrorCode] = {
     "model_timeout": "timeout",
     "model_unfinished": "unfinished",
     "model_empty": "empty",
+    "reply_too_long": "reply_too_long",
 }
+_DEFAULT_MAX_TOKENS: int = ModelConfig.model_fields["max_tokens"].default
+_OTHER_EVENTS = 64  # events with no text (retrieval, citations, timing, done): a handful a turn
 
 
 class RemoteEvent(BaseModel):
@@ -152,12 +160,14 @@ async def ask(
     *,
     language: str | None = None,
     busy_retries: int = BUSY_RETRIES,
+    max_tokens: int = _DEFAULT_MAX_TOKENS,
 ) -> RemoteTurn:
     """Ask a server one question over its event stream, timing what arrives.
 
     A 503 is retried after its ``Retry-After`` (at most ``busy_retries`` times), and a
     connection dropped before any reply is retried twice; the waits count in the
     latency, as a user would wait them. Any other fault ends the turn with ``error``.
+    A reply longer than ``max_tokens`` allows (``reply_char_limit``) is cut there.
     """
     endpoint = ask_url(url)
     body: dict[str, Any] = {"question": question, "stream": True}
@@ -188,9 +198,8 @@ async def ask(
                     code: ErrorCode = "auth" if response.status_code in (401, 403) else "http_status"
                     turn.fail(code, await _http_error(response, endpoint))
                     break
-                async for name, data in _sse_events(response.aiter_bytes()):
-                    _take(turn, name, data, elapsed())
-                break
+                await _read_events(turn, response.aiter_bytes(), elapsed, max_tokens)
+                break  # leaving the stream unread closes its connection
         except _DROPPED as exc:
             # A kept-alive connection the server closed just as it was reused fails before
             # any reply; asking again is safe, since a question changes nothing on the server.
@@ -220,12 +229,23 @@ async def _http_error(response: httpx.Response, endpoint: str) -> str:
     return f"HTTP {response.status_code} from {endpoint}: {message}; fix: {hint}"
 
 
-async def _sse_events(body: AsyncIterator[bytes]) -> AsyncIterator[tuple[str, str]]:
-    """Each server-sent event's name and data, read by the reader the openai model uses."""
-    reader = EventReader()
+async def _read_events(turn: RemoteTurn, body: AsyncIterator[bytes], elapsed: Callable[[], float],
+                       max_tokens: int) -> None:
+    """Take the server-sent events into the turn, up to the cap of ``max_tokens`` (``reply_char_limit``)."""
+    limit = reply_char_limit(max_tokens)
+    reader = EventReader(max_line=line_limit(limit))  # the reader the openai model uses
     async for piece in body:
-        for event in reader.feed_named(piece):
-            yield event
+        try:
+            events = reader.feed_named(piece)
+        except LineTooLong as exc:
+            turn.fail(*reply_too_long(max_tokens, f"a line of the server's stream longer than {exc.limit} characters"))
+            return
+        for name, data in events:
+            _take(turn, name, data, elapsed())
+            # Each event but a handful carries some text, so the count is bounded with the characters.
+            if len(turn.answer) + len(turn.reasoning or "") > limit or len(turn.events) > limit + _OTHER_EVENTS:
+                turn.fail(*reply_too_long(max_tokens, f"the server sent more than {limit} characters"))
+                return
 
 
 def _take(turn: RemoteTurn, name: str, raw: str, now_ms: float) -> None:
@@ -353,7 +373,8 @@ async def _ask_all(
         async def one(trace: Trace) -> RemoteTurn:
             record = trace.record
             async with gate:
-                return await ask(client, url, record.question, record.scope, token, language=record.language)
+                return await ask(client, url, record.question, record.scope, token, language=record.language,
+                                 max_tokens=ws.config.model.max_tokens)
 
         return await asyncio.gather(*(one(t) for t in traces))
 

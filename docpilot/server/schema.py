@@ -147,7 +147,8 @@ class ErrorEvent(_Strict):
 
     code: str
     """`model_error`, `model_timeout`, `model_unfinished` (the model service ended the turn without
-    finishing it), `model_empty` or `internal`, and for refused requests the HTTP reason."""
+    finishing it), `model_empty`, `reply_too_long` (the model's reply ran past `max_tokens` and was
+    cut) or `internal`, and for refused requests the HTTP reason."""
     message: str
     """What went wrong, without internals."""
     request_id: str | None = None

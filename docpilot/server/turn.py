@@ -13,6 +13,10 @@ Models stream through an optional ``stream(prompt)`` async iterator. Each piece 
 The answer's first characters are held back until it is clear whether they open a
 ``REFUSE:`` line, so a reader never sees the refusal protocol painted as an answer;
 this costs at most the first seven characters.
+
+A reply is capped as it streams, whatever model gives it: past
+``reply_char_limit(model.max_tokens)`` characters of answer and reasoning together the
+model's stream is closed and the client gets a ``reply_too_long`` error event.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from docpilot.assistant.primer import prime
 from docpilot.assistant.render import render_panel
 from docpilot.errors import ModelError
 from docpilot.models.base import INTERRUPTED_HINT, Model, Prompt, finish_piece, parse_refusal, read_finish
+from docpilot.models.wire import reply_char_limit, reply_too_long
 from docpilot.run.workspace import Workspace
 from docpilot.schema import Cause
 from docpilot.server.schema import (
@@ -83,7 +88,7 @@ async def answer_events(
     if gate_refuses(ws.config.guard, hits):
         yield "refusal", RefusalEvent(refused_by="gate", cause="not-answerable")
     else:
-        reply = _Reply()
+        reply = _Reply(max_tokens=ws.config.model.max_tokens)
         failure: ErrorEvent | None = None
         mark = clock()
         try:
@@ -135,6 +140,13 @@ def _model_failure(failure: ModelError, request_id: str) -> ErrorEvent:
     if failure.code == "empty":
         return ErrorEvent(code="model_empty", message="the model finished without answer text or a refusal",
                           request_id=request_id)
+    if failure.code == "reply_too_long":
+        return ErrorEvent(
+            code="reply_too_long",
+            message="the model's reply ran past max_tokens and was cut; fix: check that the model service "
+            "honours max_tokens, or raise model.max_tokens in the server's config",
+            request_id=request_id,
+        )
     return ErrorEvent(code="model_error", message="the model failed to answer; retry later", request_id=request_id)
 
 
@@ -179,7 +191,11 @@ async def _pieces(model: Model, prompt: Prompt) -> AsyncIterator[tuple[str, str]
 class _Reply:
     """The model's reply so far, deciding as early as it can whether it is a refusal."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_tokens: int | None = None) -> None:
+        self.max_tokens = max_tokens
+        # Characters of answer and reasoning together the reply may hold; None: no cap.
+        self.char_limit = reply_char_limit(max_tokens) if max_tokens is not None else None
+        self.chars = 0
         self.parts: list[str] = []
         self.thoughts: list[str] = []
         self.held = ""
@@ -205,6 +221,13 @@ class _Reply:
             return []
         if not text:
             return []
+        if self.char_limit is not None:
+            # Checked before the piece is kept, so that one huge piece is refused whole.
+            if self.chars + len(text) > self.char_limit:
+                fault = reply_too_long(self.max_tokens or 0, f"more than {self.char_limit} characters of answer "
+                                       "and reasoning")
+                raise ModelError(fault.message, code=fault.code)
+            self.chars += len(text)
         if kind == "thought":
             self.thoughts.append(text)
             return [("thought", TextEvent(text=text))]

@@ -84,6 +84,11 @@ class Reply:
     """False: answer with one JSON completion even when asked to stream."""
     comment: bool = False
     """Send an SSE comment line (``: keep-alive``) before and between chunks."""
+    endless: bool = False
+    """After the reasoning, send ``answer`` as a delta again and again and never finish: a service
+    that ignores max_tokens. Only the client closing the connection ends it."""
+    running_usage: bool = False
+    """Send the usage so far (words as tokens) in every chunk, as vLLM's ``continuous_usage_stats`` does."""
 
     @classmethod
     def failure(cls, status: int, message: str = "scripted failure", *, retry_after: str | None = None) -> Reply:
@@ -174,8 +179,11 @@ def _split(text: str, pieces: int) -> list[str]:
 
 def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
     # Word counts stand in for tokens: deterministic, and the same for every client.
+    return _usage_so_far(body, len(reply.answer.split()) + len(reply.reasoning.split()))
+
+
+def _usage_so_far(body: dict[str, Any], completion: int) -> dict[str, int]:
     prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
-    completion = len(reply.answer.split()) + len(reply.reasoning.split())
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
@@ -200,18 +208,30 @@ def _chunks(body: dict[str, Any], reply: Reply) -> Iterator[dict[str, Any] | flo
         return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
 
     yield _chunk(body, [choice({"role": "assistant", "content": "", "refusal": None})], **extra)
+    said = 0  # words sent: the completion tokens of running usage
+
+    def usage(text: str = "") -> dict[str, Any]:
+        nonlocal said
+        said += len(text.split())
+        return {**extra, "usage": _usage_so_far(body, said)} if reply.running_usage else extra
+
     for piece in _split(reply.reasoning, reply.pieces):
-        yield _chunk(body, [choice({"content": None, reply.reasoning_field: piece})], **extra)
+        yield _chunk(body, [choice({"content": None, reply.reasoning_field: piece})], **usage(piece))
     if reply.first_token_delay_s:
         yield float(reply.first_token_delay_s)
+    if reply.endless:
+        while True:
+            for _ in range(64):
+                yield _chunk(body, [choice({"content": reply.answer})], **usage(reply.answer))
+            yield 0.0  # a pause sends what is pending, so the server holds no more than 64 chunks
     if reply.interrupt_after_words is not None:
         # Word by word, as a server generating token by token; then the end mark, unfinished.
         for word in reply.answer.split(" ")[: reply.interrupt_after_words]:
             yield _chunk(body, [choice({"content": word + " "})], **extra)
         return
     for piece in _split(reply.answer, reply.pieces):
-        yield _chunk(body, [choice({"content": piece})], **extra)
-    yield _chunk(body, [choice({}, reply.finish_reason)], **extra)
+        yield _chunk(body, [choice({"content": piece})], **usage(piece))
+    yield _chunk(body, [choice({}, reply.finish_reason)], **usage())
     if with_usage:
         yield _chunk(body, [], usage=_usage(body, reply))
 

@@ -510,11 +510,12 @@ async def test_line_ends_and_characters_cut_between_reads_are_joined() -> None:
 
 async def test_a_line_longer_than_the_read_buffer_is_read() -> None:
     # aiohttp's readline refuses lines over 128 KiB; a long answer in one chunk is one long line.
+    # Its 40,000 words fit the reply cap of 40,000 tokens.
     long_answer = "word " * 40_000
     line = _event(long_answer).encode()
     pieces = [line[i : i + 16_384] for i in range(0, len(line), 16_384)] + [b"data: [DONE]\n\n"]
     async with _BodyServer(*pieces).serve() as url:
-        turn = await _complete(url)
+        turn = await _complete(url, max_tokens=40_000)
     assert len(line) > 200_000
     assert turn.error is None and turn.answer == long_answer
 
