@@ -8,7 +8,8 @@ can reach: with none configured, each worker would start a temporary server of i
 own, which is slow and loses the runs. ``prefect_api`` starts ``prefect server start``
 on a free loopback port with a throw-away ``PREFECT_HOME``, waits until it answers,
 points this process and its children at it, and stops it (by its process id) when
-the run is over. With ``PREFECT_API_URL`` set it starts nothing.
+the run is over; if this process dies first, so does the server
+(``docpilot.processes``). With ``PREFECT_API_URL`` set it starts nothing.
 
 Creating Prefect's database costs more than half of a start (about 8 of 15 CPU
 seconds), so the first server keeps a copy of its new, empty database in the
@@ -35,7 +36,7 @@ import prefect
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from docpilot.errors import OrchestratorError
-from docpilot.run.reaper import stop_child
+from docpilot.processes import start_child, stop_child
 
 _HOST = "127.0.0.1"
 
@@ -125,8 +126,9 @@ def _start(services: bool, timeout_s: float, *, seed: bool) -> PrefectServer:
     log = home / "server.log"
     with log.open("wb") as sink:
         # A session of its own: Ctrl-C in the terminal reaches DocPilot, which then stops
-        # the server itself, rather than both at once.
-        process = subprocess.Popen(
+        # the server itself, rather than both at once. Should DocPilot be killed outright,
+        # the server gets SIGTERM from the kernel (it is one process: uvicorn in-process).
+        process = start_child(
             command, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
             start_new_session=True,
         )

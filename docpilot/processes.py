@@ -1,0 +1,142 @@
+"""Child processes that end with the process that started them, even when it is killed outright.
+
+DocPilot starts helpers of its own: ``docpilot serve`` and its workers, llama.cpp's
+server, a Prefect server. Each is started through ``start_child`` (or, for a process
+forked without ``exec``, calls ``die_with_parent``), which asks Linux to signal the
+child the moment its parent is gone (``PR_SET_PDEATHSIG``), however the parent ended:
+``kill -9`` and the out-of-memory killer leave it no chance to clean up, and a helper
+would otherwise run on, holding a port, a core or memory.
+
+Two details make that hold at any moment:
+
+- The kernel ties the signal to the *thread* that forked the child, not to the
+  process: a child started from a short-lived thread would be signalled when that
+  thread ended. So children are started from the main thread, or handed to one
+  lasting thread of this module that does nothing else.
+- A parent can die between the fork and the request; the child then checks that
+  its parent is still the one that started it, and exits if not.
+
+Elsewhere than on Linux the signal is not available, and children end only when
+stopped (``stop_child``). Processes that libraries start (Dask's workers, Prefect's
+own temporary server) are the library's: Dask's workers watch a pipe to their parent,
+and ``docpilot.run.reaper`` covers the rest for an eval.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _find_prctl() -> Callable[..., int] | None:
+    # Looked up once, here: a child between fork and exec must not load libraries (a lock
+    # another thread held at the fork would never be released in it).
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _find_prctl()
+
+
+def die_with_parent(parent: int, death_signal: int = signal.SIGTERM) -> None:
+    """In a child, at once after the fork: receive ``death_signal`` when ``parent`` (the starter) dies.
+
+    Exits at once when ``parent`` is already gone. A no-op where Linux's parent-death
+    signal is missing.
+    """
+    if _PRCTL is None:
+        return
+    _PRCTL(_PR_SET_PDEATHSIG, int(death_signal), 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)  # the parent died before the request took effect: nobody wants this child
+
+
+def start_child(
+    command: Sequence[str], *, death_signal: int = signal.SIGTERM, **popen: Any
+) -> subprocess.Popen:
+    """Start ``command`` (``subprocess.Popen`` options in ``popen``) as a child that gets ``death_signal``
+    when this process dies.
+
+    SIGTERM (the default) lets the child stop what it started in turn; SIGKILL is for a
+    child that has nothing to tidy.
+    """
+    if "preexec_fn" in popen:
+        raise TypeError("start_child sets preexec_fn itself")
+    parent = os.getpid()
+
+    def launch() -> subprocess.Popen:
+        return subprocess.Popen(list(command), preexec_fn=lambda: die_with_parent(parent, death_signal), **popen)
+
+    if _PRCTL is None:
+        return subprocess.Popen(list(command), **popen)
+    if threading.current_thread() is threading.main_thread():
+        return launch()
+    return _launcher().run(launch)
+
+
+def stop_child(process: subprocess.Popen, *, grace_s: float = 10.0) -> None:
+    """Stop a child process the run started: SIGTERM, then SIGKILL if it is still there after ``grace_s``."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+class _Launcher:
+    """One daemon thread that starts children for other threads: it lasts as long as the process."""
+
+    def __init__(self) -> None:
+        self._asks: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen], Future]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="docpilot-children", daemon=True).start()
+
+    def run(self, launch: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+        done: Future[subprocess.Popen] = Future()
+        self._asks.put((launch, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            launch, done = self._asks.get()
+            try:
+                done.set_result(launch())
+            except BaseException as error:  # handed back to the thread that asked
+                done.set_exception(error)
+
+
+_LAUNCHER: _Launcher | None = None
+_LAUNCHER_LOCK = threading.Lock()
+
+
+def _launcher() -> _Launcher:
+    global _LAUNCHER
+    with _LAUNCHER_LOCK:
+        if _LAUNCHER is None:
+            _LAUNCHER = _Launcher()
+        return _LAUNCHER
+
+
+def _forget_launcher() -> None:
+    # A forked child has none of its parent's threads: it starts its own launcher when it needs one.
+    global _LAUNCHER, _LAUNCHER_LOCK
+    _LAUNCHER, _LAUNCHER_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_launcher)
