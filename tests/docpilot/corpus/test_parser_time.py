@@ -18,19 +18,21 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.parser_worst_case import WORST_CASES, read_page, worst_case
+from benchmarks.parser_worst_case import DENSE_PAGES, WORST_CASES, read_page, worst_case
 from docpilot.corpus import markup
 from docpilot.corpus.markdown import _admonition_title, _explicit_id, parse_page
 from docpilot.corpus.pages import load_corpus
 
 DEMO_DOCS = Path(__file__).resolve().parents[3] / "docs"
 
-FACTOR = 50
+FACTOR = 100
 """How many times a demo-docs kilobyte's time a kilobyte may take.
 
-Linear inputs stay well within it: the densest, a page of nothing but empty headings,
-costs about 35 times as much per kilobyte as the demo docs (one section every two
-bytes). A parser that is quadratic on a 50–200 KB page costs hundreds of times as much."""
+Generous, since linear pages reach far: the densest, nothing but empty headings (a
+section every two bytes), costs about 40 times what the demo docs cost per kilobyte
+(``benchmarks.parser_worst_case`` lists such dense pages). A construct that makes
+the parser quadratic costs hundreds or thousands of times as much on a 50–200 KB
+page, and one that stays under this factor there still fails ``GROWTH``."""
 
 GROWTH = 2.0
 """How much more a kilobyte may cost in a 200 KB page than in 50 KB of the same (linear: 1, quadratic: 4)."""
@@ -155,7 +157,7 @@ def test_a_hostile_page_reads_in_time_linear_in_its_length(per_kb, pattern):
     )
 
 
-@pytest.mark.parametrize("name", list(WORST_CASES))
+@pytest.mark.parametrize("name", [*WORST_CASES, *DENSE_PAGES])
 def test_each_worst_case_of_the_benchmark_reads_in_linear_time(per_kb, name):
     _assert_linear(worst_case(name, _SHORT_KB * 1024), per_kb)
 
