@@ -19,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from docpilot.errors import ConfigError
@@ -129,10 +129,12 @@ def leading(job: EvalJob, ready: Ready | None = None) -> Iterator[EvalJob]:
     (``models.probe``) waits for the endpoint and gives the config to run with. Each
     shard's turns then go to the process's model lane on a thread of their own.
 
-    When the run in the block reaches those shards, it ranks and primes them again as
-    stages of its own (the same results, in a few milliseconds, so every stage of every
-    shard is still one of its task runs), and its model stage waits for the turns in
-    flight: the lane sends a prompt once. A run whose turns are all stored calls no
+    When the run in the block reaches those shards, it takes their rankings as they are
+    (each question is embedded once per run: a dense or hybrid ranking pays the embedder
+    for it), primes them again as a stage of its own (the same prompts, in a
+    milliseconds), and its model stage waits for the turns in flight: the lane sends a
+    prompt once. So those shards have no retrieve task run of their own under Prefect,
+    as a shard whose rankings are all stored has none. A run whose turns are all stored calls no
     model: it does not start the local provider's server, and goes on when the endpoint
     cannot answer (see ``_ready_unless_all_stored``). Only for stages that run in this
     process (not Dask, not the server runtime) and for runs that call the model; any
@@ -298,10 +300,12 @@ def _rows(job: EvalJob, executor: Executor, lead: Lead | None) -> list:
         # A first shard of one round of turns gets the model going while the rest are ranked.
         first = None if job.gate_only else job.config.model.concurrency
         for index, shard in enumerate(shards(records, job.config.shard_size, first=first)):
-            if lead is not None and index < len(lead.shards):  # being answered already
-                traces, ranked, sent = lead.shards[index]
-                progress.advance("retrieve", len(traces) - len(ranked))  # the rankings it found stored
-                ranking.append(replace(send(stages.retrieve, traces, ranked), ahead=sent))
+            if lead is not None and index < len(lead.shards):  # ranked, primed and being answered already
+                traces, _, sent = lead.shards[index]
+                # The lead's rankings are this run's: ranking again would embed each question
+                # twice, and a paid embedder bills each time. The lead counted none of them.
+                progress.advance("retrieve", len(traces))
+                ranking.append(_Sent(traces, [], completed([]), ahead=sent))
                 while len(ranking) > executor.ranking_ahead:
                     prime_and_answer()
                 continue
