@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from docpilot.config.csvfile import parse_csv
 from docpilot.config.golden_warnings import GoldenWarning, Warned, golden_warnings
+from docpilot.config.intake import GOLDEN_SET, PROBE_FILE, read_text
 from docpilot.config.userfile import (
     Problem,
     describe,
@@ -35,7 +36,6 @@ from docpilot.config.userfile import (
     parse_jsonl,
     parse_yaml,
     raise_all,
-    read_text,
     repeated_keys,
     show,
 )
@@ -189,7 +189,7 @@ def _format(path: Path) -> _Format:
 
 
 def _parse(path: Path, fmt: _Format, model: type[BaseModel]) -> tuple[list[_Item], list[Problem]]:
-    text = read_text(path)
+    text = read_text(path, PROBE_FILE if model is AttackProbe else GOLDEN_SET)
     if not text.strip():
         raise InputError("the file is empty", path=path, hint="add records, each with at least an id and a question")
     problems: list[Problem] = []

@@ -23,6 +23,7 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from docpilot.config.intake import CONFIG_FILE, read_text
 from docpilot.config.model import Config
 from docpilot.config.userfile import (
     Problem,
@@ -33,7 +34,6 @@ from docpilot.config.userfile import (
     parse_scalar,
     parse_yaml,
     raise_all,
-    read_text,
     repeated_keys,
 )
 from docpilot.errors import ConfigError
@@ -87,7 +87,8 @@ def load_config(
     mapping from command-line flags; None values (flags not given) are skipped. Any
     problem raises one ConfigError naming where each bad value was written.
     """
-    file = Path(path) if path is not None else (DEFAULT_PATH if DEFAULT_PATH.is_file() else None)
+    # Whatever sits at the default path is read, so a pipe or a folder there is refused, not skipped.
+    file = Path(path) if path is not None else (DEFAULT_PATH if os.path.lexists(DEFAULT_PATH) else None)
     file_data, file_origins, problems = _read_file(file) if file is not None else ({}, {}, [])
     env_data, env_origins, env_problems = _read_env(os.environ if env is None else env)
     flag_data = _drop_none(overrides or {})
@@ -162,7 +163,7 @@ def _value_problems(data: dict[Any, Any], where: Mapping[_Key, _Origin], *, keys
 
 
 def _read_file(path: Path) -> tuple[dict[Any, Any], dict[_Key, _Origin], list[Problem]]:
-    text = read_text(path, error=ConfigError)
+    text = read_text(path, CONFIG_FILE, error=ConfigError)
     root, data = parse_yaml(text, path, error=ConfigError) if text.strip() else (None, None)
     if root is None:
         return {}, {}, []  # an empty config file keeps every default

@@ -1,6 +1,7 @@
 """Files people write by hand — golden sets, probe files, configs — read so errors can point into them.
 
-Text must be UTF-8; YAML is composed into nodes first, so every value can be traced
+The bytes come from ``docpilot.config.intake`` (regular files only, within a size cap)
+and must be UTF-8; YAML is composed into nodes first, so every value can be traced
 back to its line; JSONL is read one line at a time. Validation errors from pydantic
 are turned into sentences that name the bad value and say what to write instead.
 """
@@ -81,28 +82,6 @@ def raise_all(problems: Sequence[Problem], *, error: type[InputError] = InputErr
         lines.append(f"  and {len(problems) - _MAX_LISTED} more")
     paths = {problem.path for problem in problems}
     raise error("\n".join(lines), path=paths.pop() if len(paths) == 1 else None)
-
-
-def read_text(path: Path, *, error: type[InputError] = InputError) -> str:
-    """The file's text; a missing, unreadable or non-UTF-8 file raises ``error`` saying where."""
-    if not path.exists():
-        raise error("file not found", path=path, hint="check the path; a relative path starts at the working directory")
-    if path.is_dir():
-        raise error("is a folder, not a file", path=path, hint="point at the file inside it")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise error(f"cannot be read: {exc.strerror}", path=path, hint="check the file's permissions") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        offset = exc.start
-        raise error(
-            f"is not UTF-8: byte 0x{data[offset]:02x} at byte offset {offset} cannot be decoded",
-            path=path,
-            line=data.count(b"\n", 0, offset) + 1,
-            hint="save the file as UTF-8 (most editors offer this under 'Save with encoding')",
-        ) from None
 
 
 MAX_ALIAS_VALUES = 100_000

@@ -8,8 +8,10 @@ on the disk (``/etc/passwd``) into the index.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
+from docpilot.config.intake import DOCS_FILE, not_regular
 from docpilot.errors import CorpusError
 
 PAGE_SUFFIXES = (".md", ".mdx")
@@ -25,8 +27,9 @@ def find_pages(shown: Path, real_root: Path) -> list[str]:
 
     Each file and folder is read once however many links lead to it: the real tree
     first, so a file keeps its own path's id, then what symbolic links add. A hard link
-    with a name outside the folder is refused like a symbolic link out of it, and
-    ``MAX_PAGES`` and ``MAX_DOCS_BYTES`` bound the rest.
+    with a name outside the folder is refused like a symbolic link out of it, a page that
+    is no regular file (a named pipe, a device) is refused, and ``MAX_PAGES`` and
+    ``MAX_DOCS_BYTES`` bound the rest.
     """
     found: list[str] = []
     root_text = str(real_root)
@@ -73,8 +76,10 @@ def find_pages(shown: Path, real_root: Path) -> list[str]:
             elif entry.is_dir(follow_symlinks=False):
                 walked.add(os.path.realpath(entry.path))
                 _walk(Path(entry.path), entry_rel + "/")
-            elif entry.name.endswith(PAGE_SUFFIXES) and entry.is_file(follow_symlinks=False):
-                _add(entry_rel, entry.stat(follow_symlinks=False), hard_link=True)
+            elif entry.name.endswith(PAGE_SUFFIXES):
+                info = entry.stat(follow_symlinks=False)
+                _refuse_special(shown / entry_rel, info)
+                _add(entry_rel, info, hard_link=True)
 
     _walk(shown, "")
     while links:
@@ -93,8 +98,10 @@ def find_pages(shown: Path, real_root: Path) -> list[str]:
             if real not in walked:  # a folder already read (or an ancestor: a loop) is not read again
                 walked.add(real)
                 _walk(Path(entry.path), entry_rel + "/")
-        elif os.path.isfile(real):
-            _add(entry_rel, os.stat(real), hard_link=False)
+        elif os.path.lexists(real):
+            info = os.stat(real)
+            _refuse_special(shown / entry_rel, info)
+            _add(entry_rel, info, hard_link=False)
     for rel, named, nlink in files.values():
         if nlink > max(named, 1):  # a page read through a symbolic link names itself nowhere here
             raise CorpusError(
@@ -103,3 +110,9 @@ def find_pages(shown: Path, real_root: Path) -> list[str]:
                 hint="copy the file into the docs folder instead of linking it (cp, not ln)",
             )
     return sorted(found)
+
+
+def _refuse_special(path: Path, info: os.stat_result) -> None:
+    """Refuse a page that is no regular file: a named pipe would hang the read, a device never end it."""
+    if not stat.S_ISREG(info.st_mode):
+        raise not_regular(path, info.st_mode, DOCS_FILE, CorpusError)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from docpilot.config.intake import DOCS_FILE, read_bytes
 from docpilot.corpus.chunking import chunk_texts
 from docpilot.corpus.discovery import find_pages
 from docpilot.corpus.markdown import ParsedPage, parse_page
@@ -269,9 +270,13 @@ def _page_id(rel: str) -> str:
 
 
 def _root_file(shown: Path, name: str, real_root: Path) -> bool:
-    """Tell whether the optional file ``name`` sits at the root; refuse a link leading out."""
+    """Tell whether the optional file ``name`` sits at the root; refuse a link leading out.
+
+    Anything by that name counts, not only a regular file: a named pipe or a folder
+    called ``vocabulary.json`` is refused when read, rather than silently ignored.
+    """
     path = shown / name
-    if not path.is_file():
+    if not os.path.lexists(path):
         return False
     real = path.resolve()
     if real.parent != real_root and real_root not in real.parents:
@@ -284,15 +289,12 @@ def _root_file(shown: Path, name: str, real_root: Path) -> bool:
 
 
 def _read_text(path: Path, name: str, digest: Any) -> str:
-    """Read a file as UTF-8 and add its name and bytes to the fingerprint."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CorpusError(
-            f"cannot read the file: {exc.strerror or exc}",
-            path=path,
-            hint="check that the file exists and is readable",
-        ) from None
+    """Read a file as UTF-8 and add its name and bytes to the fingerprint.
+
+    A page that is a named pipe, a device or larger than ``DOCS_FILE`` allows is
+    refused, naming the file, instead of hanging or filling the memory.
+    """
+    data = read_bytes(path, DOCS_FILE, error=CorpusError, missing="check that the file exists and is readable")
     # Lengths keep ("ab", "c") and ("a", "bc") from hashing alike.
     digest.update(f"{len(name)}:{name}:{len(data)}:".encode())
     digest.update(data)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from docpilot.config.intake import REPORT_FILE, read_text
 from docpilot.config.redact import redact, redact_config
 from docpilot.errors import ReportError
 from docpilot.reports.output import write_atomically
@@ -64,11 +65,7 @@ def load_report(path: str | Path) -> Report:
     """Read a report file, with an error that says what is wrong with it."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ReportError(f"{path}: no such report; reports are written under .docpilot/reports/") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{path}: cannot read the report: {exc}") from None
+        data = json.loads(read_text(path, REPORT_FILE, error=_unreadable))
     except json.JSONDecodeError as exc:
         raise ReportError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); is this a DocPilot report?") from None
     except RecursionError:
@@ -83,6 +80,13 @@ def load_report(path: str | Path) -> Report:
         raise ReportError(
             f"{path}: not a DocPilot report: {where}: {first['msg']} ({exc.error_count()} problem(s))"
         ) from None
+
+
+def _unreadable(message: str, *, path: Path, line: int | None = None, hint: str | None = None) -> ReportError:
+    """Why a report file cannot be read (missing, no regular file, over its size cap, not UTF-8), as a ReportError."""
+    if message == "file not found":
+        return ReportError(f"{path}: no such report; reports are written under .docpilot/reports/")
+    return ReportError(f"{path}{f':{line}' if line else ''}: {message}; fix: {hint}")
 
 
 def check_consistency(report: Report, path: str | Path) -> Report:

@@ -19,7 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from docpilot.errors import ReportError
+from docpilot.config.intake import REPORT_FILE, read_text
+from docpilot.errors import InputError, ReportError
 from docpilot.reports.report import load_report
 from docpilot.schema import Report, Selection
 
@@ -170,8 +171,11 @@ class ReportStore:
 
     def _read_header(self, path: Path) -> StoredReport | None:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = json.loads(read_text(path, REPORT_FILE))  # a regular file within the report size cap
+        except InputError as exc:
+            self.problems.append(f"skipped: {exc}".replace("\n  fix: ", "; fix: "))
+            return None
+        except (OSError, json.JSONDecodeError) as exc:
             self.problems.append(f"{path}: skipped, cannot be read as JSON ({exc})")
             return None
         except RecursionError:  # any *.json may sit in the folder, nested as deeply as it likes

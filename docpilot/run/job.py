@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from docpilot.config.golden import load_probes, read_golden
+from docpilot.config.intake import GOLDEN_SET, PROBE_FILE, read_bytes
 from docpilot.config.model import Config
 from docpilot.errors import InputError
 from docpilot.schema import GoldenRecord, Selection
@@ -65,8 +66,10 @@ def record_warnings(path: str) -> list:
 
 def _read(path: str, kind: str) -> tuple[list, list]:
     try:
-        key = (kind, str(Path(path).resolve()), hashlib.sha256(Path(path).read_bytes()).hexdigest())
-    except OSError:
+        # Through the same reader as the parse: a named pipe or /dev/zero must not hang or fill the memory here.
+        data = read_bytes(Path(path), PROBE_FILE if kind == "adversarial" else GOLDEN_SET)
+        key = (kind, str(Path(path).resolve()), hashlib.sha256(data).hexdigest())
+    except (OSError, InputError):
         key = None
     if key is None or key not in _LOADED:
         if kind == "adversarial":
