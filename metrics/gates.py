@@ -17,6 +17,8 @@ from typing import Literal
 
 from docpilot.errors import InputError
 from docpilot.schema import GateResult, Row
+from metrics.aggregate import mean
+from metrics.refusals import wilson_upper95
 from metrics.registry import RETRIEVAL_METRICS, Metric, get
 
 BUILTIN_GATES: tuple[str, ...] = (
@@ -47,13 +49,41 @@ def parse_condition(text: str, *, metric: str | None = None) -> tuple[str, float
     decimal number. ``metric`` only names the gate in the error message.
     """
     match = _CONDITION.match(text) if isinstance(text, str) else None
+    where = f"gate on {metric!r}: " if metric else ""
     if match is None:
-        where = f"gate on {metric!r}: " if metric else ""
         raise InputError(
             f"{where}cannot read the condition {text!r}",
             hint=f"write an operator and a number, e.g. {_FORMS}",
         )
-    return match["op"], float(match["number"])
+    threshold = float(match["number"])
+    if not math.isfinite(threshold):  # `1e999` is written like a number and read as infinity
+        raise InputError(f"{where}the threshold of {text!r} is not a finite number",
+                         hint=f"write a threshold the metric can reach, e.g. {_FORMS}")
+    return match["op"], threshold
+
+
+def metric_bounds(metric: Metric) -> tuple[float, float | None]:
+    """The values ``metric`` can take: a share (a mean of 0/1-bounded scores, a Wilson bound)
+    lies from 0 to 1; counts, times, tokens and dollars are 0 or more (None: no upper bound)."""
+    return 0.0, 1.0 if metric.aggregate in (mean, wilson_upper95) else None
+
+
+def check_condition(name: str, text: str) -> tuple[str, float]:
+    """The operator and threshold of the gate ``name: text``; InputError for an unknown metric,
+    an unreadable condition, or a threshold outside the values the metric can take.
+
+    ``recall@8: ">= 80"`` (a percentage for a share) would fail every run, and
+    ``latency_p95: "> -1"`` pass every run, without either saying why.
+    """
+    metric = get(name)
+    op, threshold = parse_condition(text, metric=name)
+    low, high = metric_bounds(metric)
+    if threshold < low or (high is not None and threshold > high):
+        span = f"from {low:g} to {high:g}" if high is not None else f"{low:g} or more"
+        guess = f"; did you mean {threshold / 100:g}?" if high == 1.0 and 1 < threshold <= 100 else ""
+        raise InputError(f"gate on {name!r}: the threshold {threshold:g} is outside the metric's values, {span}",
+                         hint=f"write a threshold {span}{guess}")
+    return op, threshold
 
 
 SAME_WITHIN = 1e-9

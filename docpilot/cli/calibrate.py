@@ -10,6 +10,8 @@ from rich.table import Table
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
+from docpilot.cli._numbers import option_number
+from docpilot.config.model import GuardConfig
 
 
 def _fmt(value: float | None) -> str:
@@ -21,7 +23,7 @@ def _fmt(value: float | None) -> str:
               help="Configuration file to read, and to write the threshold into.")
 @click.option("--docs", type=click.Path(file_okay=False), help="Docs folder (overrides corpus.docs).")
 @click.option("--golden", type=click.Path(dir_okay=False), help="Golden set, YAML or JSONL.")
-@click.option("--target", type=click.FloatRange(0, 1, min_open=True),
+@click.option("--target", type=option_number(GuardConfig, "max_over_refusal"),
               help="Highest allowed 95 % upper bound of the gate's over-refusal (default: guard.max_over_refusal).")
 @click.option("--write/--no-write", default=True, show_default=True,
               help="Write guard.mode: on and the chosen threshold into the config file.")

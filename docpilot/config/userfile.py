@@ -291,9 +291,16 @@ def repeated_keys(node: yaml.Node | None) -> list[tuple[str, int]]:
     return repeats
 
 
-def explain(error: Any, name: str) -> tuple[str, str]:
-    """One pydantic error as a sentence naming the bad value, and the fix; ``name`` names the field."""
+def explain(error: Any, name: str, *, numbers: str | None = None, example: str = "") -> tuple[str, str]:
+    """One pydantic error as a sentence naming the bad value, and the fix; ``name`` names the field.
+
+    ``numbers`` is the field's whole range in words, when it takes a number (`a finite
+    number > 0`): a wrong number is then told what the field takes, not only which one
+    bound it broke, and ``example`` (`such as 1.2, the default`) ends the fix.
+    """
     kind, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
+    if numbers is not None and kind in _NUMBER_ERRORS:
+        return f"{name} must be {numbers}, got {_got(value)}", f"write {numbers}" + (f", {example}" if example else "")
     if kind == "missing":
         return f"{name} is missing", f"add {name}"
     if kind == "string_too_short":
@@ -313,6 +320,21 @@ def explain(error: Any, name: str) -> tuple[str, str]:
     if kind == "recursion_loop":
         return f"{name} refers to itself", "remove the YAML alias that points back at its own anchor"
     return f"{name}: {error['msg'].rstrip('.').lower()} (got {describe(value)})", "correct the value"
+
+
+_NUMBER_ERRORS = frozenset({
+    "int_type", "int_parsing", "int_from_float", "float_type", "float_parsing", "finite_number",
+    "greater_than_equal", "greater_than", "less_than_equal", "less_than", "bool_type",
+})
+
+
+def _got(value: Any) -> str:
+    """A bad value as short as it can be said: `nan`, `-1`, `true`, `null`, or its kind and value for anything else."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return show(value)
+    return "null" if value is None else describe(value)
 
 
 _BOUNDS = (("ge", "at least"), ("gt", "greater than"), ("le", "at most"), ("lt", "less than"))

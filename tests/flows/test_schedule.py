@@ -103,7 +103,7 @@ def test_a_scheduled_run_reads_its_config_and_reports(prefect_api, tmp_path):
 
 
 def test_a_scheduled_run_fails_when_a_gate_fails(prefect_api, tmp_path):
-    config = _config_file(tmp_path, gates={"recall@8": ">= 1.01"})
+    config = _config_file(tmp_path, gates={"recall@8": "> 1"})
     state = nightly_eval(config=config, gate_only=True, workdir=str(tmp_path), return_state=True)
     assert state.is_failed() and "recall@8 failed" in state.message
 

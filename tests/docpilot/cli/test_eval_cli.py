@@ -45,7 +45,7 @@ def test_scorecard_on_the_terminal(tmp_path):
 
 def test_a_failed_gate_exits_1(tmp_path):
     config = tmp_path / "strict.yaml"
-    config.write_text('gates:\n  recall@1: ">= 1.01"\n')
+    config.write_text('gates:\n  recall@1: "> 1"\n')
     result = run("eval", "--config", str(config), *BASE, "--gate-only", "--out", str(tmp_path / "r.json"), "--json")
     assert result.exit_code == 1
     payload = json.loads(result.stdout)

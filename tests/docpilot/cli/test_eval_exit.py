@@ -49,7 +49,7 @@ def test_an_inline_run_leaves_its_output_its_files_and_its_cache(tmp_path):
 
 def test_a_failed_gate_still_exits_1(tmp_path):
     config = tmp_path / "strict.yaml"
-    config.write_text('gates:\n  recall@1: ">= 1.01"\n')
+    config.write_text('gates:\n  recall@1: "> 1"\n')
     proc = _eval(tmp_path, "--config", str(config), "--gate-only", "--out", str(tmp_path / "r.json"), "--json")
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["verdict"] == "fail"

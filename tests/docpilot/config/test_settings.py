@@ -112,13 +112,13 @@ def test_wrong_type_names_line_value_and_fix(tmp_path):
     path = _write(tmp_path, "model:\n  name: x\n  concurrency: many\n")
     error = _error(path, env={})
     assert (error.path, error.line) == (str(path), 3)
-    assert "model.concurrency must be a whole number, not text 'many'" in str(error)
+    assert "model.concurrency must be a whole number from 1 to 1,024, got text 'many'" in str(error)
     assert "fix: write a whole number" in str(error)
 
 
 def test_out_of_range_value(tmp_path):
     error = _error(_write(tmp_path, "corpus:\n  chunk_words: 5\n"), env={})
-    assert error.line == 2 and "must be at least 20, not the number 5" in str(error)
+    assert error.line == 2 and "corpus.chunk_words must be a whole number from 20 to 100,000, got 5" in str(error)
 
 
 def test_section_that_is_not_a_mapping(tmp_path):
@@ -254,7 +254,7 @@ def test_layers_apply_in_order(tmp_path):
 def test_bad_override_says_it_came_from_the_command_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     error = _error(env={}, overrides={"retrieval": {"top_k": 0}})
-    assert str(error).startswith("command-line option: retrieval.top_k must be at least 1")
+    assert str(error).startswith("command-line option: retrieval.top_k must be a whole number from 1 to 10,000, got 0")
 
 
 def test_problems_from_every_layer_are_listed_together(tmp_path):
