@@ -13,8 +13,9 @@ Three retrievers (``retrieval.retriever``) share one flow:
 
 Chunk scores fold into sections (a section takes its best chunk), sections outside
 the question's ``scope`` never enter a list, and the top ``k`` sections are returned
-as ``Hit``\\ s. Generated reference pages and release notes (``reference_pages``) hold
-at most ``reference_slots`` of the first ``top_k`` places, whatever the retriever.
+as ``Hit``\\ s (``search_deeper`` adds the ids of the sections ranked after them).
+Generated reference pages and release notes (``reference_pages``) hold at most
+``reference_slots`` of the first ``top_k`` places, whatever the retriever.
 The index behind a retriever is built in memory by the constructor, or loaded from
 disk (and saved after a build) by ``Retriever.open``.
 """
@@ -64,6 +65,9 @@ RANKING_CODE = ("docpilot.retrieval", "docpilot.corpus", "metrics.gold")
 corpus's sections, the scope rule): their digest is part of the retriever's fingerprint."""
 _SCOPE_MASKS = 256
 _CAP_DEPTH = 4  # a capped list ranks this many times top_k sections, to fill the places given up
+
+
+_Place = tuple[str, int, float]  # a ranked section: its id, the index of its best chunk, that chunk's score
 
 
 @dataclass(frozen=True)
@@ -235,56 +239,71 @@ class Retriever:
         Within the first ``top_k`` places at most ``reference_slots`` sections come from
         reference pages; the ones over that limit follow right after those places.
         """
+        return self.search_deeper(question, scope=scope, k=k)[0]
+
+    def search_deeper(
+        self, question: str, *, scope: list[str] | None = None, k: int | None = None, depth: int = 0
+    ) -> tuple[list[Hit], list[str]]:
+        """The top ``k`` sections as ``search`` gives them, and the section ids ranked after them down to ``depth``.
+
+        The deeper ids say how far a section missed by the top ``k`` sits. The top ``k``
+        are the same at any depth: the reference cap reorders only the places ``search``
+        has always ranked, and the deeper ones follow in their own order.
+        """
         k = k or self.settings.top_k
         mask = self._scope_mask(scope)
         if mask is not None and not mask.any():
-            return []
+            return [], []
         capped = bool(self._reference) and self.settings.reference_slots < self.settings.top_k
         # A capped list looks deeper, so the places a reference section gives up can be filled.
-        depth = max(k, _CAP_DEPTH * self.settings.top_k) if capped else k
-        hits = self._ranked(question, mask, k, depth)
-        return self._cap_references(hits)[:k] if capped else hits
+        cut = max(k, _CAP_DEPTH * self.settings.top_k) if capped else k
+        ranking = self._ranked(question, mask, k, max(cut, depth))
+        if capped:
+            ranking = self._cap_references(ranking[:cut]) + ranking[cut:]
+        # Only the top k become Hits: a deep list of them would cost more than ranking it.
+        hits = [Hit(section, self.chunks[i].id, round(score, 6)) for section, i, score in ranking[:k]]
+        return hits, [place[0] for place in ranking[k:depth]]
 
-    def _ranked(self, question: str, mask: np.ndarray | None, k: int, want: int) -> list[Hit]:
+    def _ranked(self, question: str, mask: np.ndarray | None, k: int, want: int) -> list[_Place]:
         """The ``want`` best sections; hybrid fuses lists as deep as ``k`` asks (or ``fusion_depth``)."""
         retriever = self.settings.retriever
         if retriever == "bm25":
-            return self._lexical_hits(question, mask, want)
+            return self._lexical_ranking(question, mask, want)
         if retriever == "dense":
-            return self._dense_hits(question, mask, want)
+            return self._dense_ranking(question, mask, want)
         if self.settings.fusion == "scores":
-            return self._score_fused_hits(question, mask, want)
+            return self._score_fused_ranking(question, mask, want)
         depth = max(k, self.settings.fusion_depth)
-        lists = [self._lexical_hits(question, mask, depth), self._dense_hits(question, mask, depth)]
-        chunk_of: dict[str, str] = {}
-        for hits in lists:
-            for hit in hits:
-                chunk_of.setdefault(hit.section_id, hit.chunk_id)
+        lists = [self._lexical_ranking(question, mask, depth), self._dense_ranking(question, mask, depth)]
+        chunk_of: dict[str, int] = {}
+        for ranking in lists:
+            for section, chunk, _ in ranking:
+                chunk_of.setdefault(section, chunk)
         weights = [self.settings.bm25_weight, self.settings.dense_weight]
         fused = reciprocal_rank_fusion(
-            [[h.section_id for h in hits] for hits in lists], weights, k=self.settings.rrf_k
+            [[place[0] for place in ranking] for ranking in lists], weights, k=self.settings.rrf_k
         )
-        return [Hit(section, chunk_of[section], round(score, 6)) for section, score in fused[:want]]
+        return [(section, chunk_of[section], score) for section, score in fused[:want]]
 
-    def _cap_references(self, hits: list[Hit]) -> list[Hit]:
+    def _cap_references(self, ranking: list[_Place]) -> list[_Place]:
         """The ranked list with reference sections over ``reference_slots`` moved below the first ``top_k``."""
         places, slots = self.settings.top_k, self.settings.reference_slots
-        first: list[Hit] = []
-        waiting: list[Hit] = []
+        first: list[_Place] = []
+        waiting: list[_Place] = []
         used = seen = 0
-        for hit in hits:
+        for place in ranking:
             if len(first) == places:
                 break
             seen += 1
-            if hit.section_id.partition("#")[0] not in self._reference:
-                first.append(hit)
+            if place[0].partition("#")[0] not in self._reference:
+                first.append(place)
             elif used < slots:
-                first.append(hit)
+                first.append(place)
                 used += 1
             else:
-                waiting.append(hit)
+                waiting.append(place)
         # With too few other sections the places stay short: the waiting ones follow anyway.
-        return first + waiting + hits[seen:]
+        return first + waiting + ranking[seen:]
 
     def _scope_mask(self, scope: list[str] | None) -> np.ndarray | None:
         """Which chunks a scope allows (None: all); masks are kept for the most recent scopes."""
@@ -313,7 +332,7 @@ class Retriever:
             scores[~mask] = 0.0
         return scores
 
-    def _lexical_hits(self, question: str, mask: np.ndarray | None, k: int) -> list[Hit]:
+    def _lexical_ranking(self, question: str, mask: np.ndarray | None, k: int) -> list[_Place]:
         if self._lexical is None:
             return []
         scores = self._bm25_scores(self.query_terms(question), mask)
@@ -322,7 +341,7 @@ class Retriever:
         # A chunk sharing no word with the question scores 0 and is no answer.
         return self._top_sections(scores, k, floor=0.0)
 
-    def _score_fused_hits(self, question: str, mask: np.ndarray | None, k: int) -> list[Hit]:
+    def _score_fused_ranking(self, question: str, mask: np.ndarray | None, k: int) -> list[_Place]:
         """Chunks that share a word with the question, by bm25_weight · share + dense_weight · closeness.
 
             share      BM25 score / the best BM25 score possible for these query terms
@@ -340,13 +359,13 @@ class Retriever:
         alive = np.flatnonzero(scores > 0.0)
         best = self._lexical.best_possible(query)
         vector = self.embedder.embed([question])[0]
-        cosine = np.einsum("ij,j->i", self._vectors, vector)  # see _dense_hits for why einsum
+        cosine = np.einsum("ij,j->i", self._vectors, vector)  # see _dense_ranking for why einsum
         fused = np.full(len(scores), -np.inf, dtype=np.float32)
         share, closeness = scores[alive] / best, (1.0 + cosine[alive]) / 2.0
         fused[alive] = self.settings.bm25_weight * share + self.settings.dense_weight * closeness
         return self._top_sections(fused, k, floor=-np.inf)
 
-    def _dense_hits(self, question: str, mask: np.ndarray | None, k: int) -> list[Hit]:
+    def _dense_ranking(self, question: str, mask: np.ndarray | None, k: int) -> list[_Place]:
         if self._vectors is None or self.embedder is None or not question.strip():
             return []
         query = self.embedder.embed([question])[0]
@@ -357,7 +376,7 @@ class Retriever:
             scores[~mask] = -np.inf
         return self._top_sections(scores, k, floor=-np.inf)
 
-    def _top_sections(self, scores: np.ndarray, k: int, *, floor: float) -> list[Hit]:
+    def _top_sections(self, scores: np.ndarray, k: int, *, floor: float) -> list[_Place]:
         """The best ``k`` distinct sections by their best chunk; chunks at or below ``floor`` never count.
 
         Only the leading chunks are sorted (a section may own several of them, so the
@@ -371,15 +390,18 @@ class Retriever:
                 part = alive[np.argpartition(-scores[alive], want - 1)[:want]]
                 chosen = alive[scores[alive] >= scores[part].min()]  # keep every tie at the cut
             order = chosen[np.lexsort((chosen, -scores[chosen]))]
-            hits: list[Hit] = []
+            ranking: list[_Place] = []
             seen: set[str] = set()
-            for i in order:
-                section = self._chunk_section[i]
+            sections = self._chunk_section
+            # Plain ints and floats: indexing numpy scalar by scalar costs more than the ranking
+            # itself once a list runs a hundred sections deep.
+            for i, score in zip(order.tolist(), scores[order].tolist()):
+                section = sections[i]
                 if section not in seen:
                     seen.add(section)
-                    hits.append(Hit(section, self.chunks[i].id, round(float(scores[i]), 6)))
-                    if len(hits) == k:
-                        return hits
+                    ranking.append((section, i, score))
+                    if len(ranking) == k:
+                        return ranking
             if len(chosen) == len(alive):
-                return hits
+                return ranking
             want *= 4
