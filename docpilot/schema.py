@@ -111,6 +111,12 @@ class Row(_Strict):
     """Section ids of the ranked retrieval list, best first, at most top 8."""
     scores: list[float] = Field(default_factory=list)
     """Retrieval scores beside `retrieved`."""
+    gold_rank: int | None = Field(default=None, ge=1)
+    """Positives: 1-based rank of the first section matching a gold entry, searched `gold_depth` places deep,
+    past the top 8 the metrics read; None when none is that deep, for other kinds, or in an older report."""
+    gold_depth: int | None = Field(default=None, ge=0)
+    """Positives: how many places deep `gold_rank` was searched (100 in the local runtime, the returned hits
+    from a server); None for other kinds, or in a report written before rows carried it."""
     primed: list[str] = Field(default_factory=list)
     """Section ids put in front of the model as numbered sources [1]..[5]."""
     answer: str | None = None

@@ -6,7 +6,8 @@ answer cannot cite gold the retriever never found, and a refused turn has no F1.
 
 =====================  =========================================================
 ``error``              the turn ended in an error (any record)
-``not-retrieved``      a positive with no gold section in the top 8
+``not-retrieved``      a positive with no gold section in the top 8 (its detail says
+                       where the first one is: rank 12, or not in the first 100)
 ``gold-below-primed``  a positive whose gold is in the top 8 but not among the
                        sources the model read (``prime.top_k``, ranks 6–8 by
                        default): recall@8 counts it, the model never saw it
@@ -62,6 +63,8 @@ class RunSettings:
     """The retrieval gate's mode."""
     guard_threshold: float = 0.0
     """The retrieval gate's threshold."""
+    runtime: str = "local"
+    """Where the assistant ran: `local`, or `server` (whose ranking goes no deeper than its hits)."""
 
 
 def run_settings(report: Report) -> RunSettings:
@@ -74,6 +77,7 @@ def run_settings(report: Report) -> RunSettings:
         prime_k=int(prime.get("top_k", 5)),
         guard_mode=str(guard.get("mode", "off")),
         guard_threshold=float(guard.get("threshold", 0.0)),
+        runtime=report.runtime,
     )
 
 
@@ -133,7 +137,8 @@ CAUSES: tuple[CauseCheck, ...] = (
                "scores 0 everywhere, so nothing else about it can be read until it runs."),
     CauseCheck("not-retrieved", _not_retrieved,
                "Close the gap between the user's words and the docs' words: a vocabulary.json entry, "
-               "the user's words in the gold section's heading or keywords, or a page that answers it."),
+               "the user's words in the gold section's heading or keywords, or a page that answers it "
+               "(the one step left when the gold section is not in the first 100)."),
     CauseCheck("gold-below-primed", _below_primed,
                "Lift the gold section into the sources the model reads: its heading or keywords in the "
                "question's words, a vocabulary.json entry, or a larger prime.top_k."),
@@ -182,6 +187,25 @@ def what_moves(cause: str) -> str:
     return _BY_ID[cause].moves
 
 
+def gold_depth_note(row: Row, run: RunSettings) -> str:
+    """Where a positive's first gold section sits past the top 8: an edit away, or a page to write.
+
+    `first gold section at rank 12 (past the top 8)` or `no gold entry (…) in the first 100`;
+    a ranking no deeper than the top 8 (a server's, a report older than ``gold_rank``) says so.
+    """
+    top = len(row.retrieved[:RANK_DEPTH])
+    if row.gold_rank is not None and row.gold_rank > top:
+        return f"first gold section at rank {row.gold_rank} (past the top {top})"
+    missing = f"no gold entry ({', '.join(row.gold)})"
+    if row.gold_depth is not None and row.gold_depth > top:
+        return f"{missing} in the first {row.gold_depth}"
+    if row.gold_depth is None:
+        return f"{missing} in the top {top} (the report records no deeper rank)"
+    if run.runtime == "server":
+        return f"{missing} in the top {top} (the server returns no deeper ranking)"
+    return f"{missing} in the top {top} (the ranking holds no more sections)"
+
+
 def describe(row: Row, cause: str, run: RunSettings) -> str:
     """The facts behind a record's cause, in one line, from the row alone."""
     primed = primed_sections(row, run)
@@ -192,8 +216,7 @@ def describe(row: Row, cause: str, run: RunSettings) -> str:
     if cause == "not-retrieved":
         if not row.retrieved:
             return "retrieval returned nothing (no question word is in the index)"
-        return f"no gold entry ({', '.join(row.gold)}) in the top {len(row.retrieved[:RANK_DEPTH])}; " \
-               f"rank 1 is {row.retrieved[0]}"
+        return f"{gold_depth_note(row, run)}; rank 1 is {row.retrieved[0]}"
     if cause == "gold-below-primed":
         rank = first_relevant_rank(row.retrieved, row.gold)
         return f"first gold section at rank {rank}; the model reads ranks 1–{run.prime_k}"

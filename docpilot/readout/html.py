@@ -123,6 +123,7 @@ def _template() -> jinja2.Template:
         gate_value=format_gate_value,
         duration=_duration,
         reasons=_reasons,
+        deeper_rank=_deeper_rank,
         gate_labels=lambda record: ", ".join(f"gate {g}" for g in record.gates),
         codes=_codes,
         is_relevant=is_relevant,
@@ -136,6 +137,13 @@ def _template() -> jinja2.Template:
 
 def _duration(ms: float | None) -> str:
     return format_value("latency_ms", ms)  # the scorecard's rule for times: ms, thousands separated
+
+
+def _deeper_rank(row: Row) -> str:
+    """Where a miss's first gold section sits past the top 8: ` (rank 12)`, ` (not in 100)`; empty when unknown."""
+    if row.gold_rank is not None:
+        return f" (rank {row.gold_rank})"
+    return f" (not in {row.gold_depth})" if row.gold_depth else ""
 
 
 def _reasons(record: RecordOutcome) -> str:

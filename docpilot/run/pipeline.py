@@ -29,6 +29,13 @@ from docpilot.run.cache import cache_key
 from docpilot.run.lane import open_lane
 from docpilot.run.workspace import Trace, Workspace
 from docpilot.schema import AttackProbe, GoldenRecord, Row
+from metrics.retrieval import first_relevant_rank
+
+GOLD_DEPTH = 100
+"""How deep each ranking is searched to find a positive's first gold section (the row's ``gold_rank``).
+
+The metrics still read the top 8 only; a hundred places tell a gold section that an
+edit would lift (rank 12) from one no edit of wording reaches (not in the first 100)."""
 
 
 def start_traces(records: Sequence[GoldenRecord | AttackProbe]) -> list[Trace]:
@@ -56,13 +63,19 @@ def retrieve_shard(ws: Workspace, traces: list[Trace], *, refresh: bool = False)
 
 
 def rank_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
-    """Rank sections for every given trace, cached or not, and store the rankings in the cache (if any)."""
+    """Rank sections for every given trace, cached or not, and store the rankings in the cache (if any).
+
+    Later stages read the ``top_k`` hits; the ids after them, to ``GOLD_DEPTH``, give only ``gold_rank``.
+    """
     top_k = ws.config.retrieval.top_k
+    depth = max(top_k, GOLD_DEPTH)
     for trace in traces:
         start = time.perf_counter()
-        hits = ws.retriever.search(trace.record.question, scope=trace.record.scope, k=top_k)
+        hits, deeper = ws.retriever.search_deeper(trace.record.question, scope=trace.record.scope,
+                                                  k=top_k, depth=depth)
         trace.retrieve_ms = (time.perf_counter() - start) * 1000
         trace.hits = [{"section_id": h.section_id, "chunk_id": h.chunk_id, "score": h.score} for h in hits]
+        trace.deeper, trace.depth = deeper, depth
         progress.advance("retrieve")
     store_rankings(ws, traces)
     return traces
@@ -217,12 +230,24 @@ def _distinct_hits(hits: list[dict]) -> tuple[list[str], list[float]]:
     return retrieved, scores
 
 
+def _gold_rank(trace: Trace, retrieved: list[str]) -> tuple[int | None, int | None]:
+    """A positive's first gold rank by the metrics' rule, over ``retrieved`` then ``deeper``, and the depth searched.
+
+    A server's ranking holds only its hits, so its depth is theirs; anything but a positive has neither.
+    """
+    if trace.attack is not None or not trace.record.gold:
+        return None, None
+    depth = len(retrieved) if trace.depth is None else trace.depth
+    return first_relevant_rank([*retrieved, *trace.deeper], trace.record.gold, k=depth), depth
+
+
 def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None,
          model: ModelConfig | None = None) -> Row:
     # The fields are gathered first and the row is built once: cheaper than setting
     # them one by one on a built row, a thousand rows at a time.
     record = trace.record
     retrieved, scores = _distinct_hits(trace.hits)
+    gold_rank, gold_depth = _gold_rank(trace, retrieved)
     row = dict(
         id=record.id,
         kind="attack" if trace.attack else record.kind,
@@ -235,6 +260,8 @@ def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None,
         tags=record.tags,
         retrieved=retrieved,
         scores=scores,
+        gold_rank=gold_rank,
+        gold_depth=gold_depth,
         gold_answer=record.gold_answer,
         identifiers=record.identifiers,
         cached=trace.cached,
@@ -303,12 +330,15 @@ def lookup_rankings(ws: Workspace, traces: list[Trace], *, refresh: bool = False
     ``refresh`` fills in nothing, so every trace is ranked afresh.
     """
     todo = []
+    depth = max(ws.config.retrieval.top_k, GOLD_DEPTH)
     for position, trace in enumerate(traces):
         hit = ws.cache.get(_ranking_key(ws, trace.record)) if ws.cache and not refresh else None
-        if hit is None:
+        # An entry ranked to another depth (or before rankings kept one) cannot tell this run's gold rank.
+        if hit is None or hit.get("depth") != depth:
             todo.append(position)
             continue
         trace.hits, trace.retrieve_ms = hit["hits"], hit["ms"]
+        trace.deeper, trace.depth = hit["deeper"], depth
         trace.cached.append("retrieve")
     return todo
 
@@ -318,7 +348,8 @@ def store_rankings(ws: Workspace, traces: list[Trace]) -> None:
     if ws.cache is None:
         return
     ws.cache.set_many([
-        (_ranking_key(ws, trace.record), {"hits": trace.hits, "ms": trace.retrieve_ms})
+        (_ranking_key(ws, trace.record),
+         {"hits": trace.hits, "ms": trace.retrieve_ms, "deeper": trace.deeper, "depth": trace.depth})
         for trace in traces
         if trace.retrieve_ms is not None and "retrieve" not in trace.cached
     ])

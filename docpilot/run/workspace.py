@@ -35,6 +35,10 @@ class Trace:
     """The attack probe this trace runs, if it is one."""
     hits: list[dict] = field(default_factory=list)
     """Ranked hits: section_id, chunk_id, score."""
+    deeper: list[str] = field(default_factory=list)
+    """Section ids ranked after ``hits``, down to ``depth``: where a gold section the top ones miss sits."""
+    depth: int | None = None
+    """How deep the ranking was searched (``hits`` and ``deeper``); None when only ``hits`` came (from a server)."""
     retrieve_ms: float | None = None
     """Time the retrieval took when it was computed."""
     prompt: Prompt | None = None
