@@ -32,12 +32,11 @@ name for ``base_url``. A session passed in is used as it is and left open.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -47,46 +46,19 @@ from yarl import URL
 from docpilot.config.redact import redact
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Fault, Prompt, Turn, finish_piece
-from docpilot.models.body import drain, read_at_most
+from docpilot.models.body import read_at_most
 from docpilot.models.connection import (
     close_abandoned,
     env_proxy,
     new_session,
     tls_context,
 )
-from docpilot.models.wire import (
-    EventReader, LineTooLong, PartialTurn, excerpt, line_limit, parse_retry_after, reply_char_limit,
-)
-from docpilot.schema import ErrorCode
+from docpilot.models.replies import Retryable, read_completion, read_failure, read_stream
+from docpilot.models.wire import PartialTurn
 
 _log = logging.getLogger(__name__)
 
-_FAILURE_BYTES = 65_536  # of an error body, whose excerpt the turn's error shows
 _PROBE_BYTES = 1 << 20  # of the probe's one-token reply
-_HINTS: dict[int, str] = {
-    400: "the service rejected the request; check the model name and the parameters "
-    "(temperature, max_tokens, seed, stream_options) it accepts",
-    401: "check DOCPILOT_API_KEY (or OPENAI_API_KEY) holds a valid key for this endpoint",
-    403: "the key is not allowed to use this model; check DOCPILOT_API_KEY and the account's access",
-    404: "check that base_url ends with /v1 and that the server serves the model",
-    413: "the prompt is too large for the service; prime fewer or shorter sources",
-    422: "the service could not read the request; check the model name and parameters",
-}
-
-
-class _Retryable(Exception):
-    """An attempt failed before anything streamed; another attempt may succeed."""
-
-    def __init__(self, code: ErrorCode, message: str, hint: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.hint = hint
-        self.retry_after = retry_after
-
-
-def _is_retryable_status(status: int) -> bool:
-    return status == 429 or 500 <= status <= 599
 
 
 class OpenAIModel:
@@ -280,7 +252,7 @@ class OpenAIModel:
         for attempt in range(self.retries + 1):
             try:
                 return await self._attempt(body, progress)
-            except _Retryable as fault:
+            except Retryable as fault:
                 tries = attempt + 1
                 if attempt == self.retries:
                     return Fault(fault.code, f"{fault.message} (gave up after {tries} attempts); fix: {fault.hint}")
@@ -295,7 +267,7 @@ class OpenAIModel:
         return None  # unreachable: the last attempt returns above
 
     async def _attempt(self, body: dict[str, Any], progress: PartialTurn) -> Fault | None:
-        """One request; the fault, None on success; raises _Retryable when it may be retried."""
+        """One request; the fault, None on success; raises Retryable when it may be retried."""
         session = self._session_here()
         if progress.started is None:
             progress.started = time.perf_counter()
@@ -304,17 +276,17 @@ class OpenAIModel:
                 self._url, data=orjson.dumps(body), headers=self._headers, **self._request_options
             ) as response:
                 if response.status >= 400:
-                    return await self._read_failure(response)
+                    return await read_failure(response, self._url)
                 content_type = response.headers.get("content-type", "")
                 if content_type.split(";")[0].strip().lower() == "application/json":
-                    return await self._read_completion(response, progress)
-                return await self._read_stream(response, progress, content_type)
+                    return await read_completion(response, progress, max_tokens=self.max_tokens)
+                return await read_stream(response, progress, content_type, self._url)
         # aiohttp's own timeouts (connect, socket read) are ClientErrors and TimeoutErrors both;
         # the turn's budget is not caught here, as it cancels the attempt instead.
         except (aiohttp.ClientError, TimeoutError) as exc:
             reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
             if progress.chunks == 0:
-                raise _Retryable(
+                raise Retryable(
                     "timeout" if isinstance(exc, TimeoutError) else "connect",
                     f"cannot get a reply from {self._url} ({reason})",
                     hint="check base_url and that the server is running and reachable",
@@ -323,89 +295,3 @@ class OpenAIModel:
                 f"stream ended before [DONE] after {progress.chunks} chunks ({reason}); "
                 "fix: the server dropped the connection; check its logs and retry the run"
             ))
-
-    async def _read_failure(self, response: aiohttp.ClientResponse) -> Fault:
-        status = response.status
-        # Only an excerpt is shown, so no more than a few of its kilobytes are read.
-        body, _ = await read_at_most(response, _FAILURE_BYTES)
-        detail = excerpt(body.decode("utf-8", errors="replace"))
-        message = f"HTTP {status} from {self._url}: {detail}"
-        if _is_retryable_status(status):
-            hint = (
-                "the service is rate limiting; lower the concurrency or retry later"
-                if status == 429
-                else "the service is failing; retry later or check its logs"
-            )
-            code: ErrorCode = "rate_limit" if status == 429 else "http_status"
-            raise _Retryable(code, message, hint, parse_retry_after(response.headers.get("retry-after")))
-        hint = _HINTS.get(status, "check base_url, the model name and the API key")
-        return Fault("auth" if status in (401, 403) else "http_status", f"{message}; fix: {hint}")
-
-    async def _read_completion(self, response: aiohttp.ClientResponse, progress: PartialTurn) -> Fault | None:
-        """Read a whole JSON completion from a server that did not stream."""
-        limit = progress.line_limit or line_limit(reply_char_limit(self.max_tokens))
-        body, whole = await read_at_most(response, limit)
-        if not whole:
-            response.close()  # the rest of the body is never read
-            return progress.too_long(f"a JSON completion longer than {limit} bytes")
-        raw = body.decode("utf-8", errors="replace")
-        now = progress.elapsed_ms()
-        try:
-            payload = json.loads(raw)
-        except ValueError:
-            payload = None
-        if isinstance(payload, Mapping) and payload.get("error"):
-            return Fault("service_error", f"the service reported an error: {excerpt(json.dumps(payload['error']))}")
-        choices = payload.get("choices") if isinstance(payload, Mapping) else None
-        message = choices[0].get("message") if choices and isinstance(choices[0], Mapping) else None
-        if not isinstance(message, Mapping):
-            return Fault("malformed", (
-                f"cannot read the JSON completion {excerpt(raw)!r}; "
-                "fix: check base_url points at an OpenAI-compatible /v1 endpoint"
-            ))
-        progress.chunks = 1
-        fault = progress.take_message(message, now)
-        progress.take_finish(choices[0].get("finish_reason"))
-        fault = fault or progress.take_usage(payload.get("usage"))
-        progress.ended_ms = now
-        return fault
-
-    async def _read_stream(
-        self, response: aiohttp.ClientResponse, progress: PartialTurn, content_type: str
-    ) -> Fault | None:
-        """Read server-sent chunks up to [DONE]; the fault, or None on success.
-
-        A reply past its cap (``PartialTurn``), or a line longer than any such reply could
-        need, ends the turn at once and closes the connection: nothing more of it is read.
-        """
-        events = EventReader(max_line=progress.line_limit)
-        # Lines are cut here: aiohttp's readline knows only "\n" line ends and refuses a line
-        # longer than its buffer (128 KiB), which one long answer in one chunk can exceed.
-        async for piece in response.content.iter_any():
-            try:
-                completed = events.feed(piece)
-            except LineTooLong as exc:
-                response.close()
-                return progress.too_long(f"a line of the stream longer than {exc.limit} characters")
-            for data in completed:
-                if data == "[DONE]":
-                    progress.ended_ms = progress.elapsed_ms()
-                    await drain(response)
-                    return None
-                error = progress.take_event(data)
-                if error is not None:
-                    if error.code == "reply_too_long":
-                        response.close()
-                    return error
-        if events.close():  # the body ended in [DONE] without the blank line after it
-            progress.ended_ms = progress.elapsed_ms()
-            return None
-        if progress.chunks == 0:
-            return Fault("malformed", (
-                f"the reply from {self._url} (content-type {content_type or 'none'}) held no chunks; "
-                "fix: check base_url points at an OpenAI-compatible /v1 endpoint"
-            ))
-        return Fault("incomplete", (
-            f"stream ended before [DONE] after {progress.chunks} chunks; "
-            "fix: the server closed the stream early; check its logs and retry the run"
-        ))
