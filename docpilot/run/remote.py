@@ -19,9 +19,7 @@ stage timings (embed, retrieve, model) come back beside the traces, by record id
 loopback port for an eval that was given no server URL, and stops it afterwards.
 
 Server faults never raise out of ``ask``: they end the turn with ``RemoteTurn.error`` and
-its ``error_code``.
-
-A server's stream is capped as it arrives, by the rule of the openai model
+its ``error_code``. A server's stream is capped as it arrives, by the openai model's rule
 (``docpilot.models.wire.reply_char_limit`` of the eval's ``model.max_tokens``): past it the
 turn fails with ``reply_too_long`` and its connection is closed.
 """

@@ -2,7 +2,6 @@
 
 The server writes these models and ``docpilot.run.remote`` reads them, so the wire format
 is defined once. Nothing here imports the web framework: a client needs only pydantic.
-
 One question, streamed (``POST /v1/ask`` with ``stream: true``), is a series of
 server-sent events, each ``event: <name>`` with one JSON object as ``data``:
 
