@@ -72,8 +72,10 @@ def test_a_prefect_run_is_complete_on_the_server_after_the_command_exits(tmp_pat
     proc = _eval(tmp_path, "--out", str(out), "--json", api=recording_server)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out.read_text())["orchestrator"] == "prefect"
-    # One shard of six records through five stages, the report and the scorecard; the
-    # server records them from the events the command sent before it exited.
+    # One shard of six records, ranked ahead of the flow (the lead, so each question is
+    # embedded once) and then primed, answered, rendered and scored as its tasks, with the
+    # report and the scorecard; the server records them from the events the command sent
+    # before it exited.
     deadline = time.monotonic() + 60
     while True:
         [flow_run] = httpx.post(f"{recording_server}/flow_runs/filter", json={"limit": 1}).json()
@@ -84,7 +86,7 @@ def test_a_prefect_run_is_complete_on_the_server_after_the_command_exits(tmp_pat
         time.sleep(0.2)
     assert flow_run["state_type"] == "COMPLETED"
     assert sorted(t["name"].rsplit("-", 1)[0] for t in task_runs) == sorted(
-        ["retrieve", "prime", "model", "render", "score", "report", "publish-scorecard"])
+        ["prime", "model", "render", "score", "report", "publish-scorecard"])
     assert {t["state_type"] for t in task_runs} == {"COMPLETED"}
     artifacts = httpx.post(f"{recording_server}/artifacts/filter",
                            json={"artifacts": {"flow_run_id": {"any_": [flow_run["id"]]}}}).json()
