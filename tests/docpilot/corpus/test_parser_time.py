@@ -34,8 +34,11 @@ section every two bytes), costs about 40 times what the demo docs cost per kilob
 the parser quadratic costs hundreds or thousands of times as much on a 50–200 KB
 page, and one that stays under this factor there still fails ``GROWTH``."""
 
-GROWTH = 2.0
-"""How much more a kilobyte may cost in a 200 KB page than in 50 KB of the same (linear: 1, quadratic: 4)."""
+GROWTH = 3.0
+"""How much more a kilobyte may cost in a 200 KB page than in 50 KB of the same (linear: 1, quadratic: 4).
+
+Three, not two: on a loaded machine a linear page of empty headings measured 0.077 s for
+50 KB and over 0.63 s for 200 KB (cache and clock noise), while quadratic work is four times."""
 
 GROWTH_SLACK_S = 0.01
 """CPU seconds added to the grown page's budget: a 50 KB reading takes a few milliseconds."""
