@@ -33,9 +33,9 @@ def test_keys_hash_exactly_the_inputs():
 
 def test_results_survive_reopening(tmp_path):
     cache = StageCache(tmp_path / "c")
-    cache.set("model:3:abc", {"turn": {"answer": "hi"}})
+    cache.set("model:4:abc", {"reply": {"answer": "hi"}})
     cache.close()
-    assert StageCache(tmp_path / "c").get("model:3:abc") == {"turn": {"answer": "hi"}}
+    assert StageCache(tmp_path / "c").get("model:4:abc") == {"reply": {"answer": "hi"}}
 
 
 def test_editing_one_record_recomputes_that_record_only(tmp_path):
