@@ -32,6 +32,7 @@ from docpilot.reports.changes import (
     page_changes,
     setting_changes,
 )
+from docpilot.reports.stats import binomial_two_sided, signed_rank
 from docpilot.reports.store import ReportStore, differences, header_of
 from docpilot.schema import Report, Row
 from metrics.answer import answer_f1
@@ -188,11 +189,7 @@ def mcnemar(a: Sequence[float], b: Sequence[float]) -> tuple[int, int, float, st
     better = sum(1 for x, y in zip(a, b, strict=True) if x == 0 and y == 1)
     if worse + better == 0:
         return worse, better, 1.0, "no record flipped"
-    from scipy import (
-        stats,  # here, not at the top: it costs a run's scorecard a second to import
-    )
-
-    return worse, better, float(stats.binomtest(worse, worse + better, 0.5).pvalue), None
+    return worse, better, binomial_two_sided(worse, worse + better), None
 
 
 def wilcoxon(a: Sequence[float], b: Sequence[float]) -> tuple[float | None, float, str, str | None]:
@@ -208,19 +205,15 @@ def wilcoxon(a: Sequence[float], b: Sequence[float]) -> tuple[float | None, floa
     nonzero = diffs[diffs != 0]
     if nonzero.size == 0:
         return None, 1.0, "none (every difference is zero)", "every difference is zero"
-    from scipy import (
-        stats,  # here, not at the top: it costs a run's scorecard a second to import
-    )
-
     ties = np.unique(np.abs(nonzero)).size < nonzero.size
     if not ties and nonzero.size <= EXACT_WILCOXON_MAX:
         method, label = "exact", "exact"
     elif ties and nonzero.size <= PERMUTATION_WILCOXON_MAX:
-        method, label = stats.PermutationMethod(), "exact (all sign permutations, ties)"
+        method, label = "exact", "exact (all sign permutations, ties)"
     else:
         method, label = "asymptotic", "normal approximation"
-    result = stats.wilcoxon(nonzero, zero_method="wilcox", method=method)
-    return float(result.statistic), float(result.pvalue), label, None
+    statistic, p = signed_rank(nonzero, method)
+    return statistic, p, label, None
 
 
 def compare_reports(a: Report, b: Report, *, store: ReportStore | None = None,
