@@ -45,6 +45,8 @@ _DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
 BATCH_TOKENS = 2048
 """Most tokens in one batch: its 1152-wide projections then stay within a core's share of cache."""
 _FEED_ROWS = 256  # tokens per block of the feed-forward: 256 × 1536 floats is 1.5 MB
+_LEAST_TOKENS = 256  # the smallest batch the last of a call's work is cut into
+_GELU_ROWS = 64  # GELU's two dozen passes and their temporaries fit a core's 1 MB L2 at 64 rows
 _ATTENTION_FLOATS = 1 << 18  # attention scores per call: 1 MB, so the softmax runs in cache
 
 # GELU(x) = x·Φ(x) = max(x, 0) − |x|·erfc(|x|/√2)/2, and erfc(|x|/√2) is written
@@ -222,17 +224,23 @@ class BertEncoder:
     def encode(self, texts: Sequence[str], *, batch_size: int = 64, workers: int | None = None) -> np.ndarray:
         """One unit-length float32 row per text.
 
-        Texts are sorted by length and cut into batches of at most ``batch_size`` texts
+        Texts are sorted by length, longest first, and cut into batches of at most ``batch_size`` texts
         and ``BATCH_TOKENS`` tokens. ``workers`` batches run at once, one core each
         (default: the cores this process may use); a single batch runs on all of them.
         """
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
-            return out
+            return np.zeros((0, self.dim), dtype=np.float32)
+        # A text that comes twice (the same boilerplate section on two pages) runs once.
+        slots: dict[str, int] = {}
+        where = [slots.setdefault(text, len(slots)) for text in texts]
+        if len(slots) < len(texts):
+            return self.encode(list(slots), batch_size=batch_size, workers=workers)[where]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         ids = [self.token_ids(text) for text in texts]
-        order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
-        batches = list(_batches(order, [len(r) for r in ids], batch_size))
-        workers = min(len(batches), workers or _cores())
+        order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
+        workers = workers or _cores()
+        batches = list(_batches(order, [len(r) for r in ids], batch_size, workers))
+        workers = min(len(batches), workers)
 
         def run(batch: list[int]) -> None:
             out[batch] = self._pooled([ids[i] for i in batch])
@@ -284,15 +292,23 @@ class BertEncoder:
             part = qkv[begin:end].reshape(count, length, 3, heads, size)
             query = part[:, :, 0].transpose(0, 2, 1, 3)  # (texts, heads, length, size), a view
             key = part[:, :, 1].transpose(0, 2, 3, 1)  # already transposed for query · keyᵀ
-            value = part[:, :, 2].transpose(0, 2, 1, 3)
+            # The values with a column of ones: one product gives the weighted sum and the
+            # softmax's denominator, saving a pass over the (length × length) scores.
+            value = np.empty((count, heads, length, size + 1), dtype=np.float32)
+            value[..., :size] = part[:, :, 2].transpose(0, 2, 1, 3)
+            value[..., size] = 1.0
             scores = np.matmul(query, key)  # the query weights carry 1/√size already
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.exp(scores, out=scores)
-            total = scores.sum(axis=-1, keepdims=True)
+            mixed = np.matmul(np.exp(scores, out=scores), value)
+            total = mixed[..., size:]
+            if not (np.isfinite(total).all() and total.min() > 0):
+                # exp() overflowed or every weight of a row underflowed: shift each row by
+                # its largest score first. The model's scores need it rarely, if ever.
+                scores = np.matmul(query, key)
+                scores -= scores.max(axis=-1, keepdims=True)
+                mixed = np.matmul(np.exp(scores, out=scores), value)
+                total = mixed[..., size:]
             into = context[begin:end].reshape(count, length, heads, size).transpose(0, 2, 1, 3)
-            np.matmul(scores, value, out=into)
-            # Dividing the (length × size) result, not the (length × length) scores: fewer floats.
-            into /= total
+            np.divide(mixed[..., :size], total, out=into)
         attended = context @ layer.out
         attended += layer.out_bias
         attended += x
@@ -302,7 +318,8 @@ class BertEncoder:
             rows = x[begin : begin + _FEED_ROWS]
             up = rows @ layer.up
             up += layer.up_bias
-            _gelu(up)
+            for part in range(0, len(up), _GELU_ROWS):
+                _gelu(up[part : part + _GELU_ROWS])
             down = up @ layer.down
             down += layer.down_bias
             rows += down
@@ -345,16 +362,24 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _batches(order: list[int], lengths: list[int], most: int) -> Iterator[list[int]]:
-    """Runs of ``order`` (indices sorted by length) of at most ``most`` texts and ``BATCH_TOKENS`` tokens."""
+def _batches(order: list[int], lengths: list[int], most: int, workers: int) -> Iterator[list[int]]:
+    """Runs of ``order`` (indices sorted longest first) of at most ``most`` texts and ``BATCH_TOKENS`` tokens.
+
+    With several workers the batches shrink toward the end, down to ``_LEAST_TOKENS``:
+    the cores then finish together instead of one waiting out the other's last batch.
+    """
+    left = sum(lengths[i] for i in order)
     batch: list[int] = []
-    tokens = 0
+    tokens = limit = 0
     for index in order:
-        if batch and (len(batch) >= most or tokens + lengths[index] > BATCH_TOKENS):
+        if batch and (len(batch) >= most or tokens + lengths[index] > limit):
             yield batch
             batch, tokens = [], 0
+        if not batch:
+            limit = BATCH_TOKENS if workers <= 1 else min(BATCH_TOKENS, max(_LEAST_TOKENS, left // (2 * workers)))
         batch.append(index)
         tokens += lengths[index]
+        left -= lengths[index]
     if batch:
         yield batch
 
