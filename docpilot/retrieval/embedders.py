@@ -111,6 +111,11 @@ def build_embedder(settings: RetrievalConfig, *, transport: httpx.BaseTransport 
     )
 
 
+# Texts are summed in groups of at most this many tokens and texts, so a group's count
+# matrix (texts × distinct tokens) stays near 16 MB however many texts come at once.
+_TOKENS_PER_GROUP = 16_384
+_TEXTS_PER_GROUP = 128
+
 STATIC_MODEL = Path(__file__).with_name("static_minilm")
 """The folder of the shipped static model: vocab.txt, vectors.npy, scales.npy, manifest.json."""
 
@@ -164,21 +169,34 @@ class StaticEmbedder:
         return self._table, self._tokenizer
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        from scipy import sparse
-
         table, tokenizer = self._load()
-        if not texts:
-            return np.zeros((0, self._dim), dtype=np.float32)
-        # Each text as a row of token counts: one sparse product sums every text's vectors.
+        sums = np.zeros((len(texts), self._dim), dtype=np.float32)
         rows = [tokenizer.ids(text, self._max_tokens) for text in texts]
-        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-        indptr = np.concatenate(([0], np.cumsum(lengths)))
-        columns = np.fromiter((i for r in rows for i in r), dtype=np.int64, count=int(indptr[-1]))
-        counts = sparse.csr_matrix(
-            (np.ones(len(columns), dtype=np.float32), columns, indptr), shape=(len(texts), len(table))
-        )
+        start = 0
+        while start < len(rows):
+            stop, tokens = start, 0
+            while stop < len(rows) and (stop == start or (
+                    stop - start < _TEXTS_PER_GROUP and tokens + len(rows[stop]) <= _TOKENS_PER_GROUP)):
+                tokens += len(rows[stop])
+                stop += 1
+            self._sum_rows(table, rows, start, stop, sums)
+            start = stop
         # Unknown words have a zero row, so they add nothing; the norm makes sum and mean alike.
-        return normalise(counts @ table)
+        return normalise(sums)
+
+    @staticmethod
+    def _sum_rows(table: np.ndarray, rows: list[list[int]], start: int, stop: int, sums: np.ndarray) -> None:
+        """Add up each text's token vectors, for the texts ``start`` to ``stop``, into ``sums``."""
+        lengths = np.fromiter((len(rows[i]) for i in range(start, stop)), dtype=np.int64, count=stop - start)
+        ids = np.fromiter((t for i in range(start, stop) for t in rows[i]), dtype=np.int64, count=int(lengths.sum()))
+        if ids.size == 0:
+            return
+        # A page repeats its words: count each distinct token per text, then one small
+        # dense product (texts × distinct tokens) @ (distinct tokens × dim) sums them all.
+        distinct, column = np.unique(ids, return_inverse=True)
+        text = np.repeat(np.arange(stop - start), lengths)
+        counts = np.bincount(text * distinct.size + column, minlength=(stop - start) * distinct.size)
+        sums[start:stop] = counts.reshape(stop - start, distinct.size).astype(np.float32) @ table[distinct]
 
 
 def _installed_minilm_folder() -> Path | None:

@@ -304,3 +304,26 @@ def test_hybrid_retrieval_with_the_static_embedder_ranks_the_docs():
         dense_text(corpus, chunk), k=3
     )
     assert hits[0].section_id == chunk.section_id and hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_static_embedder_sums_without_scipy_as_the_sparse_product_did():
+    # The token sums, once a scipy sparse product, are numpy's now: over more tokens than
+    # one gather holds, with empty and unknown-only texts between, they are the sparse
+    # product's vectors to float32 rounding of 512-term sums, and within a few units in
+    # the last place of a float64 sum by hand (closer to it than the sparse product was).
+    sparse = pytest.importorskip("scipy.sparse", reason="scipy (the test extra) is the reference")
+    pages = sorted(p.read_text(encoding="utf-8") for p in (DATA.parent.parent / "docs").rglob("*.md"))
+    texts = [text for page in pages * 2 for text in (page, "", "\x00")]
+    static = StaticEmbedder()
+    vectors = static.embed(texts)
+    table, tokenizer = static._load()
+    rows = [tokenizer.ids(text, static._max_tokens) for text in texts]
+    assert sum(map(len, rows)) > 16_384  # more than one group
+    indptr = np.concatenate(([0], np.cumsum([len(r) for r in rows])))
+    counts = sparse.csr_matrix((np.ones(int(indptr[-1]), dtype=np.float32), np.concatenate(rows), indptr),
+                               shape=(len(texts), len(table)))
+    assert np.allclose(vectors, normalise(counts @ table), rtol=0, atol=1e-6)
+    by_hand = normalise(np.array([table[r].astype(np.float64).sum(axis=0) if r else np.zeros(table.shape[1])
+                                  for r in rows]))
+    assert np.allclose(vectors, by_hand, rtol=0, atol=2e-7)
+    assert not vectors[1::3].any() and not vectors[2::3].any()
