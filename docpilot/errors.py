@@ -6,6 +6,7 @@
     │   └── CorpusError           a docs folder cannot be read
     ├── ModelError                the model service failed for one record (the run goes on)
     ├── OrchestratorError         Prefect could not be reached or started (exit 2)
+    ├── MissingExtraError         a feature's optional packages are not installed (exit 2)
     ├── ReportError               a report file cannot be read or written (exit 2)
     └── StorageError              the search index, the stage cache or a temporary file cannot
                                   be written: a full disk, a file-size limit (exit 2)
@@ -91,6 +92,10 @@ class ModelError(DocpilotError):
 
 class OrchestratorError(DocpilotError):
     """Prefect's API could not be reached, or its temporary server did not start."""
+
+
+class MissingExtraError(DocpilotError):
+    """A feature needs packages of an extra (Prefect, Dask, the server stack) that are not installed."""
 
 
 class ReportError(DocpilotError):

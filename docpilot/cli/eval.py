@@ -96,6 +96,24 @@ def _import_prefect_meanwhile() -> None:
     threading.Thread(target=load, name="docpilot-import-prefect", daemon=True).start()
 
 
+def _require_extras(choice: str, orchestration, runner: str, runtime: str, url: str | None) -> None:
+    """Stop in one line, before anything loads, when the run needs an extra that is not installed."""
+    from docpilot.errors import OrchestratorError
+    from docpilot.extras import require_extra
+
+    if runner == "dask":
+        if orchestration.orchestrator == "inline":
+            raise OrchestratorError("--runner dask runs the shards as Prefect task runs, so it cannot run inline; "
+                                    "fix: drop --orchestrator inline, or drop --runner dask")
+        require_extra("dask", "--runner dask", otherwise="drop --runner dask to run in this process")
+    elif orchestration.orchestrator == "prefect":
+        require_extra("prefect", f"running under Prefect ({orchestration.reason})",
+                      otherwise="run with --orchestrator inline" if choice == "auto" else None)
+    if runtime == "server" and not url:
+        require_extra("serve", "--runtime server without --url (it starts `docpilot serve` for the run)",
+                      otherwise="pass --url of a running server")
+
+
 def _run(job, orchestration, runner: str, dask_address: str | None):
     """The report of the run and its path, inline or under Prefect as ``orchestration`` says."""
     if orchestration.orchestrator == "inline" and runner == "local":
@@ -189,6 +207,7 @@ def eval_command(
     from docpilot.run.orchestrator import choose, configured_api
 
     orchestration = choose(orchestrator, runner=runner)
+    _require_extras(orchestrator, orchestration, runner, runtime, url)
     inline = orchestration.orchestrator == "inline" and runner == "local"
     if runner == "dask":
         _import_prefect_meanwhile()

@@ -38,6 +38,14 @@ def schedule_command(
     Needs a Prefect server (PREFECT_API_URL). Without --register-only the command
     keeps running and starts each scheduled run; stop it with Ctrl-C.
     """
+    from docpilot.extras import require_extra
+
+    if dask_address and runner != "dask":
+        raise click.UsageError("--dask-address names the scheduler of --runner dask; add --runner dask")
+    # Checked before flows.schedule is imported: without Prefect that import is a traceback.
+    require_extra("prefect", "docpilot schedule (a Prefect deployment)")
+    if runner == "dask":
+        require_extra("dask", "docpilot schedule --runner dask")
     from flows.schedule import (
         configured_deployment,
         register_deployment,
@@ -45,8 +53,6 @@ def schedule_command(
         serve_deployment,
     )
 
-    if dask_address and runner != "dask":
-        raise click.UsageError("--dask-address names the scheduler of --runner dask; add --runner dask")
     require_api()
     deployment = configured_deployment(
         config_path, cron=cron, name=name, timezone=timezone, record_set=record_set, split=split,

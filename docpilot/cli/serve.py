@@ -54,6 +54,9 @@ def serve_command(
     loaded once, before the first request. Exit status: 2 on a usage, config or input
     error (such as --no-auth on a public host, or no token).
     """
+    from docpilot.extras import require_extra
+
+    require_extra("serve", "docpilot serve (the HTTP server)")
     from docpilot.config.loading import flag_overrides, load_config
     from docpilot.models.probe import ready_endpoint
     from docpilot.models.registry import build_model

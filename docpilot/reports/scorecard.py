@@ -180,7 +180,7 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
     )
     if report.orchestrator_reason:
         console.print(f"orchestrator: {report.orchestrator}, because {report.orchestrator_reason}; "
-                      f"{report.orchestrator_other}", highlight=False, soft_wrap=True)
+                      f"{report.orchestrator_other}", highlight=False, soft_wrap=True, markup=False)
     if path:
         console.print(f"report: {path}", highlight=False, soft_wrap=True, markup=False)
 

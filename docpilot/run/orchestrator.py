@@ -70,7 +70,7 @@ def choose(choice: Choice = "auto", *, runner: str = "local", scheduled: bool = 
     api = configured_api(environ, cwd)
     to_inline = "to run without Prefect: --orchestrator inline"
     if choice == "inline":
-        return Orchestration("inline", "--orchestrator inline", START_A_SERVER + " and drop --orchestrator inline")
+        return Orchestration("inline", "--orchestrator inline", _start_a_server() + " and drop --orchestrator inline")
     if choice == "prefect":
         where = f"reporting to the API of {api}" if api else "on a temporary Prefect server started for the run"
         return Orchestration("prefect", f"--orchestrator prefect, {where}", to_inline)
@@ -83,7 +83,15 @@ def choose(choice: Choice = "auto", *, runner: str = "local", scheduled: bool = 
     if api:
         return Orchestration("prefect", f"a Prefect API is configured ({api})",
                              to_inline + ", or unset the API")
-    return Orchestration("inline", "no Prefect API is configured", START_A_SERVER)
+    return Orchestration("inline", "no Prefect API is configured", _start_a_server())
+
+
+def _start_a_server() -> str:
+    """How to get Prefect, said from here: an install without the prefect extra must add it first."""
+    from docpilot.extras import missing_modules
+
+    return START_A_SERVER if not missing_modules("prefect") else "install the prefect extra " \
+        "(pip install 'docpilot[prefect]'), then " + START_A_SERVER
 
 
 def _active_profile(environ: Mapping[str, str]) -> tuple[str, dict]:
