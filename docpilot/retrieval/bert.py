@@ -298,7 +298,8 @@ class BertEncoder:
             value[..., :size] = part[:, :, 2].transpose(0, 2, 1, 3)
             value[..., size] = 1.0
             scores = np.matmul(query, key)  # the query weights carry 1/√size already
-            mixed = np.matmul(np.exp(scores, out=scores), value)
+            with np.errstate(over="ignore", invalid="ignore"):
+                mixed = np.matmul(np.exp(scores, out=scores), value)
             total = mixed[..., size:]
             if not (np.isfinite(total).all() and total.min() > 0):
                 # exp() overflowed or every weight of a row underflowed: shift each row by
@@ -342,6 +343,10 @@ class BertEncoder:
 def _gelu(x: np.ndarray) -> np.ndarray:
     """The exact (erf) GELU of a float32 array, in place, to float32 precision (see ``_ERFC_HALF``)."""
     size = np.abs(x)
+    # exp(−x²/2) falls below float32's normal range past |x| = 13.2, and subnormal floats
+    # slow every product they enter several times over; past 12.6 the tail is below
+    # 1e-33 and GELU is max(x, 0) to the last bit, so |x| is capped there.
+    np.minimum(size, np.float32(12.6), out=size)
     t = size * _ERFC_T
     t += np.float32(1.0)
     np.reciprocal(t, out=t)
@@ -352,9 +357,6 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     tail *= size
     np.multiply(size, size, out=size)
     size *= np.float32(-0.5)
-    # exp(−x²/2) falls below float32's normal range past |x| = 13; subnormal floats
-    # slow every product they enter several times over, and the tail is 0 there anyway.
-    np.maximum(size, np.float32(-80.0), out=size)
     np.exp(size, out=size)
     tail *= size
     np.maximum(x, np.float32(0.0), out=x)
