@@ -7,15 +7,18 @@ per layer, so numpy runs it from the model's own files (``config.json``,
 
     x  = LayerNorm(word[id] + position[i] + token_type[0])
     per layer:
-        a = softmax(Q·Kᵀ / √d_head + mask) · V          12 heads, padding masked out
+        a = softmax(Q·Kᵀ / √d_head) · V                 12 heads, each text on its own
         x = LayerNorm(x + a·W_o + b_o)
         x = LayerNorm(x + GELU(x·W_1 + b_1)·W_2 + b_2)  exact GELU: x·(1 + erf(x/√2))/2
-    vector = mean of x over the text's tokens (padding left out), scaled to unit length
+    vector = mean of x over the text's tokens, scaled to unit length
 
 Texts are cut to the model's ``max_seq_length`` tokens ([CLS] and [SEP] included),
-as sentence-transformers cuts them, and batched by length so short texts are not
-padded to long ones. The safetensors file is read by its documented layout (an
-8-byte little-endian header length, a JSON header, then raw little-endian tensors),
+as sentence-transformers cuts them. Nine tenths of the work is the six products with
+weight matrices, and a token's row in them depends on no other token, so a batch is
+*packed*: the tokens of all its texts one after another, no padding; only attention
+reads a text's tokens together, texts of one length in one call. Batches run a core
+each. The safetensors file is read by its documented layout (an 8-byte
+little-endian header length, a JSON header, then raw little-endian tensors),
 memory-mapped, so loading costs no copy beyond the transposed weights.
 """
 
@@ -224,9 +227,10 @@ class BertEncoder:
     def encode(self, texts: Sequence[str], *, batch_size: int = 64, workers: int | None = None) -> np.ndarray:
         """One unit-length float32 row per text.
 
-        Texts are sorted by length, longest first, and cut into batches of at most ``batch_size`` texts
-        and ``BATCH_TOKENS`` tokens. ``workers`` batches run at once, one core each
-        (default: the cores this process may use); a single batch runs on all of them.
+        Texts are sorted by length, longest first, and cut into batches of at most
+        ``batch_size`` texts and ``BATCH_TOKENS`` tokens. ``workers`` batches run at once,
+        one core each (default: the cores this process may use); a lone batch, such as
+        one question, runs on all of them.
         """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)

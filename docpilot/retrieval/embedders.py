@@ -217,7 +217,8 @@ class MiniLMEmbedder:
     The forward pass runs in numpy (``docpilot.retrieval.bert``), so the extra is the
     weights package alone: no torch, no sentence-transformers. Its vectors equal
     sentence-transformers' to within 1e-6. The weights are read on the first ``embed``
-    call, so opening a saved index costs nothing until a question arrives.
+    call, so opening a saved index costs nothing until a question arrives. An index
+    build's texts run as packed batches of at most ``batch_size`` texts, a core each.
 
     ``name`` holds a digest of the model files it reads (``bert.model_digest``), so an
     index built with other weights, or another version of them, is never searched with
