@@ -37,6 +37,7 @@ from docpilot.errors import ConfigError, ModelError
 from docpilot.models.keys import api_key_from_env
 from docpilot.models.wire import parse_retry_after
 from docpilot.retrieval.bert import BertEncoder, ModelFileError, model_digest
+from docpilot.retrieval.pooling import sum_token_vectors
 from docpilot.retrieval.wordpiece import WordPiece
 
 if TYPE_CHECKING:  # imported where used: a run with BM25 alone needs neither
@@ -111,11 +112,6 @@ def build_embedder(settings: RetrievalConfig, *, transport: httpx.BaseTransport 
     )
 
 
-# Texts are summed in groups of at most this many tokens and texts, so a group's count
-# matrix (texts × distinct tokens) stays near 16 MB however many texts come at once.
-_TOKENS_PER_GROUP = 16_384
-_TEXTS_PER_GROUP = 128
-
 STATIC_MODEL = Path(__file__).with_name("static_minilm")
 """The folder of the shipped static model: vocab.txt, vectors.npy, scales.npy, manifest.json."""
 
@@ -170,33 +166,9 @@ class StaticEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         table, tokenizer = self._load()
-        sums = np.zeros((len(texts), self._dim), dtype=np.float32)
         rows = [tokenizer.ids(text, self._max_tokens) for text in texts]
-        start = 0
-        while start < len(rows):
-            stop, tokens = start, 0
-            while stop < len(rows) and (stop == start or (
-                    stop - start < _TEXTS_PER_GROUP and tokens + len(rows[stop]) <= _TOKENS_PER_GROUP)):
-                tokens += len(rows[stop])
-                stop += 1
-            self._sum_rows(table, rows, start, stop, sums)
-            start = stop
         # Unknown words have a zero row, so they add nothing; the norm makes sum and mean alike.
-        return normalise(sums)
-
-    @staticmethod
-    def _sum_rows(table: np.ndarray, rows: list[list[int]], start: int, stop: int, sums: np.ndarray) -> None:
-        """Add up each text's token vectors, for the texts ``start`` to ``stop``, into ``sums``."""
-        lengths = np.fromiter((len(rows[i]) for i in range(start, stop)), dtype=np.int64, count=stop - start)
-        ids = np.fromiter((t for i in range(start, stop) for t in rows[i]), dtype=np.int64, count=int(lengths.sum()))
-        if ids.size == 0:
-            return
-        # A page repeats its words: count each distinct token per text, then one small
-        # dense product (texts × distinct tokens) @ (distinct tokens × dim) sums them all.
-        distinct, column = np.unique(ids, return_inverse=True)
-        text = np.repeat(np.arange(stop - start), lengths)
-        counts = np.bincount(text * distinct.size + column, minlength=(stop - start) * distinct.size)
-        sums[start:stop] = counts.reshape(stop - start, distinct.size).astype(np.float32) @ table[distinct]
+        return normalise(sum_token_vectors(table, rows))
 
 
 def _installed_minilm_folder() -> Path | None:
