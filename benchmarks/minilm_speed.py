@@ -37,9 +37,9 @@ import numpy as np
 if not __package__:  # run as a file: make the repository's packages importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from docpilot.corpus.pages import load_corpus  # noqa: E402
-from docpilot.retrieval.bert import BertEncoder  # noqa: E402
-from docpilot.retrieval.index import dense_text  # noqa: E402
+from docpilot.corpus.pages import load_corpus
+from docpilot.retrieval.bert import BertEncoder
+from docpilot.retrieval.index import dense_text
 
 SLICE = 256  # chunks per embed call while an index is built (docpilot/retrieval/index.py)
 
