@@ -24,14 +24,10 @@ memory-mapped, so loading costs no copy beyond the transposed weights.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import itertools
 import json
 import math
-import mmap
 import os
-import struct
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,9 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from docpilot.retrieval.model_files import MODEL_FILES, ModelFileError, model_digest, read_safetensors  # noqa: F401
 from docpilot.retrieval.wordpiece import WordPiece
-
-_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
 
 BATCH_TOKENS = 2048
 """Most tokens in one batch; 1,024 to 4,096 ran alike, and fewer leave more batches to share out."""
@@ -62,77 +57,6 @@ _ERFC_HALF = tuple(np.float32(c) for c in (
     0.13289493322372437, 0.11710762232542038, 0.1892128735780716, -0.10439209640026093,
     0.34675854444503784, -0.22902099788188934, 0.04743922874331474,
 ))
-
-
-class ModelFileError(ValueError):
-    """A model file is missing, unreadable or not what a BERT encoder needs."""
-
-
-MODEL_FILES = ("config.json", "sentence_bert_config.json", "vocab.txt", "model.safetensors")
-"""The files of a model folder ``BertEncoder`` reads; the vectors depend on each of them."""
-
-
-def model_digest(folder: Path) -> str:
-    """sha256 over the model files ``BertEncoder`` reads from ``folder`` (an absent optional one counts as absent).
-
-    Hashing the 90 MB of all-MiniLM-L6-v2's weights takes about 0.1 s, so it is done once
-    per process and file version: kept by each file's path, size and modification time.
-    """
-    digest = hashlib.sha256()
-    for name in MODEL_FILES:
-        path = folder / name
-        try:
-            stat = path.stat()
-        except FileNotFoundError:
-            digest.update(f"{name}\x00absent\x01".encode())
-            continue
-        except OSError as exc:
-            raise ModelFileError(f"cannot read {path}: {exc}") from None
-        digest.update(f"{name}\x00{_file_digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)}\x01".encode())
-    return digest.hexdigest()
-
-
-@functools.cache
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    # size and mtime_ns are the cache key: a file rewritten in place is hashed again.
-    try:
-        with open(path, "rb") as handle:
-            return hashlib.file_digest(handle, "sha256").hexdigest()
-    except OSError as exc:
-        raise ModelFileError(f"cannot read {path}: {exc}") from None
-
-
-def read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    """Every tensor of a safetensors file, as read-only arrays over a memory map."""
-    try:
-        with path.open("rb") as handle:
-            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError) as exc:
-        raise ModelFileError(f"cannot read {path}: {exc}") from None
-    if len(mapped) < 8:
-        raise ModelFileError(f"{path} is too short to be a safetensors file")
-    (length,) = struct.unpack("<Q", mapped[:8])
-    try:
-        header = json.loads(mapped[8 : 8 + length])
-    except ValueError as exc:
-        raise ModelFileError(f"{path} has no readable safetensors header: {exc}") from None
-    start = 8 + length
-    tensors: dict[str, np.ndarray] = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype = _DTYPES.get(entry.get("dtype"))
-            begin, end = (int(n) for n in entry["data_offsets"])
-            shape = tuple(int(n) for n in entry["shape"])
-        except (AttributeError, KeyError, TypeError, ValueError):
-            raise ModelFileError(f"{path}: tensor {name} has no dtype, shape and data offsets; the file is damaged") from None
-        if dtype is None:
-            raise ModelFileError(f"{path}: tensor {name} has dtype {entry.get('dtype')!r}, not one of {sorted(_DTYPES)}")
-        if end - begin != math.prod(shape) * np.dtype(dtype).itemsize or begin < 0 or start + end > len(mapped):
-            raise ModelFileError(f"{path}: tensor {name} does not fit its offsets; the file is damaged")
-        tensors[name] = np.frombuffer(mapped, dtype=dtype, count=math.prod(shape), offset=start + begin).reshape(shape)
-    return tensors
 
 
 @dataclass(frozen=True)

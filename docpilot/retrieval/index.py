@@ -61,7 +61,7 @@ _INCLUDE = re.compile(r"\{\*[^{}\n]*\*\}|^[ \t]*-{2}8<-{2}.*$", re.MULTILINE)
 # weights, and apart from them the vectors (the embedders and the model they run).
 _LEXICAL_CODE = ("docpilot.retrieval.index", "docpilot.retrieval.bm25", "docpilot.retrieval.tokens")
 _VECTOR_CODE = ("docpilot.retrieval.index", "docpilot.retrieval.embedders", "docpilot.retrieval.bert",
-                "docpilot.retrieval.wordpiece")
+                "docpilot.retrieval.model_files", "docpilot.retrieval.pooling", "docpilot.retrieval.wordpiece")
 
 
 def indexed_body(text: str) -> str:
