@@ -106,6 +106,30 @@ def handle_errors(func: _F | None = None) -> _F | _ErrorHandler:
 INTERRUPTED_EXIT = 130
 """Exit code of a run stopped by Ctrl-C or SIGTERM."""
 
+_held = 0  # how many ``signals_held`` blocks the main thread is in
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Let Ctrl-C and SIGTERM wait until the block ends, then stop the run as they would have.
+
+    For imports such as Prefect's: a KeyboardInterrupt raised inside one is caught by the
+    library's own start-up (its plugin loader prints it with a traceback) and the run goes
+    on into a flow that then fails loudly. Held, the signal marks the run as stopping,
+    the import completes, and the interrupt is raised here, where the run stops in its one
+    message.
+    """
+    from docpilot.run.lane import interrupted
+
+    global _held
+    _held += 1
+    try:
+        yield
+    finally:
+        _held -= 1
+    if interrupted():
+        raise KeyboardInterrupt
+
 
 @contextlib.contextmanager
 def interrupts_resume(*, quick: str | None = None):
@@ -125,6 +149,8 @@ def interrupts_resume(*, quick: str | None = None):
         nonlocal signalled
         signalled = True
         stop_requested()
+        if _held:  # inside code that must not be cut (an import): it ends first, then stops the run
+            return
         raise KeyboardInterrupt
 
     def _stop() -> None:

@@ -127,7 +127,10 @@ def _run(job, orchestration, runner: str, dask_address: str | None):
         code_fingerprint()
 
         return run_inline(job, orchestration)
-    from flows.eval import run_eval
+    from docpilot.cli._errors import signals_held
+
+    with signals_held():  # Prefect's import swallows an interrupt and prints it (see signals_held)
+        from flows.eval import run_eval
 
     return run_eval(job, orchestration, runner=runner, dask_address=dask_address)
 
