@@ -71,3 +71,11 @@ def run_all(commands: Mapping[str, Sequence[str]], *, cwd: Path,
             code = None
         results[name] = CliRun(args, code, stdout, stderr, time.monotonic() - began)
     return results
+
+
+def refusal(run) -> str:
+    """The stderr of a command known to have stopped by itself with exit 2 and no traceback."""
+    assert not run.timed_out, f"{run.args} still running at its deadline: it hangs"
+    assert run.returncode == 2, (run.args, run.returncode, run.stdout[-1000:], run.stderr[-2000:])
+    assert "Traceback" not in run.stderr, run.stderr[-2000:]
+    return run.stderr

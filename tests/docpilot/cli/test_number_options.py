@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.cli_runs import run_all
+from tests.support.cli_runs import refusal, run_all
 
 GOLDEN = """\
 - id: q1
@@ -59,47 +59,40 @@ def runs(tmp_path_factory):
     return run_all(commands, cwd=work, envs=envs, timeout=90)
 
 
-def _refusal(run) -> str:
-    """The command's stderr, once it is known to have exited 2 with no traceback."""
-    assert run.returncode == 2, (run.args, run.returncode, run.stdout[-1000:], run.stderr[-2000:])
-    assert "Traceback" not in run.stderr
-    return run.stderr
-
-
 # Regression: `retrieval.k1: .nan` ran to exit 0 with recall@8 0.000 and `k1: null` in the report.
 def test_a_nan_k1_in_the_file_names_its_line(runs):
-    message = _refusal(runs["k1-nan.yaml"])
+    message = refusal(runs["k1-nan.yaml"])
     assert "k1-nan.yaml:3: retrieval.k1 must be a finite number > 0, got nan" in message, message
 
 
 # Regression: `guard.threshold: .nan` silently turned the gate off (no score is below nan).
 def test_a_nan_gate_threshold_is_refused(runs):
-    message = _refusal(runs["threshold-nan.yaml"])
+    message = refusal(runs["threshold-nan.yaml"])
     assert "threshold-nan.yaml:3: guard.threshold must be a finite number >= -1, got nan" in message, message
 
 
 # Regression: `retrieval.b: 1.5` was taken, though BM25's length normalisation is a share from 0 to 1.
 def test_b_outside_0_to_1_is_refused(runs):
-    message = _refusal(runs["b-out-of-range.yaml"])
+    message = refusal(runs["b-out-of-range.yaml"])
     assert "b-out-of-range.yaml:2: retrieval.b must be a finite number from 0 to 1, got 1.5" in message, message
 
 
 # Regression: an infinite sampling temperature was taken.
 def test_an_infinite_temperature_is_refused(runs):
-    message = _refusal(runs["temperature-inf.yaml"])
+    message = refusal(runs["temperature-inf.yaml"])
     assert "temperature-inf.yaml:2: model.temperature must be a finite number from 0 to 2, got inf" in message, message
 
 
 # Regression: `concurrency: true` was read as 1.
 def test_true_is_no_concurrency(runs):
-    message = _refusal(runs["concurrency-bool.yaml"])
+    message = refusal(runs["concurrency-bool.yaml"])
     expected = "concurrency-bool.yaml:2: model.concurrency must be a whole number from 1 to 1,024, got true"
     assert expected in message, message
 
 
 # Regression: a gate written as a percentage (`recall@8: ">= 80"`) failed every run, with exit 1.
 def test_a_gate_threshold_outside_its_metrics_values_names_the_line(runs):
-    message = _refusal(runs["gate-percent.yaml"])
+    message = refusal(runs["gate-percent.yaml"])
     assert "gate-percent.yaml:2: gate on 'recall@8': the threshold 80 is outside" in message, message
     assert "from 0 to 1" in message, message
     assert "did you mean 0.8?" in message, message
@@ -107,36 +100,36 @@ def test_a_gate_threshold_outside_its_metrics_values_names_the_line(runs):
 
 # Regression: `<= 1e999` is read as infinity, a gate that passes every run.
 def test_an_infinite_gate_threshold_is_refused(runs):
-    message = _refusal(runs["gate-infinite.yaml"])
+    message = refusal(runs["gate-infinite.yaml"])
     assert "gate-infinite.yaml:3: gate on 'latency_p95'" in message, message
     assert "not a finite number" in message, message
 
 
 # Regression: `DOCPILOT_RETRIEVAL__B=nan` ran to exit 0 with recall@8 0.000.
 def test_nan_from_the_environment_names_the_variable(runs):
-    message = _refusal(runs["env-b-nan"])
+    message = refusal(runs["env-b-nan"])
     assert "DOCPILOT_RETRIEVAL__B='nan': retrieval.b must be a finite number from 0 to 1" in message, message
     assert "unset DOCPILOT_RETRIEVAL__B" in message, message
 
 
 # Regression: `DOCPILOT_RETRIEVAL__K1=.inf` was taken as an infinite saturation.
 def test_infinity_from_the_environment_names_the_variable(runs):
-    message = _refusal(runs["env-k1-inf"])
+    message = refusal(runs["env-k1-inf"])
     assert "DOCPILOT_RETRIEVAL__K1='.inf': retrieval.k1 must be a finite number > 0, got inf" in message, message
 
 
 def test_nan_as_a_concurrency_flag_is_a_usage_error(runs):
-    message = _refusal(runs["flag-concurrency-nan"])
+    message = refusal(runs["flag-concurrency-nan"])
     assert "Invalid value for '--concurrency'" in message, message
     assert "whole number from 1 to 1,024" in message, message
 
 
 def test_a_concurrency_flag_above_the_options_range_is_a_usage_error(runs):
-    message = _refusal(runs["flag-concurrency-huge"])
+    message = refusal(runs["flag-concurrency-huge"])
     assert "Invalid value for '--concurrency': '5000' is not a whole number from 1 to 1,024" in message, message
 
 
 # Regression: click's FloatRange let `--target nan` through (every comparison with nan is false).
 def test_nan_as_the_calibration_target_is_a_usage_error(runs):
-    message = _refusal(runs["flag-target-nan"])
+    message = refusal(runs["flag-target-nan"])
     assert "Invalid value for '--target': 'nan' is not a finite number > 0 and <= 1" in message, message
