@@ -92,8 +92,11 @@ def test_scores_too_large_for_exp_fall_back_to_the_shifted_softmax(encoder, chun
     texts = chunks[10:16]
     ours = loud.encode(texts, workers=1)
     assert np.isfinite(ours).all()
-    # Attention this sharp magnifies float32 rounding, hence a looser bound than above.
-    assert np.abs(ours - padded_encode(loud, texts)).max() < 1e-4
+    # Attention this sharp magnifies float32 rounding (and how much depends on the BLAS
+    # kernel a run gets: 2.3e-4 was seen on a fresh install), hence a looser bound than above.
+    theirs = padded_encode(loud, texts)
+    assert np.abs(ours - theirs).max() < 1e-3
+    assert np.einsum("ij,ij->i", ours, theirs).min() > 0.99999
 
 
 # Regression: the exact GELU lost precision where erf(x/√2) is near −1 (1 + erf cancels in float32)
