@@ -1,1 +1,1 @@
-"""The configuration and the files people write by hand: the config model, its loading, golden sets and probes."""
+"""The configuration: the config model, its loading and its option ranges."""

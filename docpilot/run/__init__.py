@@ -1,1 +1,1 @@
-"""One eval run: the job, the stages and their order, the orchestrator choice, the model lane, the cache, progress and the remote client."""
+"""One eval run: the job, the stages and their order, the orchestrator choice, the model lane and the remote eval."""

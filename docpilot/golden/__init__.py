@@ -1,0 +1,1 @@
+"""Golden sets and attack probes: reading and checking them, what a set covers, a starter set."""
