@@ -140,7 +140,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="docpilot-dask-scale-") as tmp:
         work = Path(tmp)
         sections = make_golden(work / "golden.yaml", docs, args.records)
-        from docpilot.run.workspace import open_workspace
+        from docpilot.assistant.workspace import open_workspace
 
         start = time.perf_counter()
         open_workspace(_config(work, docs, work / "golden.yaml", "warm-up", args.shard_size))

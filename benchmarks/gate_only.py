@@ -75,7 +75,7 @@ def main() -> None:
             prefect.append(timed([sys.executable, "-c", "import prefect"], env)[0])
             startup.append(timed([sys.executable, "-c", "import docpilot.cli, docpilot.run.wiring"], env)[0])
             index.append(float(timed([sys.executable, "-c", (
-                "import time; from docpilot.config.loading import load_config; from docpilot.run.workspace import open_workspace;"
+                "import time; from docpilot.config.loading import load_config; from docpilot.assistant.workspace import open_workspace;"
                 "c = load_config(None); t = time.perf_counter(); open_workspace(c, use_cache=False);"
                 "print(time.perf_counter() - t)")], env)[1]))
             seconds, out = timed(eval_args, env)

@@ -49,7 +49,7 @@ import bm25s  # noqa: E402
 import Stemmer  # noqa: E402
 
 from benchmarks import beir  # noqa: E402
-from docpilot.config.golden import load_golden  # noqa: E402
+from docpilot.golden.loading import load_golden  # noqa: E402
 from docpilot.config.model import RetrievalConfig  # noqa: E402
 from docpilot.corpus.pages import Corpus, load_corpus  # noqa: E402
 from docpilot.retrieval.rankers import Retriever, in_scope  # noqa: E402

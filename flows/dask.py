@@ -40,7 +40,7 @@ from docpilot.run import stages  # noqa: E402
 from docpilot.run.job import EvalJob  # noqa: E402
 from docpilot.run.orchestrator import Orchestration  # noqa: E402
 from docpilot.run.wiring import UNBOUNDED, Executor  # noqa: E402
-from docpilot.run.workspace import open_workspace  # noqa: E402
+from docpilot.assistant.workspace import open_workspace  # noqa: E402
 from tasks.dask import PARCEL_TASKS, Parcel, turn_shares  # noqa: E402
 from tasks.prefect_server import prefect_api  # noqa: E402
 from tasks.stages import as_task_run  # noqa: E402

@@ -17,7 +17,7 @@ from prefect.cache_policies import NONE
 from docpilot.run import stages
 from docpilot.run.job import EvalJob
 from docpilot.run.lane import concurrency_share
-from docpilot.run.workspace import Trace
+from docpilot.assistant.workspace import Trace
 
 
 class Parcel:

@@ -1,4 +1,4 @@
-"""Measuring a running DocPilot server over the network, as its users meet it.
+"""DocPilot's API client: one question to a running server, its event stream read and timed as users meet it.
 
 ``ask`` sends one question to ``POST /v1/ask`` and reads the event stream, timing it
 with a monotonic clock started just before the request is sent:
@@ -10,13 +10,8 @@ with a monotonic clock started just before the request is sent:
     first_thought_ms  send → the first `thought` event (None when there was none)
     retrieval_ms      send → the `retrieval` event
 
-``remote_shard`` does this for a shard of eval traces and fills each trace so that the
-eval's own ``render_shard`` and ``build_rows`` make the row: the row's latency and
-first token are then the times the client saw, network included. The server's own
-stage timings (embed, retrieve, model) come back beside the traces, by record id.
-
-``local_server`` (from ``docpilot.server.process``) starts ``docpilot serve`` on a free
-loopback port for an eval that was given no server URL, and stops it afterwards.
+The eval's server runtime (``docpilot.run.remote``) asks with it; so can any Python
+caller of a running server.
 
 Server faults never raise out of ``ask``: they end the turn with ``RemoteTurn.error`` and
 its ``error_code``. A server's stream is capped as it arrives, by the openai model's rule
@@ -28,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -38,13 +32,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from docpilot.assistant.render import Panel
 from docpilot.config.model import ModelConfig
-from docpilot.errors import ConfigError
-from docpilot.models.base import Prompt, Source, Turn, paints
-from docpilot.models.wire import EventReader, LineTooLong, line_limit, reply_char_limit, reply_too_long, retry_wait_s
-from docpilot.run.workspace import Trace, Workspace
+from docpilot.models.base import paints
+from docpilot.models.wire import line_limit, reply_char_limit, reply_too_long
+from docpilot.net.retry import retry_wait_s
+from docpilot.net.sse import EventReader, LineTooLong
 from docpilot.schema import ErrorCode
-from docpilot.server.process import local_server
-from docpilot.server.schema import (
+from docpilot.api.schema import (
     EVENT_MODELS,
     TOKEN_VARIABLE,
     ErrorEvent,
@@ -53,10 +46,8 @@ from docpilot.server.schema import (
     TimingEvent,
 )
 
-__all__ = ["RemoteEvent", "RemoteTurn", "ask", "ask_url", "fill_trace", "local_server", "remote_shard"]
+__all__ = ["RemoteEvent", "RemoteTurn", "ask", "ask_url"]
 
-DEFAULT_CONCURRENCY = 8
-"""Questions a shard keeps in flight at once (below the server's default limit of 32)."""
 BUSY_RETRIES = 3
 """Times ``ask`` retries a 503 before it reports the server as full."""
 _EXCERPT = 200
@@ -291,109 +282,3 @@ def _close(turn: RemoteTurn, now_ms: float) -> RemoteTurn:
     if turn.first_token_ms is None:
         turn.first_token_ms = turn.latency_ms  # nothing painted early: the wait was the whole turn
     return turn
-
-
-def fill_trace(trace: Trace, remote: RemoteTurn) -> Trace:
-    """Put a server's answer into an eval trace, so ``render_shard`` and ``build_rows`` make its row.
-
-    ``retrieve_ms`` is the client's wait for the `retrieval` event, and the turn's times
-    run from there, because ``build_rows`` adds the two: the row then holds the times
-    the client saw. A gate refusal ends at the refusal, so its wait is the whole turn.
-    """
-    if remote.retrieval is not None:
-        trace.hits = [hit.model_dump() for hit in remote.retrieval.hits]
-        sources = [Source(n=s.n, section_id=s.section_id, title=s.title, text="") for s in remote.retrieval.primed]
-        trace.prompt = Prompt(question=trace.record.question, sources=sources)
-        trace.retrieve_ms = remote.retrieval_ms
-    if remote.refusal is not None and remote.refusal.refused_by == "gate" and remote.error is None:
-        trace.gate_refused = True
-        trace.retrieve_ms = remote.latency_ms
-        return trace
-    offset = trace.retrieve_ms or 0.0
-
-    def after(ms: float | None) -> float | None:
-        return None if ms is None else max(ms - offset, 0.0)
-
-    refused = remote.refusal is not None and remote.error is None
-    trace.turn = Turn(
-        answer=remote.answer,
-        reasoning=remote.reasoning,
-        refused=refused,
-        refusal_cause=remote.refusal.cause if refused and remote.refusal else None,
-        latency_ms=after(remote.latency_ms),
-        first_token_ms=after(remote.first_token_ms),
-        first_thought_ms=after(remote.first_thought_ms),
-        usage=remote.usage,
-        truncated=remote.truncated and remote.error is None,
-        error=remote.error,
-        error_code=remote.error_code,
-    )
-    return trace
-
-
-def remote_shard(
-    ws: Workspace,
-    traces: list[Trace],
-    url: str,
-    *,
-    token: str | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
-) -> tuple[list[Trace], dict[str, dict[str, float]]]:
-    """Ask a server every record of a shard; the filled traces and each record's server stage timings.
-
-    It stands in for the retrieve, prime and model stages; run ``render_shard`` and
-    ``build_rows`` after it, then set each row's ``stages_ms`` to its entry here.
-    ``token`` defaults to ``DOCPILOT_SERVER_TOKEN``. A server that cannot be reached, or
-    that serves other docs than ``ws`` (the panels are rendered against ``ws``), raises
-    ConfigError before any question is sent; a question that fails is an errored trace.
-    """
-    if concurrency < 1:
-        raise ConfigError(f"concurrency must be at least 1, got {concurrency}", hint="use 8")
-    token = token if token is not None else (os.environ.get(TOKEN_VARIABLE, "").strip() or None)
-    timeout = httpx.Timeout(ws.config.model.timeout_s + 30.0)
-    turns = asyncio.run(_ask_all(ws, traces, url, token, concurrency, timeout))
-    stages: dict[str, dict[str, float]] = {}
-    for trace, remote in zip(traces, turns):
-        fill_trace(trace, remote)
-        if remote.timing is not None:
-            stages[trace.record.id] = remote.stages_ms()
-    return traces, stages
-
-
-async def _ask_all(
-    ws: Workspace, traces: list[Trace], url: str, token: str | None, concurrency: int, timeout: httpx.Timeout
-) -> list[RemoteTurn]:
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    gate = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
-        await _check_server(client, url, ws)
-
-        async def one(trace: Trace) -> RemoteTurn:
-            record = trace.record
-            async with gate:
-                return await ask(client, url, record.question, record.scope, token, language=record.language,
-                                 max_tokens=ws.config.model.max_tokens)
-
-        return await asyncio.gather(*(one(t) for t in traces))
-
-
-async def _check_server(client: httpx.AsyncClient, url: str, ws: Workspace) -> None:
-    """Fail before the first question when the server is down or answers from other docs."""
-    health = ask_url(url).removesuffix("/v1/ask") + "/healthz"
-    start = "start it with `docpilot serve`, or pass the URL it printed"
-    try:
-        response = await client.get(health)
-    except httpx.HTTPError as exc:
-        raise ConfigError(f"cannot reach the server at {url} ({type(exc).__name__}: {exc})", hint=start) from None
-    try:
-        served = response.json().get("corpus") if response.status_code == 200 else None
-    except ValueError:
-        served = None
-    if not isinstance(served, str):
-        raise ConfigError(f"{health} answered HTTP {response.status_code}, not a DocPilot health report", hint=start)
-    if served != ws.corpus.fingerprint:
-        raise ConfigError(
-            f"the server at {url} answers from other docs than this eval's {ws.corpus.root} "
-            f"(corpus {served[:12]}, here {ws.corpus.fingerprint[:12]})",
-            hint="serve the same docs folder the eval reads (corpus.docs or --docs), then run again",
-        )

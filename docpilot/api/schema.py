@@ -1,6 +1,6 @@
 """The HTTP API's shapes: what a client sends, every event it gets back, and the OpenAPI document.
 
-The server writes these models and ``docpilot.run.remote`` reads them, so the wire format
+The server writes these models and ``docpilot.api.client`` reads them, so the wire format
 is defined once. Nothing here imports the web framework: a client needs only pydantic.
 One question, streamed (``POST /v1/ask`` with ``stream: true``), is a series of
 server-sent events, each ``event: <name>`` with one JSON object as ``data``:

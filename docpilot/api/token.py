@@ -13,8 +13,8 @@ import os
 import httpx
 
 from docpilot.errors import ConfigError
-from docpilot.run.remote import ask_url
-from docpilot.server.schema import TOKEN_VARIABLE
+from docpilot.api.client import ask_url
+from docpilot.api.schema import TOKEN_VARIABLE
 
 
 def check_token(url: str, token: str | None = None, *, timeout_s: float = 10.0) -> None:

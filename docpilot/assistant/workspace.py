@@ -17,7 +17,7 @@ from docpilot.errors import CorpusError
 from docpilot.models.base import Prompt, Turn
 from docpilot.models.extractive import document_frequencies
 from docpilot.retrieval.rankers import Retriever
-from docpilot.run.cache import StageCache
+from docpilot.cache import StageCache
 from docpilot.schema import AttackProbe, GoldenRecord
 
 

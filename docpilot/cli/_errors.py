@@ -21,7 +21,7 @@ from typing import Any, TypeVar, overload
 
 import click
 
-from docpilot.config.redact import redact
+from docpilot.redact import redact
 from docpilot.errors import DISK_FULL, DISK_FULL_FIX, DocpilotError, fills_disk
 from docpilot.reports.terminal import clean
 

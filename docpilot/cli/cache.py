@@ -27,7 +27,7 @@ def _directory(config_path: str | None) -> str:
 @handle_errors
 def cache_info(config_path, as_json):
     """Where the cache is, how many results it holds per stage, and its size on disk."""
-    from docpilot.run.cache import describe_cache
+    from docpilot.cache import describe_cache
 
     info = describe_cache(_directory(config_path))
     if as_json:
@@ -45,7 +45,7 @@ def cache_info(config_path, as_json):
 @handle_errors
 def cache_clear(config_path, stage):
     """Remove cached results (all of them, or one stage's)."""
-    from docpilot.run.cache import clear_cache
+    from docpilot.cache import clear_cache
 
     removed = clear_cache(_directory(config_path), stage=stage)
     click.echo(f"removed {removed} cached results" + (f" of stage {stage}" if stage else ""))

@@ -32,7 +32,7 @@ def _fmt(value: float | None) -> str:
 def calibrate_command(config_path, docs, golden, target, write, as_json):
     """Choose the gate threshold on the dev split: most negatives caught while the gate's
     over-refusal (its one-sided 95 % Wilson upper bound) stays within the target."""
-    from docpilot.config.golden import validate_against_corpus
+    from docpilot.golden.loading import validate_against_corpus
     from docpilot.config.loading import DEFAULT_PATH, load_config
     from docpilot.errors import InputError
     from docpilot.improve.calibration import (
@@ -40,10 +40,10 @@ def calibrate_command(config_path, docs, golden, target, write, as_json):
         choose_threshold,
         write_guard,
     )
-    from docpilot.run import progress
+    from docpilot import progress
     from docpilot.run.job import read_records
     from docpilot.run.pipeline import build_rows, retrieve_shard, start_traces
-    from docpilot.run.workspace import open_workspace
+    from docpilot.assistant.workspace import open_workspace
 
     overrides: dict = {}
     if docs:

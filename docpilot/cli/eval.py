@@ -16,7 +16,7 @@ from docpilot.config.model import ModelConfig
 
 
 def _overrides(docs, golden, record_set, provider, model, base_url, concurrency) -> dict:
-    from docpilot.config.loading import flag_overrides
+    from docpilot.models.registry import flag_overrides
 
     overrides = flag_overrides(docs=docs, provider=provider, model=model, base_url=base_url, concurrency=concurrency)
     if golden:
@@ -66,7 +66,7 @@ def _emit(report, path: str, as_json: bool, *, live: bool = False) -> None:
         click.echo(json.dumps(payload, indent=2))
     else:
         from docpilot.reports.scorecard import render_scorecard
-        from docpilot.run.clock import command_ms
+        from docpilot.clock import command_ms
 
         console = Console()
         render_faults(report, console)
@@ -75,7 +75,7 @@ def _emit(report, path: str, as_json: bool, *, live: bool = False) -> None:
 
 def _warn_about(path: str) -> None:
     """One stderr line per kind of record warning (a negative with a gold_answer, ...): the run goes on."""
-    from docpilot.config.golden_warnings import warning_lines
+    from docpilot.golden.warnings import warning_lines
     from docpilot.run.job import record_warnings
 
     # The records were parsed for the job; their warnings came with them.
@@ -217,7 +217,7 @@ def eval_command(
     quick_exit = "inline" if inline else "prefect" if runner == "local" and configured_api() else None
     from docpilot.config.loading import load_config
     from docpilot.models.probe import Ready, ready_endpoint
-    from docpilot.run import progress
+    from docpilot import progress
     from docpilot.run.job import build_job
     from docpilot.schema import Selection
 
@@ -225,7 +225,7 @@ def eval_command(
                                                              concurrency))
     check_settings(config)
     if runtime == "server" and url:
-        from docpilot.run.server_token import check_token
+        from docpilot.api.token import check_token
 
         check_token(url)  # one request: a missing or wrong token stops the run before any question
     # The model this process calls: none for --gate-only, nor when a running server is measured.

@@ -13,10 +13,10 @@ from rich.table import Table
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
-from docpilot.config.golden import check_golden, load_probes
-from docpilot.config.golden_shape import GoldenShape, describe_golden
+from docpilot.golden.loading import check_golden, load_probes
+from docpilot.golden.shape import GoldenShape, describe_golden
 from docpilot.config.loading import load_config
-from docpilot.config.userfile import raise_all
+from docpilot.userfiles.userfile import raise_all
 from docpilot.errors import InputError
 from docpilot.reports.terminal import clean
 from docpilot.schema import AttackProbe

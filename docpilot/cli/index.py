@@ -32,7 +32,7 @@ def index_command(docs: str | None, config_path: str | None, rebuild: bool, as_j
     from docpilot.corpus.pages import load_corpus
     from docpilot.retrieval.index import folder_size
     from docpilot.retrieval.rankers import Retriever
-    from docpilot.run import progress
+    from docpilot import progress
 
     config = load_config(config_path, overrides={"corpus": {"docs": docs}} if docs else None)
     corpus = load_corpus(Path(config.corpus.docs), chunk_words=config.corpus.chunk_words)

@@ -26,9 +26,9 @@ def init_command(docs: str, config_path: str, golden_path: str, force: bool) -> 
     the starter questions in your users' words before trusting the numbers. Exit
     status: 0, or 2 when the docs cannot be read or a file exists (use --force).
     """
-    from docpilot.config.golden import check_golden
-    from docpilot.config.starter import config_text, golden_text, starter_records
-    from docpilot.config.userfile import raise_all
+    from docpilot.golden.loading import check_golden
+    from docpilot.golden.starter import config_text, golden_text, starter_records
+    from docpilot.userfiles.userfile import raise_all
     from docpilot.corpus.pages import load_corpus
     from docpilot.errors import InputError
     from docpilot.reports.output import write_atomically

@@ -57,11 +57,12 @@ def serve_command(
     from docpilot.extras import require_extra
 
     require_extra("serve", "docpilot serve (the HTTP server)")
-    from docpilot.config.loading import flag_overrides, load_config
+    from docpilot.config.loading import load_config
+    from docpilot.models.registry import flag_overrides
     from docpilot.models.probe import ready_endpoint
     from docpilot.models.registry import build_model
-    from docpilot.run import progress
-    from docpilot.run.workspace import open_workspace
+    from docpilot import progress
+    from docpilot.assistant.workspace import open_workspace
     from docpilot.server.app import bind, create_app, run_server, url_of
     from docpilot.server.auth import is_loopback, server_token
     from docpilot.server.serving import default_workers

@@ -23,10 +23,10 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from docpilot.config.intake import CONFIG_FILE, read_text
+from docpilot.userfiles.intake import CONFIG_FILE, read_text
 from docpilot.config.model import Config
 from docpilot.config.ranges import option_range
-from docpilot.config.userfile import (
+from docpilot.userfiles.userfile import (
     Problem,
     describe,
     explain,
@@ -112,35 +112,6 @@ def load_config(
     problems.sort(key=lambda problem: (problem.path is None, str(problem.path), problem.line or 0))
     raise_all(problems, error=ConfigError)
     return Config.model_validate(merged)
-
-
-def flag_overrides(
-    *,
-    docs: str | None = None,
-    provider: str | None = None,
-    model: str | None = None,
-    base_url: str | None = None,
-    concurrency: int | None = None,
-) -> dict[str, Any]:
-    """The ``overrides`` that the command line's shared flags stand for; unset flags set nothing.
-
-    A provider named on the command line without a model gets that provider's usual
-    model, so ``--provider openai`` alone is a complete choice.
-    """
-    overrides: dict[str, Any] = {
-        "corpus": {"docs": docs},
-        "model": {"provider": provider, "name": model, "base_url": base_url, "concurrency": concurrency},
-    }
-    if provider == "local":
-        from docpilot.models.local import DEFAULT_NAME
-
-        overrides["model"]["name"] = model or DEFAULT_NAME
-        # llama.cpp's server answers one request at a time: more in flight would only queue,
-        # and the queue would be measured as the model's latency.
-        overrides["model"]["concurrency"] = concurrency or 1
-    elif provider and provider != "extractive" and not model:
-        overrides["model"]["name"] = "gpt-4o-mini"
-    return _drop_none(overrides)
 
 
 def public_config(config: Config) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import os
 import stat
 from pathlib import Path
 
-from docpilot.config.intake import DOCS_FILE, not_regular
+from docpilot.userfiles.intake import DOCS_FILE, not_regular
 from docpilot.errors import CorpusError
 
 PAGE_SUFFIXES = (".md", ".mdx")

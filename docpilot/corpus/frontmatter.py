@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from docpilot.config.userfile import check_aliases
+from docpilot.userfiles.userfile import check_aliases
 from docpilot.errors import CorpusError
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

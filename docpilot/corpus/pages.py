@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from docpilot.config.intake import DOCS_FILE, read_bytes
+from docpilot.userfiles.intake import DOCS_FILE, read_bytes
 from docpilot.corpus.chunking import chunk_texts
 from docpilot.corpus.discovery import find_pages
 from docpilot.corpus.markdown import ParsedPage, parse_page

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from docpilot.config.userfile import Problem
+from docpilot.userfiles.userfile import Problem
 
 LIST_SEPARATOR = ";"
 """What separates the entries of a list field inside one cell."""

@@ -2,7 +2,7 @@
 
 A file is YAML (a list of records, or a mapping with a ``records:`` list), JSONL (one
 JSON object per line) or CSV (a header row naming the fields, one record per row;
-``docpilot.config.csvfile``). Every problem found is reported at once, each naming
+``docpilot.golden.csvfile``). Every problem found is reported at once, each naming
 the file, the record's first line, its id, the bad value and the fix, so one
 ``docpilot golden check`` shows everything that needs editing. Problems are *errors*
 (the file cannot run) or *warnings* (it runs, and a number is weaker for it: a
@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from docpilot.config.csvfile import parse_csv
-from docpilot.config.golden_warnings import GoldenWarning, Warned, golden_warnings
-from docpilot.config.intake import GOLDEN_SET, PROBE_FILE, read_text
-from docpilot.config.userfile import (
+from docpilot.golden.csvfile import parse_csv
+from docpilot.golden.warnings import GoldenWarning, Warned, golden_warnings
+from docpilot.userfiles.intake import GOLDEN_SET, PROBE_FILE, read_text
+from docpilot.userfiles.userfile import (
     Problem,
     describe,
     explain,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from docpilot.config.userfile import Problem, show
+from docpilot.userfiles.userfile import Problem, show
 from docpilot.schema import GoldenRecord
 
 Warned = tuple[str, str, str]

@@ -43,7 +43,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
-from docpilot.config.redact import redact
+from docpilot.redact import redact
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Fault, Prompt, Turn, finish_piece
 from docpilot.models.body import read_at_most

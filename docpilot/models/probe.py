@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import aiohttp
 
 from docpilot.config.model import Config
-from docpilot.config.redact import redact
+from docpilot.redact import redact
 from docpilot.errors import ConfigError
-from docpilot.models.keys import api_key_from_env
+from docpilot.net.keys import api_key_from_env
 from docpilot.models.openai import OpenAIModel
 from docpilot.models.wire import excerpt
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from docpilot.errors import ConfigError
 
@@ -77,7 +77,7 @@ def build_model(settings: ModelConfig, *, corpus: Corpus, idf: dict[str, float] 
             max_sentences=settings.max_sentences,
         )
     if settings.provider in ("openai", "local"):
-        from docpilot.models.keys import api_key_from_env
+        from docpilot.net.keys import api_key_from_env
         from docpilot.models.openai import OpenAIModel
 
         if not settings.base_url:
@@ -105,3 +105,33 @@ def build_model(settings: ModelConfig, *, corpus: Corpus, idf: dict[str, float] 
         f"unknown model provider {settings.provider!r}",
         hint=f"use one of: {', '.join(PROVIDERS)}",
     )
+
+
+def flag_overrides(
+    *,
+    docs: str | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    concurrency: int | None = None,
+) -> dict[str, Any]:
+    """The config ``overrides`` the command line's shared flags stand for; unset flags are None.
+
+    A provider named on the command line without a model gets that provider's usual
+    model, so ``--provider openai`` alone is a complete choice. ``load_config`` drops
+    the None values.
+    """
+    overrides: dict[str, Any] = {
+        "corpus": {"docs": docs},
+        "model": {"provider": provider, "name": model, "base_url": base_url, "concurrency": concurrency},
+    }
+    if provider == "local":
+        from docpilot.models.local import DEFAULT_NAME
+
+        overrides["model"]["name"] = model or DEFAULT_NAME
+        # llama.cpp's server answers one request at a time: more in flight would only queue,
+        # and the queue would be measured as the model's latency.
+        overrides["model"]["concurrency"] = concurrency or 1
+    elif provider and provider != "extractive" and not model:
+        overrides["model"]["name"] = "gpt-4o-mini"
+    return overrides

@@ -14,9 +14,9 @@ import aiohttp
 
 from docpilot.models.base import Fault
 from docpilot.models.body import drain, read_at_most
-from docpilot.models.wire import (
-    EventReader, LineTooLong, PartialTurn, excerpt, line_limit, parse_retry_after, reply_char_limit,
-)
+from docpilot.models.wire import PartialTurn, excerpt, line_limit, reply_char_limit
+from docpilot.net.retry import parse_retry_after
+from docpilot.net.sse import EventReader, LineTooLong
 from docpilot.schema import ErrorCode
 
 _FAILURE_BYTES = 65_536  # of an error body, whose excerpt the turn's error shows

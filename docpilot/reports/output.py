@@ -15,7 +15,7 @@ folders are created.
 Mode: every output is created with ``0644`` less the process's umask (so ``0644``
 under the usual umask 022, ``0600`` under 077). Outputs are meant to be read by other
 people and tools (CI artifact uploads, web servers, reviewers), and they hold no
-secrets, which are redacted before anything is stored (``docpilot.config.redact``);
+secrets, which are redacted before anything is stored (``docpilot.redact``);
 a restrictive umask still makes them private. No output is ever group- or
 world-writable, whatever the umask. The one exception is a user's own file that a
 command edits in place (``docpilot calibrate`` and its config): it keeps its mode.

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from docpilot.config.intake import REPORT_FILE, read_text
-from docpilot.config.redact import redact, redact_config
+from docpilot.userfiles.intake import REPORT_FILE, read_text
+from docpilot.redact import redact, redact_config
 from docpilot.errors import ReportError
 from docpilot.reports.output import write_atomically
 from docpilot.schema import LeakFound, Report
@@ -195,7 +195,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
     from docpilot.config.loading import public_config
     from docpilot.models.registry import model_identity
     from docpilot.reports.changes import comparable_config
-    from docpilot.run.clock import command_ms
+    from docpilot.clock import command_ms
     from metrics.slices import slice_by_tag
 
     settings = public_config(job.config)

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from docpilot.config.intake import REPORT_FILE, read_text
+from docpilot.userfiles.intake import REPORT_FILE, read_text
 from docpilot.errors import InputError, ReportError
 from docpilot.reports.report import load_report
 from docpilot.schema import Report, Selection

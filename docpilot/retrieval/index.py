@@ -41,7 +41,7 @@ from docpilot.corpus.pages import Chunk, Corpus
 from docpilot.errors import StorageError
 from docpilot.retrieval.bm25 import LexicalIndex
 from docpilot.retrieval.embedders import Embedder
-from docpilot.run import progress
+from docpilot import progress
 
 # Bump when the layout of what is stored changes. A change of the code that builds an
 # index needs no bump: the fingerprint holds a digest of that code (``index_code``).

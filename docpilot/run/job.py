@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from docpilot.config.golden import load_probes, read_golden
-from docpilot.config.intake import GOLDEN_SET, PROBE_FILE, read_bytes
+from docpilot.golden.loading import load_probes, read_golden
+from docpilot.userfiles.intake import GOLDEN_SET, PROBE_FILE, read_bytes
 from docpilot.config.model import Config
 from docpilot.errors import InputError
 from docpilot.schema import GoldenRecord, Selection
@@ -60,7 +60,7 @@ def read_records(path: str, kind: str = "golden") -> list:
 
 
 def record_warnings(path: str) -> list:
-    """The golden set's warnings (``docpilot.config.golden_warnings``), from the same single parse as its records."""
+    """The golden set's warnings (``docpilot.golden.warnings``), from the same single parse as its records."""
     return _read(path, "golden")[1]
 
 
@@ -168,7 +168,7 @@ def build_job(
     and the job records the corpus's fingerprint, which every stage then holds to.
     ``settings`` are the job's other fields (split, gate_only, use_cache, …).
     """
-    from docpilot.config.golden import validate_against_corpus
+    from docpilot.golden.loading import validate_against_corpus
     from docpilot.config.loading import load_config
 
     if not isinstance(config, Config):
@@ -182,7 +182,7 @@ def build_job(
     select_records(in_split, job.selection, path)  # a wrong --id or --tag stops here, before any work
     if not check_corpus:
         return job
-    from docpilot.run.workspace import open_workspace
+    from docpilot.assistant.workspace import open_workspace
 
     corpus = open_workspace(config, use_cache=job.use_cache).corpus
     if record_set == "golden":

@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING
 from docpilot.assistant.language import preload as preload_language
 from docpilot.models.base import Model, Turn
 from docpilot.models.registry import build_model
-from docpilot.run import progress
+from docpilot import progress
 
 if TYPE_CHECKING:
-    from docpilot.run.workspace import Trace, Workspace
+    from docpilot.assistant.workspace import Trace, Workspace
 
 # Turns in flight per model client: one client's 64 kept-alive connections serve up to
 # 64 turns; more turns get another client rather than wait for a connection.

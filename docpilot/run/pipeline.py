@@ -22,11 +22,11 @@ from docpilot.assistant.render import render_panel
 from docpilot.models.base import REPLY_FIELDS, Prompt, Reply, paints, read_reply
 from docpilot.models.registry import model_identity
 from docpilot.retrieval.rankers import Hit
-from docpilot.run import progress
-from docpilot.run.cache import cache_key
+from docpilot import progress
+from docpilot.cache import cache_key
 from docpilot.run.lane import open_lane
 from docpilot.run.rows import build_rows  # noqa: F401  (the stages call it as pipeline.build_rows)
-from docpilot.run.workspace import Trace, Workspace
+from docpilot.assistant.workspace import Trace, Workspace
 from docpilot.schema import AttackProbe, GoldenRecord
 
 GOLD_DEPTH = 100

@@ -10,7 +10,7 @@ from docpilot.assistant.language import RULE as LANGUAGE_RULE
 from docpilot.assistant.language import detect_language, expected_language
 from docpilot.config.model import ModelConfig
 from docpilot.models.prices import turn_cost_usd
-from docpilot.run.workspace import Trace
+from docpilot.assistant.workspace import Trace
 from docpilot.schema import Row
 from metrics.retrieval import first_relevant_rank
 

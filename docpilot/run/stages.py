@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from docpilot.reports.changes import page_fingerprints, side_file_fingerprints
 from docpilot.reports.report import assemble_report, write_report
-from docpilot.run import pipeline, progress
+from docpilot import progress
+from docpilot.run import pipeline
 from docpilot.run.job import EvalJob
 from docpilot.run.lane import Interrupted
-from docpilot.run.workspace import Trace, Workspace, open_workspace
+from docpilot.assistant.workspace import Trace, Workspace, open_workspace
 from docpilot.schema import Report, Row
 from metrics.summary import Ahead
 

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from docpilot.errors import ConfigError
-from docpilot.run import progress, stages
+from docpilot import progress, stages
 from docpilot.run.job import EvalJob, job_records, shards
 from docpilot.run.lane import Interrupted, cancel_lanes, interrupted, reset_lanes
 from docpilot.run.orchestrator import Orchestration
 from docpilot.run.pipeline import start_traces
-from docpilot.run.workspace import Trace
+from docpilot.assistant.workspace import Trace
 from docpilot.schema import Report
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 ``create_app`` builds the Starlette app around a loaded workspace and model, both made
 once per process; ``run_server`` serves it under uvicorn, and ``serve_in_thread`` does
 the same in a background thread for tests and for an eval that starts its own server.
-The wire format is in ``docpilot.server.schema``; the token check in
+The wire format is in ``docpilot.api.schema``; the token check in
 ``docpilot.server.auth``; one question's journey in ``docpilot.server.turn``.
 
 A request to ``/v1/ask`` passes, in order: on a loopback server, a local ``Host`` and
@@ -39,13 +39,13 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from docpilot.models.base import Model
-from docpilot.run.workspace import Workspace
+from docpilot.assistant.workspace import Workspace
 from docpilot.server.admission import DEFAULT_MAX_CONCURRENCY, DEFAULT_QUEUE_DEPTH, Slots
 from docpilot.server.answering import AnswerLoop
 from docpilot.server.auth import BearerAuth
 from docpilot.server.guards import foreign_request, is_json
 from docpilot.server.roster import Roster
-from docpilot.server.schema import (
+from docpilot.api.schema import (
     MAX_BODY_BYTES,
     MAX_QUESTION_CHARS,
     AskRequest,

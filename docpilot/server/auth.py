@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from docpilot.errors import ConfigError
-from docpilot.server.schema import TOKEN_VARIABLE, ErrorBody, ErrorEvent
+from docpilot.api.schema import TOKEN_VARIABLE, ErrorBody, ErrorEvent
 
 __all__ = ["TOKEN_VARIABLE", "BearerAuth", "is_loopback", "server_token"]
 _REALM = 'Bearer realm="docpilot"'

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-from docpilot.config.redact import redact_url
+from docpilot.redact import redact_url
 from docpilot.server.auth import is_loopback
 
 _HOST = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[^:\[\]]+)(?::\d{1,5})?$")

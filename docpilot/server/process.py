@@ -25,7 +25,7 @@ from docpilot.config.loading import ENV_PREFIX, SECRET_VARIABLES, public_config
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError
 from docpilot.processes import start_child, stop_child
-from docpilot.server.schema import TOKEN_VARIABLE
+from docpilot.api.schema import TOKEN_VARIABLE
 
 _READY = re.compile(r"listening on (http://\S+)")
 
@@ -52,7 +52,7 @@ def local_server(
         )
     if in_process:
         from docpilot.models.registry import build_model
-        from docpilot.run.workspace import open_workspace
+        from docpilot.assistant.workspace import open_workspace
         from docpilot.server.app import create_app, serve_in_thread
 
         workspace = open_workspace(config)

@@ -23,7 +23,7 @@ import signal
 from pathlib import Path
 from typing import Protocol
 
-from docpilot.server.schema import HealthTotals, WorkerHealth
+from docpilot.api.schema import HealthTotals, WorkerHealth
 
 _DOWN, _STARTING, _UP = 0, 1, 2
 _STATES = {_DOWN: "down", _STARTING: "starting", _UP: "up"}

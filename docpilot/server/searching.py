@@ -31,8 +31,8 @@ from typing import Any
 
 from docpilot.retrieval.embedders import OpenAIEmbedder
 from docpilot.retrieval.rankers import Hit
-from docpilot.run.workspace import Workspace
-from docpilot.server.schema import AskRequest
+from docpilot.assistant.workspace import Workspace
+from docpilot.api.schema import AskRequest
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,9 @@ from docpilot.assistant.render import render_panel
 from docpilot.errors import ModelError
 from docpilot.models.base import INTERRUPTED_HINT, Model, Prompt, finish_piece, parse_refusal, read_finish
 from docpilot.models.wire import reply_char_limit, reply_too_long
-from docpilot.run.workspace import Workspace
+from docpilot.assistant.workspace import Workspace
 from docpilot.schema import Cause
-from docpilot.server.schema import (
+from docpilot.api.schema import (
     AskRequest,
     DoneEvent,
     ErrorEvent,

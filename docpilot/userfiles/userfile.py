@@ -1,6 +1,6 @@
 """Files people write by hand — golden sets, probe files, configs — read so errors can point into them.
 
-The bytes come from ``docpilot.config.intake`` (regular files only, within a size cap)
+The bytes come from ``docpilot.userfiles.intake`` (regular files only, within a size cap)
 and must be UTF-8; YAML is composed into nodes first, so every value can be traced
 back to its line; JSONL is read one line at a time. Validation errors from pydantic
 are turned into sentences that name the bad value and say what to write instead.

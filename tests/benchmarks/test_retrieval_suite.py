@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from benchmarks import retrieval_suite as suite
-from docpilot.config.golden import load_golden, validate_against_corpus
+from docpilot.golden.loading import load_golden, validate_against_corpus
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import load_corpus
 from docpilot.retrieval.rankers import Retriever

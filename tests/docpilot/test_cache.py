@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from docpilot.config.model import Config
-from docpilot.run.cache import StageCache, cache_key, clear_cache, describe_cache
+from docpilot.cache import StageCache, cache_key, clear_cache, describe_cache
 from docpilot.run.job import EvalJob
 from flows.eval import run_eval
 from tests.conftest import DATA

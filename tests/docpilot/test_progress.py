@@ -8,7 +8,7 @@ import threading
 from click.testing import CliRunner
 
 from docpilot.cli import main
-from docpilot.run import progress
+from docpilot import progress
 from tests.conftest import DATA
 
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from docpilot.cli import main
-from docpilot.config.redact import MARK, redact, redact_config, redact_url
+from docpilot.redact import MARK, redact, redact_config, redact_url
 from docpilot.errors import ModelError
 from docpilot.models.wire import excerpt
 from docpilot.retrieval.embedders import OpenAIEmbedder

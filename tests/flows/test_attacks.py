@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from docpilot.assistant.primer import CANARY, SYSTEM
 from docpilot.cli import main
-from docpilot.config.golden import load_probes
+from docpilot.golden.loading import load_probes
 from docpilot.config.model import Config
 from docpilot.readout.outcomes import prepare_readout
 from docpilot.reports.report import load_report

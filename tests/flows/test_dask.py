@@ -18,7 +18,8 @@ from prefect_dask import DaskTaskRunner
 
 from docpilot.errors import OrchestratorError
 from docpilot.models.base import Turn
-from docpilot.run import pipeline, workspace
+from docpilot.assistant import workspace
+from docpilot.run import pipeline
 from docpilot.run.job import job_records
 from flows.dask import LOCAL_WORKERS, dask_task_runner, local_cluster_options
 from flows.eval import run_eval

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from docpilot.run.pipeline import answer_shard, lookup_turns
-from docpilot.run.workspace import Trace, Workspace
+from docpilot.assistant.workspace import Trace, Workspace
 
 
 def model_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:

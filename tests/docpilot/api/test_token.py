@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from docpilot.cli import main
 from docpilot.errors import ConfigError
-from docpilot.run.server_token import check_token
+from docpilot.api.token import check_token
 from docpilot.server.app import create_app, serve_in_thread
 from tests.docpilot.run.test_remote import DATA, TOKEN, HeldModel, _workspace
 

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from docpilot.cli import main
-from docpilot.run.cache import CacheUnavailable, CacheUnreadable, _database_failure, describe_cache
+from docpilot.cache import CacheUnavailable, CacheUnreadable, _database_failure, describe_cache
 from tests.conftest import DATA, ROOT
 
 PIPELINE = DATA / "pipeline"

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
-from docpilot.config.golden_shape import GoldenShape
+from docpilot.golden.shape import GoldenShape
 from docpilot.errors import InputError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "golden"

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from docpilot.cli import main
-from docpilot.config.userfile import MAX_ALIAS_VALUES, _Loader, parse_yaml, show
+from docpilot.userfiles.userfile import MAX_ALIAS_VALUES, _Loader, parse_yaml, show
 from docpilot.errors import InputError
 
 
@@ -70,7 +70,7 @@ def test_show_looks_only_at_what_it_shows():
 # Regression: a 50 MB question was accepted by eval, while the server limits a question's length.
 def test_eval_refuses_a_question_over_the_servers_limit(tmp_path):
     from docpilot.schema import MAX_QUESTION_CHARS
-    from docpilot.server.schema import MAX_QUESTION_CHARS as SERVER_LIMIT
+    from docpilot.api.schema import MAX_QUESTION_CHARS as SERVER_LIMIT
     from tests.conftest import DATA
 
     assert MAX_QUESTION_CHARS == SERVER_LIMIT

@@ -9,8 +9,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from docpilot.config.golden import check_golden, load_golden, read_golden
-from docpilot.config.golden_warnings import warning_lines
+from docpilot.golden.loading import check_golden, load_golden, read_golden
+from docpilot.golden.warnings import warning_lines
 from docpilot.corpus.pages import load_corpus
 from docpilot.errors import InputError
 from tests.conftest import DATA, ROOT

@@ -24,9 +24,9 @@ import pytest
 
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Prompt, Source
-from docpilot.models.keys import api_key_from_env
+from docpilot.net.keys import api_key_from_env
 from docpilot.models.openai import OpenAIModel
-from docpilot.models.wire import parse_retry_after
+from docpilot.net.retry import parse_retry_after
 from tests.support.openai_server import (
     OpenAIScript,
     Reply,

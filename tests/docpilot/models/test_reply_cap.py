@@ -15,7 +15,8 @@ import pytest
 
 from docpilot.models.base import Prompt
 from docpilot.models.openai import OpenAIModel
-from docpilot.models.wire import CHARS_FLOOR, CHARS_PER_TOKEN, EventReader, LineTooLong, line_limit, reply_char_limit
+from docpilot.models.wire import CHARS_FLOOR, CHARS_PER_TOKEN, line_limit, reply_char_limit
+from docpilot.net.sse import EventReader, LineTooLong
 from tests.support.openai_server import OpenAIScript, Reply
 
 pytestmark = pytest.mark.anyio

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from docpilot.models.wire import EventReader
+from docpilot.net.sse import EventReader
 
 # Every line end, a comment, a multi-line event, fields other than data, a two-byte and a
 # three-byte character, and U+2028, which must not end a line.
@@ -82,7 +82,7 @@ def test_named_events_carry_their_names_and_the_default_is_message() -> None:
 
 
 def test_retry_after_waits_are_capped_and_default_when_unreadable() -> None:
-    from docpilot.models.wire import RETRY_AFTER_CAP_S, retry_wait_s
+    from docpilot.net.retry import RETRY_AFTER_CAP_S, retry_wait_s
 
     assert retry_wait_s("2", default=1.0) == 2.0
     assert retry_wait_s("3600", default=1.0) == RETRY_AFTER_CAP_S

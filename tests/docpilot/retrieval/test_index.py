@@ -185,7 +185,7 @@ def test_include_directives_are_left_out_of_the_indexed_text(tmp_path):
 
 
 def test_a_build_that_embeds_reports_its_progress_in_chunks(tmp_path):
-    from docpilot.run import progress
+    from docpilot import progress
 
     folder = tmp_path / "docs"
     folder.mkdir()

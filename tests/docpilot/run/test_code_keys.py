@@ -9,7 +9,7 @@ from docpilot.models.base import REPLY_FIELDS
 from docpilot.models.registry import MODEL_CODE
 from docpilot.retrieval.index import _LEXICAL_CODE, _VECTOR_CODE
 from docpilot.retrieval.rankers import RANKING_CODE
-from docpilot.run.cache import StageCache
+from docpilot.cache import StageCache
 from tests.conftest import DATA, ROOT
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 from tests.support.tree_copy import copy_tree, edit_source, eval_from

@@ -21,7 +21,7 @@ import yaml
 from click.testing import CliRunner
 
 from docpilot.cli import main
-from docpilot.config.golden import load_golden
+from docpilot.golden.loading import load_golden
 from docpilot.config.model import Config
 from docpilot.models.registry import build_model
 from docpilot.run.pipeline import (
@@ -32,7 +32,7 @@ from docpilot.run.pipeline import (
     retrieve_shard,
     start_traces,
 )
-from docpilot.run.workspace import open_workspace
+from docpilot.assistant.workspace import open_workspace
 from docpilot.server.app import create_app, serve_in_thread
 
 FILLER = " ".join(f"word{i}" for i in range(120))

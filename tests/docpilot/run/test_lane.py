@@ -17,7 +17,7 @@ from docpilot.run.pipeline import (
     retrieve_shard,
     start_traces,
 )
-from docpilot.run.workspace import open_workspace
+from docpilot.assistant.workspace import open_workspace
 from docpilot.schema import GoldenRecord
 from tests.conftest import DATA
 from tests.support.model_stage import model_shard

@@ -12,7 +12,7 @@ import pytest
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError
 from docpilot.models.probe import Ready
-from docpilot.run import progress
+from docpilot import progress
 from docpilot.run.job import EvalJob
 from docpilot.run.lane import Interrupted, reset_lanes, stop_requested
 from docpilot.run.orchestrator import choose

@@ -10,7 +10,7 @@ from docpilot.run.pipeline import (
     retrieve_shard,
     start_traces,
 )
-from docpilot.run.workspace import open_workspace
+from docpilot.assistant.workspace import open_workspace
 from docpilot.schema import GoldenRecord
 from tests.conftest import DATA
 from tests.support.model_stage import model_shard
@@ -128,7 +128,7 @@ def test_a_worker_holding_other_docs_reloads_them_for_the_runs_fingerprint(tmp_p
     started = open_workspace(config).corpus.fingerprint
     import dataclasses
 
-    from docpilot.run import workspace
+    from docpilot.assistant import workspace
 
     stale = workspace._WORKSPACES[(config.model_dump_json(), True)]
     stale.corpus = dataclasses.replace(stale.corpus, fingerprint="0" * 64)  # as if loaded from older docs
@@ -146,7 +146,7 @@ def test_docs_changed_under_a_running_eval_are_an_error_not_a_poisoned_cache(tmp
     started = open_workspace(config).corpus.fingerprint
     (docs / "guide" / "billing.md").write_text("# Billing\n\nInvoices are sent on the first of the month.\n")
     assert open_workspace(config, fingerprint=started).corpus.fingerprint == started  # kept: ranks what the run began with
-    from docpilot.run import workspace
+    from docpilot.assistant import workspace
 
     workspace._WORKSPACES.clear()  # a worker process that starts after the edit holds nothing yet
     with pytest.raises(CorpusError, match="the docs changed during the run"):

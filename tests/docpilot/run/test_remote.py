@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from docpilot.config.golden import load_golden
+from docpilot.golden.loading import load_golden
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Prompt
@@ -24,8 +24,9 @@ from docpilot.run.pipeline import (
     retrieve_shard,
     start_traces,
 )
-from docpilot.run.remote import RemoteTurn, ask, ask_url, local_server, remote_shard
-from docpilot.run.workspace import Workspace, open_workspace
+from docpilot.api.client import RemoteTurn, ask, ask_url
+from docpilot.run.remote import local_server, remote_shard
+from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.server.app import create_app, serve_in_thread
 from tests.support.model_stage import model_shard
 

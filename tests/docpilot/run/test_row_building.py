@@ -24,7 +24,7 @@ from starlette.routing import Route
 from docpilot.cli import main
 from docpilot.config.model import Config
 from docpilot.models.registry import build_model
-from docpilot.run.workspace import Workspace, open_workspace
+from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.server.app import create_app, serve_in_thread
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pipeline"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 
 from docpilot.config.model import Config
-from docpilot.run.cache import StageCache
+from docpilot.cache import StageCache
 from docpilot.run.job import EvalJob
 from flows.eval import run_eval
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai

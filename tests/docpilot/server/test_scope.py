@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from docpilot.config.golden import load_golden, validate_against_corpus
+from docpilot.golden.loading import load_golden, validate_against_corpus
 from docpilot.config.model import Config
 from docpilot.models.registry import build_model
-from docpilot.run.workspace import Workspace, open_workspace
+from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.schema import Row
 from docpilot.server.app import create_app, serve_in_thread
 from metrics.citations import scope_violations

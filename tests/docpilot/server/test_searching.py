@@ -17,7 +17,7 @@ from docpilot.config.model import RetrievalConfig
 from docpilot.models.base import Prompt
 from docpilot.retrieval.embedders import OpenAIEmbedder, StaticEmbedder
 from docpilot.retrieval.rankers import Retriever
-from docpilot.run.workspace import Workspace
+from docpilot.assistant.workspace import Workspace
 from docpilot.server.app import create_app, serve_in_thread
 from docpilot.server.searching import search_threads
 from tests.docpilot.retrieval.test_embedders import WordHashEmbedder
@@ -170,7 +170,7 @@ class HeldEmbedder(WordHashEmbedder):
 # Regression: a search of the same retriever from outside the pool, while a pool search
 # waited on its embedding, let go of a lock it did not hold and failed.
 def test_a_search_outside_the_pool_meanwhile_neither_fails_nor_disturbs_the_pools():
-    from docpilot.server.schema import AskRequest
+    from docpilot.api.schema import AskRequest
     from docpilot.server.searching import SearchPool
 
     corpus = _workspace().corpus

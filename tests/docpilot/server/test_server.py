@@ -24,7 +24,7 @@ from docpilot.run.pipeline import (
     retrieve_shard,
     start_traces,
 )
-from docpilot.run.workspace import Workspace, open_workspace
+from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.schema import GoldenRecord
 from docpilot.server.app import create_app, serve_in_thread
 from tests.docpilot.retrieval.test_embedders import WordHashEmbedder

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from docpilot.config.intake import CONFIG_FILE, DOCS_FILE, KINDS, FileKind, read_bytes, read_text
+from docpilot.userfiles.intake import CONFIG_FILE, DOCS_FILE, KINDS, FileKind, read_bytes, read_text
 from docpilot.config.loading import load_config
 from docpilot.errors import ConfigError, CorpusError, InputError
 

@@ -1,0 +1,136 @@
+"""The eval's server runtime: every record of a shard asked of a running DocPilot server.
+
+``remote_shard`` asks the server each record's question with the API client
+(``docpilot.api.client.ask``) and fills each trace so that the eval's own
+``render_shard`` and ``build_rows`` make the row: the row's latency and first token
+are then the times the client saw, network included. The server's own stage timings
+(embed, retrieve, model) come back beside the traces, by record id.
+
+``local_server`` (from ``docpilot.server.process``) starts ``docpilot serve`` on a free
+loopback port for an eval that was given no server URL, and stops it afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import httpx
+
+from docpilot.api.client import RemoteTurn, ask, ask_url
+from docpilot.api.schema import TOKEN_VARIABLE
+from docpilot.assistant.workspace import Trace, Workspace
+from docpilot.errors import ConfigError
+from docpilot.models.base import Prompt, Source, Turn
+from docpilot.server.process import local_server
+
+__all__ = ["fill_trace", "local_server", "remote_shard"]
+
+DEFAULT_CONCURRENCY = 8
+"""Questions a shard keeps in flight at once (below the server's default limit of 32)."""
+
+
+def fill_trace(trace: Trace, remote: RemoteTurn) -> Trace:
+    """Put a server's answer into an eval trace, so ``render_shard`` and ``build_rows`` make its row.
+
+    ``retrieve_ms`` is the client's wait for the `retrieval` event, and the turn's times
+    run from there, because ``build_rows`` adds the two: the row then holds the times
+    the client saw. A gate refusal ends at the refusal, so its wait is the whole turn.
+    """
+    if remote.retrieval is not None:
+        trace.hits = [hit.model_dump() for hit in remote.retrieval.hits]
+        sources = [Source(n=s.n, section_id=s.section_id, title=s.title, text="") for s in remote.retrieval.primed]
+        trace.prompt = Prompt(question=trace.record.question, sources=sources)
+        trace.retrieve_ms = remote.retrieval_ms
+    if remote.refusal is not None and remote.refusal.refused_by == "gate" and remote.error is None:
+        trace.gate_refused = True
+        trace.retrieve_ms = remote.latency_ms
+        return trace
+    offset = trace.retrieve_ms or 0.0
+
+    def after(ms: float | None) -> float | None:
+        return None if ms is None else max(ms - offset, 0.0)
+
+    refused = remote.refusal is not None and remote.error is None
+    trace.turn = Turn(
+        answer=remote.answer,
+        reasoning=remote.reasoning,
+        refused=refused,
+        refusal_cause=remote.refusal.cause if refused and remote.refusal else None,
+        latency_ms=after(remote.latency_ms),
+        first_token_ms=after(remote.first_token_ms),
+        first_thought_ms=after(remote.first_thought_ms),
+        usage=remote.usage,
+        truncated=remote.truncated and remote.error is None,
+        error=remote.error,
+        error_code=remote.error_code,
+    )
+    return trace
+
+
+def remote_shard(
+    ws: Workspace,
+    traces: list[Trace],
+    url: str,
+    *,
+    token: str | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+) -> tuple[list[Trace], dict[str, dict[str, float]]]:
+    """Ask a server every record of a shard; the filled traces and each record's server stage timings.
+
+    It stands in for the retrieve, prime and model stages; run ``render_shard`` and
+    ``build_rows`` after it, then set each row's ``stages_ms`` to its entry here.
+    ``token`` defaults to ``DOCPILOT_SERVER_TOKEN``. A server that cannot be reached, or
+    that serves other docs than ``ws`` (the panels are rendered against ``ws``), raises
+    ConfigError before any question is sent; a question that fails is an errored trace.
+    """
+    if concurrency < 1:
+        raise ConfigError(f"concurrency must be at least 1, got {concurrency}", hint="use 8")
+    token = token if token is not None else (os.environ.get(TOKEN_VARIABLE, "").strip() or None)
+    timeout = httpx.Timeout(ws.config.model.timeout_s + 30.0)
+    turns = asyncio.run(_ask_all(ws, traces, url, token, concurrency, timeout))
+    stages: dict[str, dict[str, float]] = {}
+    for trace, remote in zip(traces, turns):
+        fill_trace(trace, remote)
+        if remote.timing is not None:
+            stages[trace.record.id] = remote.stages_ms()
+    return traces, stages
+
+
+async def _ask_all(
+    ws: Workspace, traces: list[Trace], url: str, token: str | None, concurrency: int, timeout: httpx.Timeout
+) -> list[RemoteTurn]:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    gate = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+        await _check_server(client, url, ws)
+
+        async def one(trace: Trace) -> RemoteTurn:
+            record = trace.record
+            async with gate:
+                return await ask(client, url, record.question, record.scope, token, language=record.language,
+                                 max_tokens=ws.config.model.max_tokens)
+
+        return await asyncio.gather(*(one(t) for t in traces))
+
+
+async def _check_server(client: httpx.AsyncClient, url: str, ws: Workspace) -> None:
+    """Fail before the first question when the server is down or answers from other docs."""
+    health = ask_url(url).removesuffix("/v1/ask") + "/healthz"
+    start = "start it with `docpilot serve`, or pass the URL it printed"
+    try:
+        response = await client.get(health)
+    except httpx.HTTPError as exc:
+        raise ConfigError(f"cannot reach the server at {url} ({type(exc).__name__}: {exc})", hint=start) from None
+    try:
+        served = response.json().get("corpus") if response.status_code == 200 else None
+    except ValueError:
+        served = None
+    if not isinstance(served, str):
+        raise ConfigError(f"{health} answered HTTP {response.status_code}, not a DocPilot health report", hint=start)
+    if served != ws.corpus.fingerprint:
+        raise ConfigError(
+            f"the server at {url} answers from other docs than this eval's {ws.corpus.root} "
+            f"(corpus {served[:12]}, here {ws.corpus.fingerprint[:12]})",
+            hint="serve the same docs folder the eval reads (corpus.docs or --docs), then run again",
+        )
