@@ -10,41 +10,57 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from tests.conftest import ROOT
+from tests.support.tree_copy import copy_tree, edit_source
 
 PROJECT = ("docpilot", "metrics", "tasks", "flows")
 MAX_LINES = 400
 MAX_TOP_LEVEL = 12
 
+LAYERS: list[tuple[str, frozenset[str]]] = [
+    ("infrastructure", frozenset({
+        "docpilot", "docpilot.errors", "docpilot.schema", "docpilot.json_schema", "docpilot.extras",
+        "docpilot.codebase", "docpilot.processes", "docpilot.progress", "docpilot.clock", "docpilot.cache",
+        "docpilot.redact", "docpilot.userfiles", "docpilot.net", "metrics",
+    })),
+    ("config, golden sets, corpus", frozenset({"docpilot.config", "docpilot.golden", "docpilot.corpus"})),
+    ("retrieval, models", frozenset({"docpilot.retrieval", "docpilot.models"})),
+    ("assistant and the API's shapes", frozenset({"docpilot.assistant", "docpilot.api"})),
+    ("eval, server, reports", frozenset({"docpilot.run", "docpilot.server", "docpilot.reports"})),
+    ("readouts, improve", frozenset({"docpilot.readout", "docpilot.improve"})),
+    ("cli and the Prefect/Dask integration", frozenset({"docpilot.cli", "docpilot.__main__", "tasks", "flows"})),
+]
+"""The packages, bottom to top: a package imports only packages of its own layer or below,
+and within a layer no two packages import each other, directly or through others."""
 
-def _modules() -> dict[str, Path]:
+
+def modules_of(root: Path) -> dict[str, Path]:
+    """Every project module under ``root``, by dotted name."""
     found = {}
     for package in PROJECT:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
             found[".".join(parts)] = path
     return found
 
 
-MODULES = _modules()
-
-
-def _resolve(name: str) -> str | None:
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     """The project module an imported name lives in: the longest known prefix."""
     parts = name.split(".")
     while parts:
         candidate = ".".join(parts)
-        if candidate in MODULES:
+        if candidate in modules:
             return candidate
         parts.pop()
     return None
 
 
-def _imports(module: str, path: Path) -> set[str]:
+def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """Project modules ``module`` imports anywhere in its body, function bodies included."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
@@ -59,24 +75,43 @@ def _imports(module: str, path: Path) -> set[str]:
             # `from docpilot.run import progress` imports docpilot.run.progress, not the package alone.
             names = [f"{base}.{alias.name}" for alias in node.names] + [base]
         for name in names:
-            target = _resolve(name)
+            target = _resolve(name, modules)
             if target is not None and target != module and not module.startswith(target + "."):
                 found.add(target)
     return found
 
 
-GRAPH = {module: _imports(module, path) for module, path in MODULES.items()}
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Which project modules each project module under ``root`` imports."""
+    modules = modules_of(root)
+    return {module: _imports(module, path, modules) for module, path in modules.items()}
 
 
-def _cycle() -> list[str] | None:
-    """One import cycle between project modules, as the path around it, or None."""
+def package_of(module: str) -> str:
+    """The unit the layers are drawn between: a package of docpilot, a top-level module, or a top package."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "docpilot" else parts[0]
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, dict[str, set[str]]]:
+    """Package → imported package → the module arrows that make that import."""
+    packages: dict[str, dict[str, set[str]]] = {package_of(m): {} for m in graph}
+    for module, targets in graph.items():
+        for target in targets:
+            if package_of(target) != package_of(module):
+                packages[package_of(module)].setdefault(package_of(target), set()).add(f"{module} -> {target}")
+    return packages
+
+
+def find_cycle(graph: dict[str, Iterable[str]]) -> list[str] | None:
+    """One cycle in a graph, as the path around it, or None."""
     state: dict[str, int] = {}
     stack: list[str] = []
 
     def visit(node: str) -> list[str] | None:
         state[node] = 1
         stack.append(node)
-        for nxt in sorted(GRAPH[node]):
+        for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
                 return stack[stack.index(nxt):] + [nxt]
             if nxt not in state:
@@ -87,7 +122,7 @@ def _cycle() -> list[str] | None:
         state[node] = 2
         return None
 
-    for start in sorted(GRAPH):
+    for start in sorted(graph):
         if start not in state:
             found = visit(start)
             if found:
@@ -95,8 +130,67 @@ def _cycle() -> list[str] | None:
     return None
 
 
+def layer_problems(root: Path) -> list[str]:
+    """What breaks the layers in the tree under ``root``: unplaced packages, upward imports, package cycles."""
+    packages = package_graph(import_graph(root))
+    level = {package: n for n, (_, members) in enumerate(LAYERS) for package in members}
+    problems = [f"{package} is in no layer: add it to LAYERS" for package in sorted(packages) if package not in level]
+    for package, targets in sorted(packages.items()):
+        for target, arrows in sorted(targets.items()):
+            if package in level and target in level and level[target] > level[package]:
+                problems.append(
+                    f"{package} ({LAYERS[level[package]][0]}) imports {target} ({LAYERS[level[target]][0]}), "
+                    f"a layer above it: {', '.join(sorted(arrows))}"
+                )
+    cycle = find_cycle(packages)
+    if cycle:
+        problems.append("package cycle: " + " -> ".join(cycle))
+    return problems
+
+
+MODULES = modules_of(ROOT)
+GRAPH = import_graph(ROOT)
+
+
 def test_no_import_cycle_between_project_modules():
-    assert _cycle() is None
+    assert find_cycle(GRAPH) is None
+
+
+def test_packages_keep_their_layers_and_form_no_cycle():
+    assert layer_problems(ROOT) == []
+
+
+def test_the_layer_check_fails_on_a_package_cycle_in_a_copy(tmp_path):
+    tree = copy_tree(tmp_path / "tree")
+    assert layer_problems(tree) == []  # the copy holds as the checkout does
+    # corpus sits beside config in its layer, so this import is allowed alone; with
+    # config's own import of corpus below, the two packages form a cycle.
+    edit_source(tree, "docpilot/corpus/sidecar.py", "from __future__ import annotations\n",
+                "from __future__ import annotations\n\nimport docpilot.config.model  # noqa: F401\n")
+    edit_source(tree, "docpilot/config/ranges.py", "from __future__ import annotations\n",
+                "from __future__ import annotations\n\n\ndef _chunks():\n    from docpilot.corpus import chunking\n\n    return chunking\n")
+    problems = layer_problems(tree)
+    assert len(problems) == 1 and problems[0].startswith("package cycle: "), problems
+    assert "docpilot.config" in problems[0] and "docpilot.corpus" in problems[0]
+
+
+def test_the_layer_check_fails_on_an_upward_import_in_a_copy(tmp_path):
+    tree = copy_tree(tmp_path / "tree")
+    # An import inside a function counts: retrieval reaching up into the eval.
+    edit_source(tree, "docpilot/retrieval/fusion.py", "from __future__ import annotations\n",
+                "from __future__ import annotations\n\n\ndef _job():\n    from docpilot.run import job\n\n    return job\n")
+    problems = layer_problems(tree)
+    assert problems == [
+        "docpilot.retrieval (retrieval, models) imports docpilot.run (eval, server, reports), a layer above it: "
+        "docpilot.retrieval.fusion -> docpilot.run.job"
+    ]
+
+
+def test_the_layer_check_fails_on_a_package_in_no_layer(tmp_path):
+    tree = copy_tree(tmp_path / "tree")
+    (tree / "docpilot" / "extra").mkdir()
+    (tree / "docpilot" / "extra" / "__init__.py").write_text('"""A package nobody placed."""\n')
+    assert layer_problems(tree) == ["docpilot.extra is in no layer: add it to LAYERS"]
 
 
 def test_arrows_point_one_way():
