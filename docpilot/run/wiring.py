@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from docpilot.errors import ConfigError
-from docpilot import progress, stages
+from docpilot import progress
+from docpilot.run import stages
 from docpilot.run.job import EvalJob, job_records, shards
 from docpilot.run.lane import Interrupted, cancel_lanes, interrupted, reset_lanes
 from docpilot.run.orchestrator import Orchestration
