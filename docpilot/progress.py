@@ -1,7 +1,8 @@
 """Progress of a long run: a bar on a terminal, plain lines elsewhere, nothing when nobody asked.
 
 The pipeline reports what it finished (``advance``); the command line decides how to
-show it by installing a sink. Progress always goes to stderr, so ``--json`` output on
+show it by giving a sink. Each eval counts into its own ``Progress``; work outside a
+run (building an index) counts into the calling thread's. Progress always goes to stderr, so ``--json`` output on
 stdout stays clean.
 """
 
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Protocol, TextIO
 
 
@@ -21,49 +24,91 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-_sink: Sink | None = None
 _UNITS = {"embed": "chunks"}  # what a stage counts, when not records
 
 
+class Progress:
+    """One run's counts, sent to a sink (or nowhere); muted on a thread for work others count.
+
+    Each eval has its own (``docpilot.run.context``), so two evals in one process count
+    apart. Its stages advance it from any thread: the model lane's writer, a stage pool.
+    """
+
+    def __init__(self, sink: Sink | None = None) -> None:
+        self.sink = sink
+        self._quiet = threading.local()
+
+    def start(self, stage: str, total: int) -> None:
+        """A stage is about to process ``total`` records."""
+        if self.sink is not None and not getattr(self._quiet, "on", False):
+            self.sink.start(stage, total)
+
+    def advance(self, stage: str, count: int = 1) -> None:
+        """``count`` more records finished ``stage``."""
+        if self.sink is not None and not getattr(self._quiet, "on", False):
+            self.sink.advance(stage, count)
+
+    @contextlib.contextmanager
+    def muted(self) -> Iterator[None]:
+        """Count nothing on this thread in the block: work done ahead of the run's stages, which count it themselves."""
+        before = getattr(self._quiet, "on", False)
+        self._quiet.on = True
+        try:
+            yield
+        finally:
+            self._quiet.on = before
+
+
+# The progress of whatever the calling thread is doing outside a run's stages (building
+# an index for `docpilot index`, `serve` or a job): set by ``shown`` or ``install``.
+_CURRENT: ContextVar[Progress | None] = ContextVar("docpilot_progress", default=None)
+
+
+def current() -> Progress:
+    """The calling thread's progress (``shown``, ``install``), or one that counts nowhere."""
+    return _CURRENT.get() or Progress()
+
+
 def install(sink: Sink | None) -> None:
-    """Send progress to ``sink`` (None: nowhere)."""
-    global _sink
-    _sink = sink
+    """Send the calling thread's progress to ``sink`` (None: nowhere)."""
+    _CURRENT.set(Progress(sink) if sink is not None else None)
 
 
 @contextlib.contextmanager
-def shown() -> Iterator[None]:
-    """Show progress on stderr while in the block (see ``sink_for``), then put the sink away."""
-    sink = sink_for()
-    install(sink)
+def shown(sink: Sink | None = None) -> Iterator[Progress]:
+    """Show the calling thread's progress while in the block (on stderr by default, see ``sink_for``)."""
+    sink = sink or sink_for()
+    shown = Progress(sink)
+    token = _CURRENT.set(shown)
     try:
-        yield
+        yield shown
     finally:
-        install(None)
+        _CURRENT.reset(token)
         sink.close()
 
 
 @contextlib.contextmanager
-def muted() -> Iterator[None]:
-    """Count nothing while in the block: work done ahead of the run's stages, which count it themselves."""
-    global _sink
-    sink, _sink = _sink, None
+def counting(progress: Progress) -> Iterator[None]:
+    """Within the block, this thread's ``start`` and ``advance`` go to ``progress`` (a run's stage)."""
+    token = _CURRENT.set(progress)
     try:
         yield
     finally:
-        _sink = sink
+        _CURRENT.reset(token)
 
 
 def start(stage: str, total: int) -> None:
-    """A stage is about to process ``total`` records."""
-    if _sink is not None:
-        _sink.start(stage, total)
+    """A stage of the calling thread's work is about to process ``total`` records."""
+    progress = _CURRENT.get()
+    if progress is not None:
+        progress.start(stage, total)
 
 
 def advance(stage: str, count: int = 1) -> None:
-    """``count`` more records finished ``stage``."""
-    if _sink is not None:
-        _sink.advance(stage, count)
+    """``count`` more records of the calling thread's work finished ``stage``."""
+    progress = _CURRENT.get()
+    if progress is not None:
+        progress.advance(stage, count)
 
 
 class LineSink:

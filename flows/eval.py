@@ -2,13 +2,14 @@
 
 The order of the stages is written once, in ``docpilot.run.wiring``; this module hands
 it an executor whose calls are task runs (one per stage per shard) and publishes the
-scorecard. ``run_eval`` runs one eval under the orchestrator ``docpilot.run.orchestrator``
-chooses; an inline run goes straight to the core and never needs this module. A Dask
+scorecard. ``run_eval`` runs one eval (the core's ``evaluated``) under the orchestrator
+``docpilot.run.orchestrator`` chooses; an inline run never needs this module. A Dask
 run (``flows.dask``) sends the shards out concurrently with the same wiring.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 from prefect import flow, tags
@@ -24,7 +25,9 @@ from docpilot.errors import OrchestratorError
 from docpilot.run import stages
 from docpilot.run.job import EvalJob
 from docpilot.run.orchestrator import Choice, Orchestration, choose
-from docpilot.run.wiring import Executor, completed, run_inline, run_stages, served
+from docpilot.progress import Progress
+from docpilot.run.evaluation import evaluated
+from docpilot.run.wiring import Executor, completed, run_stages, served
 from docpilot.schema import Report
 from tasks.artifacts import publish_scorecard, run_tags
 from tasks.stages import TASKS, as_task_run, quoted
@@ -67,15 +70,16 @@ def eval_flow(job: EvalJob, runner: Runner = "local", orchestration: Orchestrati
 
 def run_eval(
     job: EvalJob, orchestrator: Orchestrator | Orchestration = "auto", *, runner: Runner = "local",
-    dask_address: str | None = None,
+    dask_address: str | None = None, progress: Progress | None = None,
 ) -> tuple[Report, str]:
     """Run one eval under the chosen orchestrator; returns the report and its path.
 
     ``orchestrator`` is a choice (``auto`` picks as ``docpilot.run.orchestrator.choose``
     does) or an orchestration already chosen. ``runner="dask"`` runs the shards on the
     Dask scheduler at ``dask_address``, or on a local cluster of two worker processes;
-    it always runs under Prefect. The server runtime without a URL serves the same
-    config on a free loopback port for the run.
+    it always runs under Prefect. The run is the core's ``evaluated`` (the endpoint's
+    probe, the local provider's server, the first turns sent early), with this module's
+    flow as its orchestrator; an inline run is ``evaluated`` alone.
     """
     orchestration = orchestrator if isinstance(orchestrator, Orchestration) else choose(orchestrator, runner=runner)
     if runner == "dask" and orchestration.orchestrator == "inline":
@@ -83,8 +87,17 @@ def run_eval(
             "--runner dask runs the shards as Prefect task runs, so it cannot run inline\n"
             "  fix: drop --orchestrator inline, or drop --runner dask"
         )
-    if orchestration.orchestrator == "inline":
-        return run_inline(job, orchestration)
+    run_flow = None if orchestration.orchestrator == "inline" else functools.partial(
+        orchestrate, runner=runner, dask_address=dask_address)
+    return evaluated(job, progress=progress, orchestration=orchestration, orchestrate=run_flow, runner=runner)
+
+
+def orchestrate(job: EvalJob, orchestration: Orchestration, *, runner: Runner = "local",
+                dask_address: str | None = None) -> tuple[Report, str]:
+    """Run a ready job's stages as the eval flow (``evaluated``'s orchestrate function); the report and its path.
+
+    The server runtime without a URL serves the same config on a free loopback port for the run.
+    """
     with served(job) as job:
         return _run_flow(job, orchestration, runner, dask_address)
 

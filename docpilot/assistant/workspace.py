@@ -7,6 +7,8 @@ while the docs folder stays the same.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,7 +83,14 @@ class Workspace:
         return self._idf
 
 
-_WORKSPACES: dict[tuple, Workspace] = {}
+# Workspaces opened in this process, by config and cache use: a schedule, a Dask worker,
+# the server and Python callers open the same docs run after run, and an index takes
+# seconds to load. Locked, since evals on several threads open theirs at once; two at
+# most, since each holds a corpus and its index in memory. A run keeps the workspace it
+# opened for itself (``docpilot.run.context``), so dropping one here never affects a run.
+_OPEN: OrderedDict[tuple, Workspace] = OrderedDict()
+_OPEN_MOST = 2
+_OPEN_LOCK = threading.Lock()
 
 
 def open_workspace(config: Config, *, use_cache: bool = True, fingerprint: str | None = None) -> Workspace:
@@ -95,7 +104,8 @@ def open_workspace(config: Config, *, use_cache: bool = True, fingerprint: str |
     Without one (the start of a run) the folder's files are compared by size and times.
     """
     key = (config.model_dump_json(), use_cache)
-    workspace = _WORKSPACES.get(key)
+    with _OPEN_LOCK:
+        workspace = _OPEN.get(key)
     if workspace is not None:
         if fingerprint is not None:
             if workspace.corpus.fingerprint == fingerprint:
@@ -119,6 +129,9 @@ def open_workspace(config: Config, *, use_cache: bool = True, fingerprint: str |
         cache=StageCache(config.cache_dir) if use_cache else None,
         signature=signature,
     )
-    _WORKSPACES.clear()  # one workspace per process is enough; do not pile up indexes
-    _WORKSPACES[key] = workspace
+    with _OPEN_LOCK:
+        _OPEN[key] = workspace
+        _OPEN.move_to_end(key)
+        while len(_OPEN) > _OPEN_MOST:  # do not pile up indexes
+            _OPEN.popitem(last=False)
     return workspace

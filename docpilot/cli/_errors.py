@@ -119,7 +119,7 @@ def signals_held():
     the import completes, and the interrupt is raised here, where the run stops in its one
     message.
     """
-    from docpilot.run.lane import interrupted
+    from docpilot.run.context import stopping
 
     global _held
     _held += 1
@@ -127,7 +127,7 @@ def signals_held():
         yield
     finally:
         _held -= 1
-    if interrupted():
+    if stopping():
         raise KeyboardInterrupt
 
 
@@ -141,14 +141,15 @@ def interrupts_resume(*, quick: str | None = None):
     run as stopping, so that it stops even if a library it passes through (Prefect,
     while its flow run starts) swallows the KeyboardInterrupt.
     """
-    from docpilot.run.lane import Interrupted, stop_requested
+    from docpilot.run.context import stop_all
+    from docpilot.run.lane import Interrupted
 
     signalled = False
 
     def _terminate(signum, frame):
         nonlocal signalled
         signalled = True
-        stop_requested()
+        stop_all()
         if _held:  # inside code that must not be cut (an import): it ends first, then stops the run
             return
         raise KeyboardInterrupt

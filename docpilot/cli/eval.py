@@ -114,25 +114,24 @@ def _require_extras(choice: str, orchestration, runner: str, runtime: str, url: 
                       otherwise="pass --url of a running server")
 
 
-def _run(job, orchestration, runner: str, dask_address: str | None):
-    """The report of the run and its path, inline or under Prefect as ``orchestration`` says."""
-    if orchestration.orchestrator == "inline" and runner == "local":
-        # The first turns are out by now (``leading``): what the end of the run needs (the
-        # scorecard's code, the fingerprint of the code) is ready while the model answers
-        # them, not after the last answer.
-        import docpilot.reports.scorecard  # noqa: F401
-        from docpilot.reports.report import code_fingerprint
-        from docpilot.run.wiring import run_inline  # Prefect is never imported
+def _under_prefect(runner: str, dask_address: str | None):
+    """The orchestrate function of a Prefect or Dask run, importing Prefect only when it is called."""
 
-        code_fingerprint()
+    def orchestrate(job, orchestration):
+        from docpilot.cli._errors import signals_held
 
-        return run_inline(job, orchestration)
-    from docpilot.cli._errors import signals_held
+        with signals_held():  # Prefect's import swallows an interrupt and prints it (see signals_held)
+            from flows.eval import orchestrate as run_flow
 
-    with signals_held():  # Prefect's import swallows an interrupt and prints it (see signals_held)
-        from flows.eval import run_eval
+        return run_flow(job, orchestration, runner=runner, dask_address=dask_address)
 
-    return run_eval(job, orchestration, runner=runner, dask_address=dask_address)
+    return orchestrate
+
+
+def _warm_scorecard() -> None:
+    # The first turns are out by now: the scorecard's code is loaded while the model
+    # answers them, not after the last answer.
+    import docpilot.reports.scorecard  # noqa: F401
 
 
 @main.command("eval")
@@ -218,6 +217,7 @@ def eval_command(
     from docpilot.config.loading import load_config
     from docpilot.models.probe import Ready, ready_endpoint
     from docpilot import progress
+    from docpilot.run.evaluation import evaluated
     from docpilot.run.job import build_job
     from docpilot.schema import Selection
 
@@ -235,7 +235,7 @@ def eval_command(
     endpoint = ready_endpoint(config) if calls_model else contextlib.nullcontext(Ready(lambda: config))
     # Progress shows from the start: preparing the job opens the retriever, and building a
     # missing index with an embedder can take minutes.
-    with progress.shown(), endpoint as ready:
+    with progress.shown() as shown, endpoint as ready:
         job = build_job(
             config, record_set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
             refresh=["retrieve", "model"] if "all" in refresh else sorted(set(refresh)),
@@ -245,25 +245,12 @@ def eval_command(
         if record_set == "golden":
             _warn_about(job.golden)
         _check_outputs(out, job.config.reports_dir, html_path, junit_path, markdown_path)
-        # Only a run that starts helpers needs the watcher: one that reports to a configured
-        # Prefect API starts none, and would pay for a second Python process.
-        temporary_server = orchestration.orchestrator == "prefect" and not configured_api()
-        if temporary_server or runner == "dask" or runtime == "server":
-            from docpilot.run.reaper import watch_children
-
-            watch_children()  # Prefect's temporary server, a Dask cluster or a local server: gone if this is killed
         with interrupts_resume(quick=quick_exit):
-            if runner == "local":
-                from docpilot.run.wiring import leading
-
-                # The first shards are ranked while the endpoint's probe is out, and their
-                # turns go out before Prefect, when it runs, is imported.
-                with leading(job, ready) as job:
-                    report, path = _run(job, orchestration, runner, dask_address)
-            else:
-                from docpilot.run.wiring import checked_unless_all_stored
-
-                report, path = _run(checked_unless_all_stored(job, ready), orchestration, runner, dask_address)
+            report, path = evaluated(
+                job, progress=shown, orchestration=orchestration, runner=runner, ready=ready,
+                orchestrate=None if inline else _under_prefect(runner, dask_address),
+                meanwhile=_warm_scorecard if inline else None,
+            )
     written = {}
     if html_path or junit_path or markdown_path:
         from docpilot.readout.files import write_outputs

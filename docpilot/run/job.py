@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import threading
+import uuid
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
@@ -48,9 +51,17 @@ class EvalJob(BaseModel):
     """Where to write the report; None for the reports folder."""
     corpus_fingerprint: str | None = None
     """The corpus the run started with: every stage, here or on a worker, must rank that corpus."""
+    run_key: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    """Which run this is, in this process: its stages find the run's state by it (``docpilot.run.context``)."""
 
 
-_LOADED: dict[tuple[str, str, str], tuple[list, list]] = {}
+# Record files parsed in this process, by kind, path and content digest: a job's records
+# are read by every stage, and a Dask worker or a schedule reads the same file run after
+# run. Keyed by content, so an edited file is parsed again; locked, so evals on several
+# threads share it safely; a few files at most.
+_PARSED: OrderedDict[tuple[str, str, str], tuple[list, list]] = OrderedDict()
+_PARSED_FILES = 4
+_PARSED_LOCK = threading.Lock()
 
 
 def read_records(path: str, kind: str = "golden") -> list:
@@ -71,17 +82,23 @@ def _read(path: str, kind: str) -> tuple[list, list]:
         key = (kind, str(Path(path).resolve()), hashlib.sha256(data).hexdigest())
     except (OSError, InputError):
         key = None
-    if key is None or key not in _LOADED:
-        if kind == "adversarial":
-            loaded = (load_probes(path), [])
-        else:
-            checked = read_golden(path)
-            loaded = (checked.records, checked.warnings)
-        if key is None:
-            return loaded  # the parse said what is wrong with the path, in the user's terms
-        _LOADED.clear()
-        _LOADED[key] = loaded
-    return _LOADED[key]
+    if key is not None:
+        with _PARSED_LOCK:
+            if key in _PARSED:
+                _PARSED.move_to_end(key)
+                return _PARSED[key]
+    if kind == "adversarial":
+        loaded = (load_probes(path), [])
+    else:
+        checked = read_golden(path)
+        loaded = (checked.records, checked.warnings)
+    if key is None:
+        return loaded  # the parse said what is wrong with the path, in the user's terms
+    with _PARSED_LOCK:
+        _PARSED[key] = loaded
+        while len(_PARSED) > _PARSED_FILES:
+            _PARSED.popitem(last=False)
+    return loaded
 
 
 def job_records(job: EvalJob) -> list[GoldenRecord]:

@@ -2,7 +2,7 @@
 
 Shards reach the model stage one after another, but a run's model calls should not
 wait at shard boundaries: while the last few turns of one shard are in flight, the
-next shard's turns fill the free slots. So every model stage of a process hands its
+next shard's turns fill the free slots. So every model stage of a run hands its
 records to one lane, which keeps ``model.concurrency`` turns in flight across shards,
 in the order the shards reach it, on one event loop in a thread of its own, over HTTP
 connections that stay open from shard to shard.
@@ -15,9 +15,10 @@ When several processes answer one run (the workers of a Dask cluster), each keep
 its share of ``model.concurrency`` in flight rather than the whole of it
 (``concurrency_share``), so the endpoint sees the configured number across all of them.
 
-The lane opens with the first model stage that needs it and closes when the last one
-using it returns. ``cancel_lanes`` stops every lane of the process (Ctrl-C, SIGTERM):
-turns in flight are dropped, turns already answered are still stored.
+Each run has its own lanes (``docpilot.run.context``). A lane opens with the run's
+first model stage that needs it and closes when the last one using it returns.
+``RunContext.cancel`` stops the run's lanes (Ctrl-C, SIGTERM): turns in flight are
+dropped, turns already answered are still stored.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ from typing import TYPE_CHECKING
 from docpilot.assistant.language import preload as preload_language
 from docpilot.models.base import Model, Turn
 from docpilot.models.registry import build_model
-from docpilot import progress
+from docpilot.progress import Progress
 
 if TYPE_CHECKING:
     from docpilot.assistant.workspace import Trace, Workspace
+    from docpilot.run.context import RunContext
 
 # Turns in flight per model client: one client's 64 kept-alive connections serve up to
 # 64 turns; more turns get another client rather than wait for a connection.
@@ -76,8 +78,10 @@ class _Batch:
 class ModelLane:
     """At most ``concurrency`` model turns in flight for every shard sent to it, first come first served."""
 
-    def __init__(self, ws: Workspace, finish: Callable[[Trace], None], *, turns: int | None = None) -> None:
+    def __init__(self, ws: Workspace, finish: Callable[[Trace], None], *, turns: int | None = None,
+                 progress: Progress | None = None) -> None:
         self._ws = ws
+        self._progress = progress or Progress()
         self._finish = finish
         self.turns = turns or ws.config.model.concurrency
         """How many turns it keeps in flight: ``model.concurrency``, or this process's share of it."""
@@ -166,7 +170,7 @@ class ModelLane:
     def _settle(self, trace: Trace, batch: _Batch, turn: Turn) -> None:
         trace.turn = turn
         if batch.counted:
-            progress.advance("model")
+            self._progress.advance("model")
         # Not awaited: the next turn starts now, while this one is stored.
         self._writer.submit(self._store, trace, batch)
 
@@ -209,34 +213,30 @@ class ModelLane:
                 await close()
 
 
-_LANES: dict[int, ModelLane] = {}
-_LOCK = threading.Lock()
-_INTERRUPTED = threading.Event()  # set by cancel_lanes: model stages that start later stop at once
-
-
 @contextmanager
-def open_lane(ws: Workspace, finish: Callable[[Trace], None]) -> Iterator[ModelLane]:
-    """The workspace's lane, opened by its first user and closed when its last user leaves.
+def open_lane(run: RunContext, ws: Workspace, finish: Callable[[Trace], None]) -> Iterator[ModelLane]:
+    """The run's lane for the workspace, opened by its first user and closed when its last user leaves.
 
     ``finish(trace)`` runs on the writer thread after each turn: it stores the turn.
     When ``finish`` has a ``close`` method, the writer thread runs it once, as the lane
-    closes. The lane keeps the ``finish`` of the user that opened it.
+    closes. The lane keeps the ``finish`` of the user that opened it. A run that was
+    interrupted opens no lane: its model stages stop at once.
     """
-    with _LOCK:
-        if _INTERRUPTED.is_set():
+    with run.lock:
+        if run.interrupt.is_set():
             raise Interrupted("the run was interrupted before this stage's turns were sent")
-        lane = _LANES.get(id(ws))
+        lane = run.lanes.get(id(ws))
         if lane is None:
-            lane = _LANES[id(ws)] = ModelLane(ws, finish, turns=_SHARE.get())
+            lane = run.lanes[id(ws)] = ModelLane(ws, finish, turns=_SHARE.get(), progress=run.progress)
         lane.users += 1
     try:
         yield lane
     finally:
-        with _LOCK:
+        with run.lock:
             lane.users -= 1
             last = lane.users == 0
             if last:
-                del _LANES[id(ws)]
+                del run.lanes[id(ws)]
         if last:
             lane.close()
 
@@ -256,36 +256,6 @@ def concurrency_share(turns: int) -> Iterator[None]:
         yield
     finally:
         _SHARE.reset(token)
-
-
-def cancel_lanes() -> None:
-    """Make every model stage of this process stop waiting, and later ones stop at once (the run was interrupted)."""
-    with _LOCK:
-        _INTERRUPTED.set()
-        lanes = list(_LANES.values())
-    for lane in lanes:
-        lane.cancel()
-
-
-def stop_requested() -> None:
-    """A signal asked the run to stop: model stages that start from now on stop at once.
-
-    Safe in a signal handler (it takes no lock the interrupted thread may hold). The
-    KeyboardInterrupt the handler raises next normally stops the run and cancels the
-    lanes; should a library on the way swallow it, the run still ends, interrupted,
-    before its report (``interrupted``).
-    """
-    _INTERRUPTED.set()
-
-
-def interrupted() -> bool:
-    """Whether the run was interrupted (``cancel_lanes`` or ``stop_requested``) since it started."""
-    return _INTERRUPTED.is_set()
-
-
-def reset_lanes() -> None:
-    """A new run starts: model stages may open lanes again after an interrupted run."""
-    _INTERRUPTED.clear()
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:

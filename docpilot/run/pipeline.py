@@ -24,6 +24,7 @@ from docpilot.models.registry import model_identity
 from docpilot.retrieval.rankers import Hit
 from docpilot import progress
 from docpilot.cache import cache_key
+from docpilot.run.context import RunContext
 from docpilot.run.lane import open_lane
 from docpilot.run.rows import build_rows  # noqa: F401  (the stages call it as pipeline.build_rows)
 from docpilot.assistant.workspace import Trace, Workspace
@@ -117,24 +118,26 @@ def _languages(trace: Trace) -> dict[str, str | None]:
     }
 
 
-def answer_shard(ws: Workspace, traces: list[Trace], *, counted: bool = True) -> list[Trace]:
+def answer_shard(ws: Workspace, traces: list[Trace], *, run: RunContext | None = None,
+                 counted: bool = True) -> list[Trace]:
     """Answer the primed records of a shard that have no turn yet (``lookup_turns`` fills in cached ones).
 
-    The turns go through the process's model lane, which keeps the configured number
-    in flight across shards, sends a prompt once however often it is asked, and stores
-    each turn as it arrives. ``counted=False`` leaves them out of the run's progress.
+    The turns go through the run's model lane, which keeps the configured number in
+    flight across shards, sends a prompt once however often it is asked, and stores
+    each turn as it arrives. Without ``run``, the shard has a lane of its own.
+    ``counted=False`` leaves the turns out of the run's progress.
     """
     todo = [t for t in traces if t.turn is None and t.prompt is not None and not t.gate_refused]
     if todo:
-        with open_lane(ws, TurnWriter(ws)) as lane:
+        with open_lane(run or RunContext("shard"), ws, TurnWriter(ws)) as lane:
             lane.answer(todo, [turn_key(ws, t) for t in todo], counted=counted)
     return traces
 
 
 @contextlib.contextmanager
-def lane_held(ws: Workspace) -> Iterator[None]:
-    """Keep the workspace's model lane open for the block, and with it the turns it answered."""
-    with open_lane(ws, TurnWriter(ws)):
+def lane_held(run: RunContext, ws: Workspace) -> Iterator[None]:
+    """Keep the run's model lane open for the block, and with it the turns it answered."""
+    with open_lane(run, ws, TurnWriter(ws)):
         yield
 
 

@@ -11,33 +11,46 @@ from docpilot.reports.changes import page_fingerprints, side_file_fingerprints
 from docpilot.reports.report import assemble_report, write_report
 from docpilot import progress
 from docpilot.run import pipeline
+from docpilot.run.context import RunContext, context_of
 from docpilot.run.job import EvalJob
 from docpilot.run.lane import Interrupted
 from docpilot.assistant.workspace import Trace, Workspace, open_workspace
 from docpilot.schema import Report, Row
-from metrics.summary import Ahead
 
-# The rows scored so far in this process, with their metric values: the report's summary
-# reads them rather than working every row out after the model's last answer.
-_scored = Ahead()
+def _opened(job: EvalJob) -> tuple[RunContext, Workspace]:
+    """The job's run, and the workspace it ranks with: the corpus the run started with.
+
+    Here and on a worker, ranking other docs would store results under keys they do not
+    belong to. The run keeps each workspace it opened (a ready job's config differs from
+    the one the run was built with: the local provider's server has its address then).
+    """
+    run = context_of(job)
+    key = (job.config.model_dump_json(), job.use_cache)
+    workspace = run.workspaces.get(key)
+    if workspace is None:
+        with progress.counting(run.progress):  # building a missing index counts its chunks
+            workspace = open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
+        run.workspaces[key] = workspace
+    return run, workspace
 
 
 def _workspace(job: EvalJob) -> Workspace:
-    # The corpus the run started with, here and on a worker: ranking other docs would
-    # store results under keys they do not belong to.
-    return open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
+    return _opened(job)[1]
 
 
 def look_up_rankings(job: EvalJob, traces: list[Trace]) -> list[int]:
     """Fill in a shard's cached rankings, in the calling process; the positions still to rank."""
-    todo = pipeline.lookup_rankings(_workspace(job), traces, refresh="retrieve" in job.refresh)
-    progress.advance("retrieve", len(traces) - len(todo))
+    run, workspace = _opened(job)
+    todo = pipeline.lookup_rankings(workspace, traces, refresh="retrieve" in job.refresh)
+    run.progress.advance("retrieve", len(traces) - len(todo))
     return todo
 
 
 def retrieve(job: EvalJob, traces: list[Trace]) -> list[Trace]:
     """Rank sections for every record of the shard (and store the rankings when the job caches)."""
-    return pipeline.rank_shard(_workspace(job), traces)
+    run, workspace = _opened(job)
+    with progress.counting(run.progress):
+        return pipeline.rank_shard(workspace, traces)
 
 
 def prime(job: EvalJob, traces: list[Trace]) -> list[Trace]:
@@ -47,15 +60,17 @@ def prime(job: EvalJob, traces: list[Trace]) -> list[Trace]:
 
 def look_up_turns(job: EvalJob, traces: list[Trace]) -> list[int]:
     """Fill in a primed shard's cached turns, in the calling process; the positions still to answer."""
-    todo = pipeline.lookup_turns(_workspace(job), traces, refresh="model" in job.refresh)
-    progress.advance("model", len(traces) - len(todo))
+    run, workspace = _opened(job)
+    todo = pipeline.lookup_turns(workspace, traces, refresh="model" in job.refresh)
+    run.progress.advance("model", len(traces) - len(todo))
     return todo
 
 
 def model(job: EvalJob, traces: list[Trace]) -> list[Trace]:
     """Answer the shard's records that have no turn yet, concurrently and bounded; faults mark records."""
     try:
-        return pipeline.answer_shard(_workspace(job), traces)
+        run, workspace = _opened(job)
+        return pipeline.answer_shard(workspace, traces, run=run)
     except Interrupted:
         # The run is stopping (Ctrl-C, SIGTERM) and nobody will read this shard: the turns
         # answered so far are stored. Raising would only print a traceback.
@@ -65,14 +80,16 @@ def model(job: EvalJob, traces: list[Trace]) -> list[Trace]:
 def answer_ahead(job: EvalJob, traces: list[Trace]) -> list[Trace]:
     """Answer turns ahead of the run's own model stage (``wiring.leading``), which counts them and waits for them."""
     try:
-        return pipeline.answer_shard(_workspace(job), traces, counted=False)
+        run, workspace = _opened(job)
+        return pipeline.answer_shard(workspace, traces, run=run, counted=False)
     except Interrupted:
         return traces
 
 
 def lane_held(job: EvalJob):
     """A context that keeps the run's model lane open (and what it answered) for its duration."""
-    return pipeline.lane_held(_workspace(job))
+    run, workspace = _opened(job)
+    return pipeline.lane_held(run, workspace)
 
 
 def remote(job: EvalJob, traces: list[Trace]) -> list[Trace]:
@@ -96,14 +113,10 @@ def score(job: EvalJob, traces: list[Trace]) -> list[Row]:
         return pipeline.build_rows(traces, gate_only=True)
     from docpilot.assistant.language import corpus_language
 
-    rows = pipeline.build_rows(traces, corpus_language=corpus_language(_workspace(job).corpus), model=job.config.model)
-    _scored.add(rows)
+    run, workspace = _opened(job)
+    rows = pipeline.build_rows(traces, corpus_language=corpus_language(workspace.corpus), model=job.config.model)
+    run.scored.add(rows)
     return rows
-
-
-def forget_scores() -> None:
-    """Let go of the rows scored so far (a run starts, or its report is made)."""
-    _scored.clear()
 
 
 def store(job: EvalJob, stage: str, traces: list[Trace]) -> None:
@@ -120,12 +133,14 @@ def report(job: EvalJob, rows: list[Row], wall_ms: float, orchestration: dict) -
 
     ``orchestration`` holds the report's ``orchestrator`` and its reason and alternative.
     """
-    corpus = _workspace(job).corpus
+    run, workspace = _opened(job)
+    corpus = workspace.corpus
     try:
         built = assemble_report(job, rows, wall_ms=wall_ms, corpus_fingerprint=corpus.fingerprint,
                                 page_fingerprints=page_fingerprints(corpus),
-                                side_file_fingerprints=side_file_fingerprints(corpus), ahead=_scored, **orchestration)
+                                side_file_fingerprints=side_file_fingerprints(corpus), ahead=run.scored,
+                                **orchestration)
     finally:
-        forget_scores()
+        run.scored.clear()
     path = write_report(built, job.out or f"{job.config.reports_dir}/{built.run_id}.json")
     return built, str(path)

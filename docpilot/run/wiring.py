@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from docpilot.errors import ConfigError
-from docpilot import progress
 from docpilot.run import stages
+from docpilot.run.context import RunContext, context_of
 from docpilot.run.job import EvalJob, job_records, shards
-from docpilot.run.lane import Interrupted, cancel_lanes, interrupted, reset_lanes
+from docpilot.run.lane import Interrupted
 from docpilot.run.orchestrator import Orchestration
 from docpilot.run.pipeline import start_traces
 from docpilot.assistant.workspace import Trace
@@ -69,11 +69,9 @@ class Executor:
 
 def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -> tuple[Report, str]:
     """Run every stage over every shard, then score and write the report; the report and its path."""
-    lead = None if executor.remote else _take_lead(job)
+    run = context_of(job)
+    lead = None if executor.remote else run.take_lead(job)
     start = lead.started if lead is not None else time.perf_counter()  # the stages' time includes the lead's
-    if lead is None:
-        reset_lanes()  # the run starts here (a lead started it, and reset then)
-    stages.forget_scores()  # an earlier run of this process may have stopped before its report
     # What exists now (imports, the corpus, the index) lives for the whole run; frozen, the
     # garbage collector stops walking it again and again. The run's own objects are many
     # and short-lived: young-generation passes come less often, each over more objects,
@@ -82,8 +80,8 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
     gc.freeze()
     gc.set_threshold(max(threshold[0], 50_000), *threshold[1:])
     try:
-        rows = _rows(job, executor, lead)
-        if interrupted():  # stopped by a signal whose KeyboardInterrupt something on the way swallowed
+        rows = _rows(run, job, executor, lead)
+        if run.interrupt.is_set():  # stopped by a signal whose KeyboardInterrupt something on the way swallowed
             raise Interrupted("the run was interrupted; the turns answered so far are stored")
         wall_ms = (time.perf_counter() - start) * 1000
         return executor.call(stages.report, job, rows, wall_ms, orchestration.report_fields())
@@ -115,9 +113,6 @@ class Lead:
     """``time.perf_counter()`` when the lead began: the run's stages started then."""
 
 
-_lead: Lead | None = None  # the lead of the run about to start in this process, taken by its first shards
-
-
 @contextlib.contextmanager
 def leading(job: EvalJob, ready: Ready | None = None) -> Iterator[EvalJob]:
     """Send the run's first turns now, and let the run that follows in the block take them up; yields its job.
@@ -141,13 +136,12 @@ def leading(job: EvalJob, ready: Ready | None = None) -> Iterator[EvalJob]:
     process (not Dask, not the server runtime) and for runs that call the model; any
     other run gets its job and no lead (a Dask run: ``checked_unless_all_stored``).
     """
-    global _lead
     records = job_records(job)
     if job.gate_only or job.runtime == "server" or not records:
         yield _ready(job, ready)
         return
+    run = context_of(job)
     started = time.perf_counter()
-    reset_lanes()  # the run starts here: an earlier run of this process may have been interrupted
     lead = Lead(job, [], started)
     run_job: EvalJob | None = None  # the job with the endpoint checked, once a turn is to be sent
     with contextlib.ExitStack() as held, ThreadPoolExecutor(max_workers=LOOKAHEAD,
@@ -157,7 +151,7 @@ def leading(job: EvalJob, ready: Ready | None = None) -> Iterator[EvalJob]:
         try:
             for shard in itertools.islice(run_shards, LOOKAHEAD):
                 traces = start_traces(shard)
-                with progress.muted():  # the run's own stages count these records
+                with run.progress.muted():  # the run's own stages count these records
                     ranked = stages.look_up_rankings(job, traces)
                     for position, trace in zip(ranked, stages.retrieve(job, [traces[p] for p in ranked]), strict=True):
                         traces[position] = trace
@@ -177,13 +171,15 @@ def leading(job: EvalJob, ready: Ready | None = None) -> Iterator[EvalJob]:
                 covered = sum(len(traces) for traces, _, _ in lead.shards) == len(records)
                 run_job = job if covered else _ready_unless_all_stored(job, ready, run_shards)
             lead.job = run_job
-            _lead = lead
+            with run.lock:
+                run.lead = lead  # taken by the run's first shards
             yield run_job
         except BaseException:
-            cancel_lanes()  # the lead's turns still out return now; those answered stay stored
+            run.cancel()  # the lead's turns still out return now; those answered stay stored
             raise
         finally:
-            _lead = None
+            with run.lock:
+                run.lead = None
     for future in answering:
         future.result()  # its turns are stored by now; a failure there is the run's own
 
@@ -232,9 +228,10 @@ def _all_turns_stored(job: EvalJob, rest: Iterator[list]) -> bool:
     Reads the cache the way the run's own stages will, one shard at a time, and stops at
     the first record with something to compute (a ranking, or a turn to send).
     """
+    run = context_of(job)
     for shard in rest:
         traces = start_traces(shard)
-        with progress.muted():  # the run's own stages count these records
+        with run.progress.muted():  # the run's own stages count these records
             if stages.look_up_rankings(job, traces):
                 return False  # a record to rank, and then perhaps to answer
             if stages.look_up_turns(job, stages.prime(job, traces)):
@@ -246,14 +243,9 @@ def _ready(job: EvalJob, ready: Ready | None) -> EvalJob:
     return job if ready is None else job.model_copy(update={"config": ready()})
 
 
-def _take_lead(job: EvalJob) -> Lead | None:
-    global _lead
-    lead, _lead = _lead, None
-    return lead if lead is not None and lead.job == job else None
-
-
-def _rows(job: EvalJob, executor: Executor, lead: Lead | None) -> list:
+def _rows(run: RunContext, job: EvalJob, executor: Executor, lead: Lead | None) -> list:
     records = job_records(job)
+    progress = run.progress
     for stage in ("retrieve",) if job.gate_only else ("retrieve", "model"):
         progress.start(stage, len(records))
     call = executor.call
@@ -323,7 +315,7 @@ def _rows(job: EvalJob, executor: Executor, lead: Lead | None) -> list:
         while answering:
             finish_answering()
     except BaseException:
-        cancel_lanes()  # the model stages still waiting return now; answered turns stay stored
+        run.cancel()  # the model stages still waiting return now; answered turns stay stored
         raise
     return rows
 

@@ -10,7 +10,7 @@ import pytest
 from docpilot.config.model import Config
 from docpilot.run.job import EvalJob
 from docpilot.run.orchestrator import choose
-from docpilot.run.wiring import Executor, leading, run_stages
+from docpilot.run.wiring import Executor, run_stages
 from flows.eval import run_eval
 from tests.conftest import DATA
 
@@ -55,13 +55,12 @@ def test_prefect_and_inline_agree(prefect_run, tmp_path):
 
 
 def test_a_prefect_run_that_took_over_a_lead_agrees_with_an_inline_run(prefect_run, tmp_path):
-    # As `docpilot eval` runs under Prefect: the first shards' turns go out before the flow starts.
-    led_job = job(tmp_path, "led")
-    with leading(led_job):
-        led_report, _ = run_eval(led_job, "prefect")
-    prefect_report, _ = prefect_run
+    # run_eval leads as `docpilot eval` does (both are ``evaluated``): the first shards'
+    # turns go out before the flow starts, and the flow takes them over.
+    led_report, _ = prefect_run
+    inline_report, _ = run_eval(job(tmp_path, "inline-reference"), "inline")
     assert led_report.orchestrator == "prefect"
-    assert comparable(led_report) == comparable(prefect_report)
+    assert comparable(led_report) == comparable(inline_report)
     assert not any(row.cached for row in led_report.rows)
 
 

@@ -11,7 +11,14 @@ import weakref
 import pytest
 
 from docpilot.cli._errors import INTERRUPTED_EXIT, interrupts_resume
-from docpilot.run.lane import interrupted, reset_lanes
+from docpilot.run.context import opened
+from docpilot.run.job import EvalJob
+
+
+def _job(tmp_path) -> EvalJob:
+    from docpilot.config.model import Config
+
+    return EvalJob(config=Config(), golden=str(tmp_path / "golden.yaml"))
 
 
 def _signal_self(signum: int) -> None:
@@ -20,30 +27,25 @@ def _signal_self(signum: int) -> None:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_ends_the_block_with_exit_130_and_marks_the_run(signum, capsys):
-    try:
+def test_a_signal_ends_the_block_with_exit_130_and_marks_the_run(signum, capsys, tmp_path):
+    with opened(_job(tmp_path)) as run:
         with pytest.raises(SystemExit) as ended, interrupts_resume():
             _signal_self(signum)
         assert ended.value.code == INTERRUPTED_EXIT
-        assert interrupted()  # model stages that start after the signal stop at once
-        assert "run the same command again to resume" in capsys.readouterr().err
-    finally:
-        reset_lanes()
+        assert run.interrupt.is_set()  # model stages of the run that start after the signal stop at once
+    assert "run the same command again to resume" in capsys.readouterr().err
 
 
 def test_an_interrupt_that_comes_back_as_an_error_is_still_the_interrupt(capsys):
     # pydantic, serializing a turn when the signal lands, reports the KeyboardInterrupt
     # as a PydanticSerializationError: an error, not an interrupt.
-    try:
-        with pytest.raises(SystemExit) as ended, interrupts_resume():
-            try:
-                _signal_self(signal.SIGTERM)
-            except KeyboardInterrupt as caught:
-                raise ValueError(f"Error calling function `_ser_model`: {caught!r}") from None
-        assert ended.value.code == INTERRUPTED_EXIT
-        assert "resume" in capsys.readouterr().err
-    finally:
-        reset_lanes()
+    with pytest.raises(SystemExit) as ended, interrupts_resume():
+        try:
+            _signal_self(signal.SIGTERM)
+        except KeyboardInterrupt as caught:
+            raise ValueError(f"Error calling function `_ser_model`: {caught!r}") from None
+    assert ended.value.code == INTERRUPTED_EXIT
+    assert "resume" in capsys.readouterr().err
 
 
 def test_an_error_without_a_signal_stays_an_error_and_the_handlers_are_restored():
@@ -58,7 +60,7 @@ class _Held:
     """An object whose weakref callback is where the signal lands."""
 
 
-def test_a_signal_in_a_callback_python_cannot_raise_from_prints_no_traceback(capfd, monkeypatch):
+def test_a_signal_in_a_callback_python_cannot_raise_from_prints_no_traceback(capfd, monkeypatch, tmp_path):
     # The import system's module locks end in weakref callbacks: a SIGTERM landing there
     # has its KeyboardInterrupt reported as unraisable ("Exception ignored ... Traceback")
     # and dropped. The stop mark still ends the run, with the one message and no report.
@@ -66,16 +68,13 @@ def test_a_signal_in_a_callback_python_cannot_raise_from_prints_no_traceback(cap
 
     reported = []
     monkeypatch.setattr(sys, "unraisablehook", reported.append)  # Python's default prints the traceback
-    try:
-        with pytest.raises(SystemExit) as ended, interrupts_resume():
-            held = _Held()
-            ref = weakref.ref(held, lambda _: _signal_self(signal.SIGTERM))
-            del held  # the callback runs here, and the signal lands in it
-            assert ref() is None and interrupted()
-            raise Interrupted("the run noticed the stop mark")
-        assert ended.value.code == INTERRUPTED_EXIT
-        assert reported == []
-        assert "resume" in capfd.readouterr().err
-        assert sys.unraisablehook == reported.append  # put back as it was
-    finally:
-        reset_lanes()
+    with opened(_job(tmp_path)) as run, pytest.raises(SystemExit) as ended, interrupts_resume():
+        held = _Held()
+        ref = weakref.ref(held, lambda _: _signal_self(signal.SIGTERM))
+        del held  # the callback runs here, and the signal lands in it
+        assert ref() is None and run.interrupt.is_set()
+        raise Interrupted("the run noticed the stop mark")
+    assert ended.value.code == INTERRUPTED_EXIT
+    assert reported == []
+    assert "resume" in capfd.readouterr().err
+    assert sys.unraisablehook == reported.append  # put back as it was

@@ -9,7 +9,8 @@ import pytest
 
 from docpilot.config.model import Config
 from docpilot.run.job import shards
-from docpilot.run.lane import Interrupted, cancel_lanes, open_lane, reset_lanes
+from docpilot.run.context import RunContext
+from docpilot.run.lane import Interrupted, open_lane
 from docpilot.run.pipeline import (
     answer_shard,
     lookup_turns,
@@ -49,13 +50,13 @@ def _primed(ws, records):
     return prime_shard(ws, retrieve_shard(ws, start_traces(records)))
 
 
-def _in_threads(ws, batches) -> list[BaseException]:
-    """Run each batch's model stage on its own thread, as overlapping shards do; the errors they raised."""
+def _in_threads(ws, batches, run: RunContext) -> list[BaseException]:
+    """Run each batch's model stage on its own thread, as overlapping shards of one run do; the errors they raised."""
     errors: list[BaseException] = []
 
     def answer(traces):
         try:
-            model_shard(ws, traces)
+            model_shard(ws, traces, run)
         except BaseException as error:  # noqa: BLE001 - collected for the test to look at
             errors.append(error)
 
@@ -72,7 +73,7 @@ def test_overlapping_shards_share_one_bounded_lane(tmp_path):
     with serve_openai(script) as base_url:
         ws = _workspace(tmp_path, base_url, concurrency=3)
         batches = [_primed(ws, shard) for shard in shards(_records(12), 4)]
-        assert _in_threads(ws, batches) == []
+        assert _in_threads(ws, batches, RunContext("run")) == []
     assert all(t.turn is not None and t.turn.error is None for batch in batches for t in batch)
     assert len(script.history) == 12
     # Never more than the configured turns at once, and the bound was used.
@@ -100,27 +101,27 @@ def test_an_interrupted_run_keeps_its_answered_turns_and_resumes(tmp_path):
         ws = _workspace(tmp_path, base_url, concurrency=1)
         traces = _primed(ws, _records(6))
         errors: list[BaseException] = []
-        worker = threading.Thread(target=lambda: errors.extend(_in_threads(ws, [traces])))
+        run = RunContext("interrupted")
+        worker = threading.Thread(target=lambda: errors.extend(_in_threads(ws, [traces], run)))
         worker.start()
         deadline = time.monotonic() + 10
         while len(script.history) < 3 and time.monotonic() < deadline:  # two answered, the third in flight
             time.sleep(0.01)
         stopped = time.monotonic()
-        cancel_lanes()
+        run.cancel()
         worker.join(timeout=10)
         assert time.monotonic() - stopped < 1.0, "the stage did not stop waiting when the run was interrupted"
         assert len(errors) == 1 and isinstance(errors[0], Interrupted)
 
-        # A stage that starts after the interruption does not send anything.
+        # A stage of that run that starts after the interruption does not send anything.
         with pytest.raises(Interrupted):
-            model_shard(ws, _primed(ws, _records(6)))
+            model_shard(ws, _primed(ws, _records(6)), run)
 
-        reset_lanes()  # the next run
-        resumed = _primed(ws, _records(6))
+        resumed = _primed(ws, _records(6))  # the next run: a context of its own, nothing to reset
         answered = 6 - len(lookup_turns(ws, resumed))
         assert answered >= 2
         asked_before = len(script.history)
-        model_shard(ws, resumed)
+        model_shard(ws, resumed, RunContext("resumed"))
     assert len(script.history) - asked_before == 6 - answered
     assert all(t.turn is not None and t.turn.error is None for t in resumed)
 
@@ -134,9 +135,10 @@ def test_a_prompt_asked_again_in_a_run_is_sent_once(tmp_path):
         ws = _workspace(tmp_path, base_url, concurrency=4)
         first, second, third = (_primed(ws, [record]) for record in twins)
         assert first[0].prompt.messages == second[0].prompt.messages == third[0].prompt.messages
-        with open_lane(ws, lambda trace: None):  # one lane for the three stages, as in a run
-            assert _in_threads(ws, [first, second]) == []
-            answer_shard(ws, third)  # not looked up in the cache: the lane itself knows the answer
+        run = RunContext("twins")
+        with open_lane(run, ws, lambda trace: None):  # one lane for the three stages, as in a run
+            assert _in_threads(ws, [first, second], run) == []
+            answer_shard(ws, third, run=run)  # not looked up in the cache: the lane itself knows the answer
     assert len(script.history) == 1
     assert first[0].turn is second[0].turn is third[0].turn and first[0].turn.error is None
 
@@ -144,14 +146,17 @@ def test_a_prompt_asked_again_in_a_run_is_sent_once(tmp_path):
 def test_the_lane_closes_when_its_last_user_leaves(tmp_path):
     with serve_openai(OpenAIScript()) as base_url:
         ws = _workspace(tmp_path, base_url, concurrency=2)
-        with open_lane(ws, lambda trace: None) as first:
-            with open_lane(ws, lambda trace: None) as second:
+        run = RunContext("run")
+        with open_lane(run, ws, lambda trace: None) as first:
+            with open_lane(run, ws, lambda trace: None) as second:
                 assert second is first
             assert first._thread.is_alive()
         first._thread.join(timeout=5)
         assert not first._thread.is_alive()
-        with open_lane(ws, lambda trace: None) as fresh:
+        with open_lane(run, ws, lambda trace: None) as fresh:
             assert fresh is not first
+        with open_lane(run, ws, lambda trace: None) as mine, open_lane(RunContext("other"), ws, lambda t: None) as theirs:
+            assert mine is not theirs  # two runs in one process never share a lane
 
 
 def test_the_first_and_last_shards_can_be_one_round():

@@ -14,7 +14,8 @@ from docpilot.errors import ConfigError
 from docpilot.models.probe import Ready
 from docpilot import progress
 from docpilot.run.job import EvalJob
-from docpilot.run.lane import Interrupted, reset_lanes, stop_requested
+from docpilot.run.context import stop_all
+from docpilot.run.lane import Interrupted
 from docpilot.run.orchestrator import choose
 from docpilot.run.wiring import leading, run_inline
 from tests.conftest import DATA
@@ -122,7 +123,7 @@ def test_a_run_asked_to_stop_ends_interrupted_before_its_report(tmp_path, script
             deadline = time.monotonic() + 10
             while not script.history and time.monotonic() < deadline:
                 time.sleep(0.005)
-            stop_requested()
+            stop_all()
 
         stopper = threading.Thread(target=stop_once_asked)
         stopper.start()
@@ -131,7 +132,6 @@ def test_a_run_asked_to_stop_ends_interrupted_before_its_report(tmp_path, script
                 run_inline(job, choose("inline"))
         finally:
             stopper.join()
-            reset_lanes()
     assert not list((tmp_path / "stopped" / "reports").glob("*.json"))
     assert len(script.history) < 6  # the stages that started after the mark sent nothing
 
@@ -177,6 +177,7 @@ def test_a_cached_run_starts_no_server_counts_each_record_once_and_keeps_its_row
         job = _job(tmp_path, "cached-long", base_url)  # a lead of three records, three more after it
         first, _ = run_inline(job, choose("inline"))
         script.reset(REPLY)
+        job = _job(tmp_path, "cached-long", base_url)  # the next run: the same settings, a run of its own
         stream = io.StringIO()
         progress.install(progress.LineSink(stream))
         try:

@@ -130,7 +130,7 @@ def test_a_worker_holding_other_docs_reloads_them_for_the_runs_fingerprint(tmp_p
 
     from docpilot.assistant import workspace
 
-    stale = workspace._WORKSPACES[(config.model_dump_json(), True)]
+    stale = workspace._OPEN[(config.model_dump_json(), True)]
     stale.corpus = dataclasses.replace(stale.corpus, fingerprint="0" * 64)  # as if loaded from older docs
     fresh = open_workspace(config, fingerprint=started)
     assert fresh is not stale and fresh.corpus.fingerprint == started
@@ -148,6 +148,6 @@ def test_docs_changed_under_a_running_eval_are_an_error_not_a_poisoned_cache(tmp
     assert open_workspace(config, fingerprint=started).corpus.fingerprint == started  # kept: ranks what the run began with
     from docpilot.assistant import workspace
 
-    workspace._WORKSPACES.clear()  # a worker process that starts after the edit holds nothing yet
+    workspace._OPEN.clear()  # a worker process that starts after the edit holds nothing yet
     with pytest.raises(CorpusError, match="the docs changed during the run"):
         open_workspace(config, fingerprint=started)
