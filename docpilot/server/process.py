@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import yaml
 from docpilot.config.loading import ENV_PREFIX, SECRET_VARIABLES, public_config
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError
-from docpilot.processes import start_child, stop_child
+from docpilot.processes import start_child, stop_child, wait_until_ready
 from docpilot.api.schema import TOKEN_VARIABLE
 
 _READY = re.compile(r"listening on (http://\S+)")
@@ -95,18 +94,23 @@ def _child_env() -> dict[str, str]:
 
 
 def _wait_ready(process: subprocess.Popen, log_path: Path, timeout_s: float) -> str:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        text = log_path.read_text(encoding="utf-8", errors="replace")
-        found = _READY.search(text)
-        if found:
-            return found.group(1)
-        if process.poll() is not None or time.monotonic() > deadline:
-            tail = "\n    ".join(text.strip().splitlines()[-8:]) or "(no output)"
-            exited = process.returncode is not None
-            state = f"exited with status {process.returncode}" if exited else "did not start in time"
-            raise ConfigError(
-                f"the local server {state}; it said:\n    {tail}",
-                hint="run `docpilot serve --no-auth` with the same options to see the problem",
-            )
-        time.sleep(0.02)
+    # The child binds port 0 itself (`--port 0`) and prints the address it got.
+    def said() -> str:
+        return log_path.read_text(encoding="utf-8", errors="replace")
+
+    def failed(state: str) -> ConfigError:
+        tail = "\n    ".join(said().strip().splitlines()[-8:]) or "(no output)"
+        return ConfigError(
+            f"the local server {state}; it said:\n    {tail}",
+            hint="run `docpilot serve --no-auth` with the same options to see the problem",
+        )
+
+    def listening() -> str | None:
+        found = _READY.search(said())
+        return found.group(1) if found else None
+
+    return wait_until_ready(
+        process, listening, timeout_s=timeout_s, interval_s=0.02,
+        exited=lambda status: failed(f"exited with status {status}"),
+        timed_out=lambda: failed("did not start in time"),
+    )
