@@ -34,7 +34,7 @@ from docpilot.assistant.render import Panel
 from docpilot.config.model import ModelConfig
 from docpilot.models.base import paints
 from docpilot.models.wire import line_limit, reply_char_limit, reply_too_long
-from docpilot.net.retry import retry_wait_s
+from docpilot.net.retry import RetryPolicy, parse_retry_after
 from docpilot.net.sse import EventReader, LineTooLong
 from docpilot.schema import ErrorCode
 from docpilot.api.schema import (
@@ -52,7 +52,8 @@ BUSY_RETRIES = 3
 """Times ``ask`` retries a 503 before it reports the server as full."""
 _EXCERPT = 200
 _DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.ConnectError)
-_DROPPED_RETRIES = 2
+_DROPPED_POLICY = RetryPolicy(2, backoff_base_s=0.0, backoff_cap_s=0.0)
+"""A connection dropped before any reply is asked again at once, twice."""
 _HINTS = {
     401: f"set {TOKEN_VARIABLE} to the server's token",
     404: "pass the server's base URL, such as http://127.0.0.1:8000",
@@ -173,15 +174,17 @@ async def ask(
     def elapsed() -> float:
         return (time.perf_counter() - started) * 1000
 
+    # A full server says when to come back (Retry-After); one that does not is asked again after a second.
+    busy_policy = RetryPolicy(busy_retries, backoff_base_s=1.0, backoff_cap_s=1.0, jitter=False)
     busy = dropped = 0
     while True:
         try:
             async with client.stream("POST", endpoint, json=body, headers=headers) as response:
                 turn.status = response.status_code
-                if response.status_code == 503 and busy < busy_retries:
-                    busy += 1
+                if response.status_code == 503 and not busy_policy.gives_up(busy):
                     await response.aread()
-                    await asyncio.sleep(retry_wait_s(response.headers.get("retry-after"), default=1.0))
+                    await asyncio.sleep(busy_policy.wait_s(busy, parse_retry_after(response.headers.get("retry-after"))))
+                    busy += 1
                     continue
                 if response.status_code != 200:
                     code: ErrorCode = "auth" if response.status_code in (401, 403) else "http_status"
@@ -192,7 +195,7 @@ async def ask(
         except _DROPPED as exc:
             # A kept-alive connection the server closed just as it was reused fails before
             # any reply; asking again is safe, since a question changes nothing on the server.
-            if not turn.events and dropped < _DROPPED_RETRIES:
+            if not turn.events and not _DROPPED_POLICY.gives_up(dropped):
                 dropped += 1
                 continue
             turn.fail("connect", _unreachable(endpoint, exc))

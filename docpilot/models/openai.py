@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
@@ -55,6 +54,7 @@ from docpilot.models.connection import (
 )
 from docpilot.models.replies import Retryable, read_completion, read_failure, read_stream
 from docpilot.models.wire import PartialTurn
+from docpilot.net.retry import RetryPolicy
 
 _log = logging.getLogger(__name__)
 
@@ -99,6 +99,8 @@ class OpenAIModel:
         self.seed = seed
         self.timeout_s = timeout_s
         self.retries = retries
+        # A Retry-After is obeyed whole: the turn's own timeout decides whether it is waited for.
+        self._retry = RetryPolicy(retries, backoff_base_s, backoff_cap_s, retry_after_cap_s=float("inf"))
         self.backoff_base_s = backoff_base_s
         self.backoff_cap_s = backoff_cap_s
         self._api_key = api_key or None
@@ -241,11 +243,6 @@ class OpenAIModel:
     def _redact(self, text: str) -> str:
         return redact(text, self._api_key)
 
-    def _backoff_s(self, attempt: int) -> float:
-        ceiling = min(self.backoff_cap_s, self.backoff_base_s * 2**attempt)
-        # Jitter spreads out the retries of many concurrent turns that failed together.
-        return ceiling * random.uniform(0.5, 1.0)
-
     async def _attempts(self, body: dict[str, Any], progress: PartialTurn) -> Fault | None:
         """Run attempts until one ends the turn; the fault, or None on success."""
         deadline = time.perf_counter() + self.timeout_s
@@ -254,9 +251,9 @@ class OpenAIModel:
                 return await self._attempt(body, progress)
             except Retryable as fault:
                 tries = attempt + 1
-                if attempt == self.retries:
+                if self._retry.gives_up(attempt):
                     return Fault(fault.code, f"{fault.message} (gave up after {tries} attempts); fix: {fault.hint}")
-                wait = fault.retry_after if fault.retry_after is not None else self._backoff_s(attempt)
+                wait = self._retry.wait_s(attempt, fault.retry_after)
                 if time.perf_counter() + wait >= deadline:
                     return Fault(fault.code, (
                         f"{fault.message}; the next attempt (in {wait:.1f} s) would pass "

@@ -23,7 +23,6 @@ import importlib.util
 import json
 import logging
 import os
-import random
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,7 +34,7 @@ from docpilot.config.model import RetrievalConfig
 from docpilot.redact import redact
 from docpilot.errors import ConfigError, ModelError
 from docpilot.net.keys import api_key_from_env
-from docpilot.net.retry import parse_retry_after
+from docpilot.net.retry import RetryPolicy, parse_retry_after
 from docpilot.retrieval.bert import BertEncoder, ModelFileError, model_digest
 from docpilot.retrieval.pooling import sum_token_vectors
 from docpilot.retrieval.wordpiece import WordPiece
@@ -280,6 +279,9 @@ class OpenAIEmbedder:
         self.timeout_s = timeout_s
         self.retries = retries
         self.backoff_base_s = backoff_base_s
+        # The backoff doubles without a cap of its own below the request's timeout, which
+        # also caps a Retry-After.
+        self._retry = RetryPolicy(retries, backoff_base_s, backoff_cap_s=timeout_s, retry_after_cap_s=timeout_s)
         self.name = f"openai/{model}@{self.base_url}" + (f"/{dimensions}" if dimensions else "")
         import httpx
 
@@ -348,12 +350,11 @@ class OpenAIEmbedder:
                     raise ModelError(f"{problem}; fix: {_HINTS.get(response.status_code, 'check the request')}")
                 hint = "the service is busy or failing; retry later or check its logs"
                 retry_after = parse_retry_after(response.headers.get("retry-after"))
-            if attempt >= self.retries:
+            if self._retry.gives_up(attempt):
                 raise ModelError(f"{problem} (gave up after {attempt + 1} attempts); fix: {hint}")
-            # Jitter keeps several builds that failed together from retrying in step.
-            wait = retry_after if retry_after is not None else self.backoff_base_s * 2**attempt * random.uniform(0.5, 1)
+            wait = self._retry.wait_s(attempt, retry_after)
             _log.debug("retrying %s in %.2f s: %s", self._url, wait, problem)
-            time.sleep(min(wait, self.timeout_s))
+            time.sleep(wait)
             attempt += 1
 
     def _headers(self) -> dict[str, str]:

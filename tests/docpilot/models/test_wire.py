@@ -79,11 +79,3 @@ def test_named_events_carry_their_names_and_the_default_is_message() -> None:
     reader = EventReader()
     body = b"event: token\r\ndata: {\"text\": \"a\"}\r\n\r\ndata: plain\n\nevent: done\ndata: {}\n\n"
     assert reader.feed_named(body) == [("token", '{"text": "a"}'), ("message", "plain"), ("done", "{}")]
-
-
-def test_retry_after_waits_are_capped_and_default_when_unreadable() -> None:
-    from docpilot.net.retry import RETRY_AFTER_CAP_S, retry_wait_s
-
-    assert retry_wait_s("2", default=1.0) == 2.0
-    assert retry_wait_s("3600", default=1.0) == RETRY_AFTER_CAP_S
-    assert retry_wait_s("soon", default=1.0) == 1.0 and retry_wait_s(None, default=0.5) == 0.5
