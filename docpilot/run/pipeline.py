@@ -13,12 +13,11 @@ import contextlib
 import time
 from collections.abc import Iterator, Sequence
 
-from docpilot.assistant.guard import gate_refuses
 from docpilot.assistant.language import RULE as LANGUAGE_RULE
 from docpilot.assistant.language import detect_language
 from docpilot.assistant.language import ready as language_ready
-from docpilot.assistant.primer import PROMPT_VERSION, prime
-from docpilot.assistant.render import render_panel
+from docpilot.assistant.primer import PROMPT_VERSION
+from docpilot.assistant.turn import panel, primed
 from docpilot.models.base import REPLY_FIELDS, Prompt, Reply, paints, read_reply
 from docpilot.models.registry import model_identity
 from docpilot.retrieval.rankers import Hit
@@ -84,10 +83,9 @@ def prime_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     """Build each record's prompt from its top sections, and apply the retrieval gate."""
     k = ws.config.prime.top_k
     for trace in traces:
-        hits = [Hit(**h) for h in trace.hits[:k]]  # only the primed ones
-        trace.prompt = prime(trace.record.question, hits, ws.chunks, k=k)
+        step = primed(ws, trace.record.question, [Hit(**h) for h in trace.hits[:k]])  # only the primed ones
+        trace.prompt, trace.gate_refused = step.prompt, step.gate_refused
         trace.turn_key = None  # a new prompt, a new key
-        trace.gate_refused = gate_refuses(ws.config.guard, hits)
     return traces
 
 
@@ -181,16 +179,11 @@ class TurnWriter:
 
 def render_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     """Render every answer into the reader's panel."""
-    base = ws.config.corpus.base_url
     for trace in traces:
         if trace.turn is None or trace.prompt is None:
             continue
-        trace.panel = render_panel(
-            trace.turn.answer,
-            trace.prompt.sources,
-            lambda section_id: ws.corpus.section_url(section_id, base),
-            refused=trace.turn.refused or trace.turn.error is not None,
-        )
+        trace.panel = panel(ws, trace.turn.answer, trace.prompt.sources,
+                            refused=trace.turn.refused or trace.turn.error is not None)
     return traces
 
 

@@ -1,8 +1,9 @@
 """One question on the server: retrieve, prime, gate, model and render, told as a series of events.
 
-It calls what the local runtime's stages call (``Retriever.search`` with the configured
-``top_k``, ``prime``, the same retrieval-gate rule, the model, ``render_panel``), so a
-question answered here gets the panel the eval would score.
+It takes the steps of ``docpilot.assistant.turn`` that the eval's stages take
+(``primed``: the prompt and the retrieval gate; ``panel``: the rendered answer), after
+the same search (``Retriever.search`` with the configured ``top_k``), so a question
+answered here gets the panel the eval would score.
 
 Models stream through an optional ``stream(prompt)`` async iterator. Each piece is a
 ``str`` of answer text, or a ``(kind, text)`` pair whose kind is ``"token"`` (answer),
@@ -29,9 +30,7 @@ from collections.abc import AsyncIterator, Callable
 
 from pydantic import BaseModel
 
-from docpilot.assistant.guard import gate_refuses
-from docpilot.assistant.primer import prime
-from docpilot.assistant.render import render_panel
+from docpilot.assistant.turn import panel, primed, url_for
 from docpilot.errors import ModelError
 from docpilot.models.base import INTERRUPTED_HINT, Model, Prompt, finish_piece, parse_refusal, read_finish
 from docpilot.models.wire import reply_char_limit, reply_too_long
@@ -71,21 +70,18 @@ async def answer_events(
     clock = time.perf_counter
     found = await (searches or SearchPool(ws)).search(ask)
     hits, embed_ms, retrieve_ms = found.hits, found.embed_ms, found.retrieve_ms
-    prompt = prime(ask.question, hits, ws.chunks, k=ws.config.prime.top_k)
-
-    def url_for(section_id: str) -> str:
-        return ws.corpus.section_url(section_id, ws.config.corpus.base_url)
-
+    step = primed(ws, ask.question, hits)
+    prompt, link = step.prompt, url_for(ws)
     yield "retrieval", RetrievalEvent(
         hits=[RankedHit(section_id=h.section_id, chunk_id=h.chunk_id, score=h.score) for h in hits],
         primed=[
-            PrimedSource(n=s.n, section_id=s.section_id, title=s.title, url=url_for(s.section_id))
+            PrimedSource(n=s.n, section_id=s.section_id, title=s.title, url=link(s.section_id))
             for s in prompt.sources
         ],
     )
     model_ms = 0.0
     done = DoneEvent(request_id=request_id)
-    if gate_refuses(ws.config.guard, hits):
+    if step.gate_refused:
         yield "refusal", RefusalEvent(refused_by="gate", cause="not-answerable")
     else:
         reply = _Reply(max_tokens=ws.config.model.max_tokens)
@@ -114,7 +110,7 @@ async def answer_events(
         elif reply.cause is not None:
             yield "refusal", RefusalEvent(refused_by="model", cause=reply.cause, reply=reply.answer)
         else:
-            yield "citations", render_panel(reply.answer, prompt.sources, url_for)
+            yield "citations", panel(ws, reply.answer, prompt.sources)
     yield "timing", TimingEvent(
         embed_ms=round(embed_ms, 3),
         retrieve_ms=round(retrieve_ms, 3),

@@ -1,0 +1,46 @@
+"""One answer turn's steps around the model, written once for `docpilot serve` and the eval.
+
+    question ─► ranked hits ─► primed: the prompt and the gate's verdict ─► model ─► panel
+
+The server takes a question through these steps one at a time, streaming the model's
+reply as events (``docpilot.server.turn``); the eval takes a shard of records through
+them stage by stage, its model turns sent through the run's model lane and its steps
+looked up in the stage cache (``docpilot.run.pipeline``). Both call ``primed`` and
+``panel``, so an answer served is primed, gated and rendered as the eval scores it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from docpilot.assistant.guard import gate_refuses
+from docpilot.assistant.primer import prime
+from docpilot.assistant.render import Panel, render_panel
+from docpilot.assistant.workspace import Workspace
+from docpilot.models.base import Prompt, Source
+from docpilot.retrieval.rankers import Hit
+
+
+@dataclass(frozen=True, slots=True)
+class Primed:
+    """What the model is given for a question, and whether the retrieval gate refuses before it."""
+
+    prompt: Prompt
+    gate_refused: bool
+
+
+def primed(ws: Workspace, question: str, hits: Sequence[Hit]) -> Primed:
+    """The prompt built from the top ``prime.top_k`` hits, and the gate's verdict on the hits."""
+    return Primed(prime(question, hits, ws.chunks, k=ws.config.prime.top_k), gate_refuses(ws.config.guard, hits))
+
+
+def url_for(ws: Workspace) -> Callable[[str], str]:
+    """A section id's link for readers: under ``corpus.base_url`` when one is set."""
+    base = ws.config.corpus.base_url
+    return lambda section_id: ws.corpus.section_url(section_id, base)
+
+
+def panel(ws: Workspace, answer: str, sources: Sequence[Source], *, refused: bool = False) -> Panel:
+    """The reader's panel of an answer: the text with its citations linked to the sources."""
+    return render_panel(answer, sources, url_for(ws), refused=refused)
