@@ -13,6 +13,7 @@ from docpilot.cli._errors import handle_errors, interrupts_resume
 from docpilot.cli._exit import end_process
 from docpilot.cli._numbers import option_number
 from docpilot.config.model import ModelConfig
+from docpilot.models.registry import PROVIDERS, provider_help
 
 
 def _overrides(docs, golden, record_set, provider, model, base_url, concurrency) -> dict:
@@ -168,8 +169,7 @@ def _warm_scorecard() -> None:
 )
 @click.option("--dask-address", help="Dask scheduler for --runner dask, such as tcp://10.0.0.5:8786; "
               "without it a local cluster of two worker processes is started.")
-@click.option("--provider", type=click.Choice(["extractive", "openai", "local"]),
-              help="Model provider; local serves SmolLM2 with llama.cpp for the run (needs the local extra).")
+@click.option("--provider", type=click.Choice(list(PROVIDERS)), help=provider_help())
 @click.option("--model", help="Model name sent to the provider.")
 @click.option("--base-url", help="Endpoint root of an OpenAI-compatible service, e.g. http://127.0.0.1:8080/v1.")
 @click.option("--concurrency", type=option_number(ModelConfig, "concurrency"),

@@ -6,6 +6,7 @@ import click
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
+from docpilot.models.registry import PROVIDERS, provider_help
 
 
 @main.command("serve")
@@ -13,8 +14,7 @@ from docpilot.cli._errors import handle_errors
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port; 0: any free one.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Configuration file (YAML).")
 @click.option("--docs", type=click.Path(file_okay=False), help="Docs folder (overrides corpus.docs).")
-@click.option("--provider", type=click.Choice(["extractive", "openai", "local"]),
-              help="Model provider; local serves SmolLM2 with llama.cpp (needs the local extra).")
+@click.option("--provider", type=click.Choice(list(PROVIDERS)), help=provider_help())
 @click.option("--model", help="Model name sent to the provider.")
 @click.option("--base-url", help="Endpoint root of an OpenAI-compatible service, e.g. http://127.0.0.1:8080/v1.")
 @click.option("--no-auth", is_flag=True, help="Serve without a token; refused unless --host is a loopback address.")

@@ -18,9 +18,14 @@ import math
 import re
 import time
 from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING
 
 from docpilot.models.base import Prompt, Reply, Turn, paints, read_reply
 from docpilot.retrieval.tokens import terms
+
+if TYPE_CHECKING:
+    from docpilot.config.model import ModelConfig
+    from docpilot.corpus.pages import Corpus
 
 _FENCE = re.compile(r"^(```|~~~)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*_0-9])")
@@ -137,3 +142,18 @@ class ExtractiveModel:
             finish_reason="stop",
         )
         return read_reply(reply)  # the refusal line is read by the rule every model's replies are read by
+
+
+def build(settings: ModelConfig, *, corpus: Corpus, idf: Mapping[str, float] | None = None) -> ExtractiveModel:
+    """The extractive model of the settings, weighing words over ``corpus`` (or by ``idf``, counted already)."""
+    return ExtractiveModel(
+        idf=idf if idf is not None else document_frequencies([c.text for c in corpus.chunks]),
+        min_evidence=settings.min_evidence,
+        max_sentences=settings.max_sentences,
+    )
+
+
+def identity(settings: ModelConfig, *, corpus_fingerprint: str, chunk_words: int) -> dict:
+    """Its part of the cache key: it weighs words by their rarity over the corpus's chunks, as they are cut."""
+    return {"corpus": corpus_fingerprint, "chunk_words": chunk_words, "min_evidence": settings.min_evidence,
+            "max_sentences": settings.max_sentences}

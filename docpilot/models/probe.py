@@ -105,11 +105,14 @@ def ready_endpoint(config: Config) -> Iterator[Ready]:
     thread (the server is tied to the thread that started it and stops with it), and
     stopped after the block; the config given back points at it.
     """
+    from docpilot.models.registry import provider_of
+
     settings = config.model
-    if settings.provider == "extractive":
+    provider = provider_of(settings)
+    if provider.endpoint == "none":
         yield Ready(lambda: config)
         return
-    if settings.provider == "local" and not settings.base_url:
+    if provider.endpoint == "served" and not settings.base_url:
         from docpilot.models.local import serve_local
 
         with contextlib.ExitStack() as stack:
@@ -131,7 +134,7 @@ def ready_endpoint(config: Config) -> Iterator[Ready]:
             "the openai provider needs an endpoint",
             hint="pass --base-url http://HOST:PORT/v1 or set model.base_url in the config",
         )
-    key = api_key_from_env() if settings.provider == "openai" else None
+    key = api_key_from_env() if provider.api_key else None
     probed: Future[None] = Future()
 
     def probe() -> None:

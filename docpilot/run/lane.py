@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from docpilot.assistant.language import preload as preload_language
 from docpilot.models.base import Model, Turn
-from docpilot.models.registry import build_model
+from docpilot.models.registry import build_model, provider_of
 from docpilot.progress import Progress
 
 if TYPE_CHECKING:
@@ -106,9 +106,12 @@ class ModelLane:
 
     async def _open(self) -> None:  # on the lane's loop: the models' clients belong to it
         settings = self._ws.config.model
-        extractive = settings.provider == "extractive"
-        idf = self._ws.idf if extractive else None
-        count = 1 if extractive else -(-self.turns // TURNS_PER_CLIENT)
+        # A model that answers in this process (the extractive one) is one object for every
+        # turn, given the corpus's word weights counted once; an endpoint's client serves
+        # TURNS_PER_CLIENT turns.
+        in_process = provider_of(settings).endpoint == "none"
+        idf = self._ws.idf if in_process else None
+        count = 1 if in_process else -(-self.turns // TURNS_PER_CLIENT)
         self._models = [build_model(settings, corpus=self._ws.corpus, idf=idf) for _ in range(count)]
         self._queue: asyncio.Queue = asyncio.Queue()
         # Stored turns carry their languages once the language model is there; it loads

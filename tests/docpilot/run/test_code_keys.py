@@ -6,7 +6,7 @@ import pytest
 
 from docpilot.codebase import digest_code
 from docpilot.models.base import REPLY_FIELDS
-from docpilot.models.registry import MODEL_CODE
+from docpilot.models.registry import PROVIDERS
 from docpilot.retrieval.index import _LEXICAL_CODE, _VECTOR_CODE
 from docpilot.retrieval.rankers import RANKING_CODE
 from docpilot.cache import StageCache
@@ -71,7 +71,7 @@ def test_a_cached_reply_is_read_by_the_refusal_rule_of_the_code_that_reads_it(tm
 
 
 def test_every_module_a_stage_names_exists():
-    for modules in (RANKING_CODE, _LEXICAL_CODE, _VECTOR_CODE, *MODEL_CODE.values()):
+    for modules in (RANKING_CODE, _LEXICAL_CODE, _VECTOR_CODE, *(p.code for p in PROVIDERS.values())):
         assert len(digest_code(*modules)) == 64
 
 
@@ -83,4 +83,4 @@ def test_a_module_that_does_not_exist_is_an_error_not_an_empty_digest():
 def test_the_refusal_rules_are_not_in_a_hosted_models_key():
     # Otherwise a change of them would ask the service again instead of reading the stored reply anew.
     for provider in ("openai", "local"):
-        assert not any(m in ("docpilot.models", "docpilot.models.base") for m in MODEL_CODE[provider])
+        assert not any(m in ("docpilot.models", "docpilot.models.base") for m in PROVIDERS[provider].code)
