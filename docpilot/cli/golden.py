@@ -119,19 +119,23 @@ def _show_outline(pages: list, where: str) -> None:
     if not console.is_terminal:
         console = Console(highlight=False, soft_wrap=True, width=160)  # a file or a pipe: no cause to wrap at 80
     count = sum(len(p.sections) for p in pages)
-    table = Table(title=f"{where}: {len(pages)} pages, {count} sections", title_justify="left")
+    table = Table(title=f"{where}: {_count(len(pages), 'page')}, {_count(count, 'section')}", title_justify="left")
     table.add_column("id", no_wrap=True)  # copied whole into a golden set, so never broken over lines
     table.add_column("heading", ratio=1, min_width=14)
     table.add_column("first words", ratio=2, min_width=24)
     for page in pages:
         table.add_row(f"[bold]{escape(clean(page.id))}[/]", f"[bold]{escape(clean(page.title))}[/]",
-                      f"[dim]{escape(page.path)}, {len(page.sections)} sections[/]")
+                      f"[dim]{escape(page.path)}, {_count(len(page.sections), 'section')}[/]")
         top = min((section.level for section in page.sections if section.level), default=1)
         for section in page.sections:
             indent = "  " * max(section.level - top, 0)  # by level below the page's highest heading
             table.add_row(escape(clean(section.id)), indent + escape(clean(section.heading)),
                           escape(clean(section.words)))
     console.print(table)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _raise_with_warnings(errors: list, warnings: list[str]) -> None:

@@ -97,7 +97,25 @@ def _line(section: Section, words: list[str]) -> SectionLine | None:
         haystack = f"{section.title} {text}".lower()
         if not all(word in haystack for word in words):
             return None
-    return SectionLine(id=pin, heading=heading, level=section.level, words=_excerpt(text, words))
+        return SectionLine(id=pin, heading=heading, level=section.level, words=_excerpt(text, words))
+    # Without a search, the prose says best what a section is about; code is a last resort.
+    prose = " ".join(_without_code(section.text).split())
+    return SectionLine(id=pin, heading=heading, level=section.level, words=_excerpt(prose or text, words))
+
+
+def _without_code(text: str) -> str:
+    """The text with its fenced code blocks left out."""
+    kept, fence = [], None
+    for line in text.split("\n"):
+        opened = _FENCE_LINE.match(line)
+        if fence is None and opened:
+            fence = line.strip()[:3]
+        elif fence is not None:
+            if line.strip().startswith(fence) and not line.strip().strip(fence[0]):
+                fence = None
+        else:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def _excerpt(text: str, words: list[str]) -> str:
