@@ -112,3 +112,17 @@ def test_the_scorecard_says_how_many_records_each_stage_reused(project):
     assert second.returncode in (0, 1), second.stderr
     assert "cache: retrieve reused 5 / computed 1, model reused " in second.stdout
     assert f"model reused {len(answered) - 1} / computed 1" in second.stdout
+
+
+def test_improve_compare_alone_compares_the_newest_run_with_its_previous_comparable_one(project):
+    empty = run_all({"c": ["improve", "compare", "--reports", "reports"]}, cwd=project)["c"]
+    assert empty.returncode == 2 and "no report in reports to compare" in empty.stderr
+    for out in ("1.json", "2.json"):
+        done = run_all({"e": _eval("--gate-only", "--out", f"reports/{out}")}, cwd=project, timeout=120)["e"]
+        assert done.returncode == 0, done.stderr
+    first, second = (json.loads((project / "reports" / name).read_text())["run_id"] for name in ("1.json", "2.json"))
+    runs = run_all({"both": ["improve", "compare", "--reports", "reports"],
+                    "one": ["improve", "compare", first, "--reports", "reports"]}, cwd=project)
+    for run in runs.values():
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.startswith(f"A: run {first} (") and f"\nB: run {second} (" in run.stdout
