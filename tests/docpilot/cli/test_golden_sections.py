@@ -84,6 +84,7 @@ def test_page_narrows_to_a_page_a_folder_or_the_start_of_an_id_and_grep_to_words
         "grep": ["golden", "sections", "--docs", "docs", "--grep", "acme_token EXPORT", "--json"],
         "none": ["golden", "sections", "--docs", "docs", "--grep", "kubernetes"],
         "wrong": ["golden", "sections", "guide/autth", "--docs", "docs"],
+        "no docs": ["golden", "sections", "--docs", "nowhere"],
     }, cwd=project)
     ids = {name: [p["id"] for p in json.loads(runs[name].stdout)] for name in ("page", "folder", "start", "file")}
     assert ids == {"page": ["guide/auth"], "folder": ["guide/audit", "guide/auth"],
@@ -94,6 +95,9 @@ def test_page_narrows_to_a_page_a_folder_or_the_start_of_an_id_and_grep_to_words
     wrong = runs["wrong"]
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
     assert "no page or folder 'guide/autth'" in wrong.stderr and "did you mean guide/auth" in wrong.stderr
+    missing = runs["no docs"]
+    assert missing.returncode == 2 and "nowhere: docs folder does not exist" in missing.stderr
+    assert "Traceback" not in missing.stderr
 
 
 def test_top_pins_the_text_above_the_first_heading_and_nothing_else(project):
