@@ -29,12 +29,13 @@ _SKIPPED = {"node_modules", "__pycache__", "site-packages", "venv"}
 
 
 def misplaced_docs(records: Sequence[GoldenRecord], corpus: Corpus, path: Path | None = None) -> Problem | None:
-    """One problem when no gold entry names a page of ``corpus`` and the entries are more than one,
-    or a folder nearby holds their pages; None otherwise (the usual per-entry problems then apply)."""
+    """One problem when no gold entry's page is in ``corpus`` and the entries are more than one, or a
+    folder nearby holds their pages; None otherwise (the usual per-entry problems then apply)."""
     entries = [entry for record in records for entry in record.gold]
-    if not entries or any(corpus.has_entry(entry) for entry in entries):
-        return None
     pages = sorted({entry.partition("#")[0] for entry in entries})
+    # A page that is there, even with every anchor wrong, says the folder is right.
+    if not pages or any(corpus.has_entry(page) for page in pages):
+        return None
     likely, found = _likely_folder(corpus.root, pages)
     if likely is None and len(entries) < 2:
         return None

@@ -100,6 +100,17 @@ def test_docs_elsewhere_entirely_still_get_one_message(project, tmp_path_factory
     assert "point --docs (or corpus.docs) at the folder the gold page ids start from" in run.stderr
 
 
+def test_wrong_anchors_on_pages_that_are_there_keep_one_message_per_record(project):
+    records = yaml.safe_load((project / "golden.yaml").read_text(encoding="utf-8"))
+    for record in records:
+        record["gold"] = [f"{entry.partition('#')[0]}#renamed" for entry in record.get("gold") or []]
+    (project / "golden.yaml").write_text(yaml.safe_dump(records, sort_keys=False), encoding="utf-8")
+    run = run_all({"check": ["golden", "check", "--docs", "docs", "--golden", "golden.yaml"]}, cwd=project)["check"]
+    assert run.returncode == 2 and "no gold entry names a page" not in run.stderr
+    assert "gold entry 'guide/auth#renamed' names no section of page 'guide/auth'" in run.stderr
+    assert "5 problems:" in run.stderr and run.stderr.count("did you mean") == 5  # one per gold entry
+
+
 def test_the_scorecard_says_how_many_records_each_stage_reused(project):
     first = run_all({"r": _eval("--out", "1.json")}, cwd=project, timeout=120)["r"]
     assert first.returncode in (0, 1), first.stderr
