@@ -110,9 +110,11 @@ def histogram(values: Sequence[float], *, title: str, unit: str = "ms") -> str:
         )
     step = max(1, math.ceil(len(edges) / 9))  # at most ~9 edge labels, so they never overlap
     for i in range(0, len(edges), step):
+        # The last edge sits on the plot's right end: its label reads leftwards, so `10 ms` is not cut off.
+        anchor = "end" if i == len(edges) - 1 else "middle"
         parts.append(
             f'<text class="tick" x="{_LEFT + i * bar_w:.1f}" y="{HEIGHT - _BOTTOM + 16}" '
-            f'text-anchor="middle">{html.escape(tick(edges[i]))}</text>'
+            f'text-anchor="{anchor}">{html.escape(tick(edges[i]))}</text>'
         )
     parts.append(f'<text class="axis" x="{_LEFT + plot_w / 2:.1f}" y="{HEIGHT - 6}" '
                  f'text-anchor="middle">{html.escape(axis)} (1-2-5 bins), n = {len(data)}</text>')

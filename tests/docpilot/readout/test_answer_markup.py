@@ -133,3 +133,7 @@ def test_in_a_browser_times_read_in_ms_and_s(page):
     labels = page.evaluate("Array.from(document.querySelectorAll('svg.plot text')).map(t => t.textContent)")
     assert not any(re.search(r"\dk$", label) for label in labels)  # no `11.2461k`
     assert any(label.startswith("p95 ") and label.endswith(" s") for label in labels)
+    # Regression: with units, the rightmost tick (`20 s`) ran past the plot's edge and was cut off.
+    inside = ("Array.from(document.querySelectorAll('svg.plot text.tick')).every((t) => {"
+              "const b = t.getBBox(); return b.x >= 0 && b.x + b.width <= 440; })")
+    assert page.evaluate(inside) is True
