@@ -12,6 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from docpilot.corpus.outline import without_admonition_titles
 from docpilot.corpus.pages import Corpus, Section
 
 MAX_RECORDS = 6
@@ -125,7 +126,7 @@ def _usable_section(sections: tuple[Section, ...]) -> Section | None:
 
 
 def _first_sentence(text: str) -> str:
-    flat = " ".join(text.split())
+    flat = " ".join(without_admonition_titles(text).split())  # "TL;DR If you…" is no reference answer
     match = _SENTENCE.match(flat)
     sentence = match.group(1) if match else flat
     return sentence if len(sentence) <= 300 else sentence[:297].rstrip() + "…"

@@ -99,8 +99,25 @@ def _line(section: Section, words: list[str]) -> SectionLine | None:
             return None
         return SectionLine(id=pin, heading=heading, level=section.level, words=_excerpt(text, words))
     # Without a search, the prose says best what a section is about; code is a last resort.
-    prose = " ".join(_without_code(section.text).split())
+    prose = " ".join(without_admonition_titles(_without_code(section.text)).split())
     return SectionLine(id=pin, heading=heading, level=section.level, words=_excerpt(prose or text, words))
+
+
+def without_admonition_titles(text: str) -> str:
+    """The text with the title lines the parser keeps of admonitions (``!!! tip`` → ``Tip``) left out.
+
+    Such a title is a short line with no closing punctuation right above the
+    admonition's indented body; joined to it, it reads "Tip Use …".
+    """
+    lines = text.split("\n")
+    kept = []
+    for line, after in zip(lines, [*lines[1:], ""]):
+        title = (line.strip() and line[0] not in " \t" and len(line.split()) <= 5
+                 and not line.rstrip().endswith((".", "!", "?", ":", ",", ";"))
+                 and after.startswith(("    ", "\t")) and after.strip())
+        if not title:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def _without_code(text: str) -> str:

@@ -37,7 +37,8 @@ Export the token as ACME_TOKEN before you run any command.
 
 ## Rotating tokens
 
-Rotate a token every ninety days.
+!!! tip
+    Rotate a token every ninety days.
 """
 
 
@@ -68,6 +69,8 @@ def test_sections_lists_every_id_with_heading_and_first_words(project):
     assert index[0] == {"id": "index#(top)", "heading": "(text above the first heading)", "level": 0,
                         "words": "Acme moves widgets between warehouses, quietly and on time."}
     assert pages[1]["sections"][1]["words"] == "Export the token as ACME_TOKEN before you run any command."
+    # The admonition's title ("Tip") is a label, not the section's first word.
+    assert pages[1]["sections"][2]["words"] == "Rotate a token every ninety days."
     table = runs["table"]
     assert table.returncode == 0, table.stderr
     for text in ("index#(top)", "(text above the first heading)", "guide/auth#rotating-tokens", "Rotating tokens",
