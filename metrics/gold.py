@@ -1,13 +1,20 @@
 """Gold matching: whether a retrieved or cited section counts for a gold entry.
 
-Section ids are ``page#anchor`` (DESIGN §3). A gold entry takes one of three forms:
+Section ids are ``page#anchor`` (DESIGN §3). A gold entry takes one of four forms:
 
-==================  ============================================================
-``guide/auth``      every section of page ``guide/auth`` and of the pages nested
-                    under it (``guide/auth/tokens#x``), but not ``guide/authz#x``
-``guide/auth#``     any section of page ``guide/auth``, and no nested page
-``guide/auth#req``  section ``guide/auth#req`` only
-==================  ============================================================
+======================  ========================================================
+``guide/auth``          every section of page ``guide/auth`` and of the pages
+                        nested under it (``guide/auth/tokens#x``), but not
+                        ``guide/authz#x``
+``guide/auth#``         any section of page ``guide/auth``, and no nested page
+``guide/auth#req``      section ``guide/auth#req`` only
+``guide/auth#(top)``    the text above the page's first heading only (its section
+                        id is ``guide/auth#``, which as an entry means any section)
+======================  ========================================================
+
+``(top)`` cannot be a heading's anchor: a GitHub slug keeps only letters, digits,
+``_``, ``-`` and spaces, and an explicit ``{ #id }`` no parentheses, so the spelling
+never names a real heading.
 
 A record's ``scope`` (and a server request's) is a list of page-id prefixes read by
 one rule, ``in_scope``, which the retriever, the scope-violation count and the server
@@ -19,6 +26,20 @@ under it. A prefix is a path from the docs root, so slashes at its ends are drop
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+
+TOP = "(top)"
+"""The anchor a gold entry uses for the text above a page's first heading (``page#(top)``)."""
+
+
+def pins_one_section(entry: str) -> bool:
+    """Whether a gold entry names exactly one section id that a ranked section must equal.
+
+    ``page#anchor`` does; ``page`` and ``page#`` match many sections, and
+    ``page#(top)`` matches the section ``page#``, a different string.
+    """
+    anchor = entry.partition("#")[2]
+    return bool(anchor) and anchor != TOP
 
 
 def page_of(section_id: str) -> str:
@@ -52,6 +73,10 @@ def matches(section_id: str, entry: str) -> bool:
     False
     >>> matches("guide/auth#response", "guide/auth#request")
     False
+    >>> matches("guide/auth#", "guide/auth#(top)")
+    True
+    >>> matches("guide/auth#request", "guide/auth#(top)")
+    False
     """
     page, _, anchor = section_id.partition("#")
     if "#" not in entry:
@@ -59,6 +84,8 @@ def matches(section_id: str, entry: str) -> bool:
     entry_page, _, entry_anchor = entry.partition("#")
     if page != entry_page:
         return False
+    if entry_anchor == TOP:
+        return anchor == "" and "#" in section_id
     return entry_anchor == "" or anchor == entry_anchor
 
 

@@ -25,7 +25,7 @@ from itertools import chain
 
 import numpy as np
 
-from metrics.gold import matches, unique
+from metrics.gold import matches, pins_one_section, unique
 from metrics.retrieval import (
     CONTEXT_PRECISION_CUTOFF,
     GAINS,
@@ -58,7 +58,7 @@ def judge_record(retrieved: Sequence[str], gold: Sequence[str]) -> tuple[tuple, 
     entries = unique(gold)
     top = retrieved[:RANK_DEPTH]
     pad = RANK_DEPTH - len(top)
-    if all(entry.partition("#")[2] for entry in entries):
+    if all(pins_one_section(entry) for entry in entries):
         # Exact section pins: a section matches an entry only by being it, so each
         # entry is first found where its section first appears, and that is also
         # the rank nDCG credits.
@@ -108,7 +108,7 @@ def judge(records: Sequence[tuple[Sequence[str], Sequence[str]]]) -> Judged:
     # Two more slots, both True, for the paddings: index -2 (gold) and -1 (ranked).
     exact_number = np.ones(len(numbers) + 2, dtype=bool)
     for entry in distinct_entries:
-        exact_number[numbers[entry]] = bool(entry.partition("#")[2])
+        exact_number[numbers[entry]] = pins_one_section(entry)
     exact = exact_number[pins].all(axis=1)
 
     relevant = (ranked[:, :, None] == pins[:, None, :]).any(axis=2)

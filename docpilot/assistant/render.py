@@ -71,7 +71,7 @@ class Panel(BaseModel):
     """Working links in the answer text."""
 
 
-def _split_marker(body: str) -> list[str] | None:
+def marker_labels(body: str) -> list[str] | None:
     """The labels inside one bracket, or None when it is not a citation marker at all."""
     if _NUMBERS.match(body):
         return [p.strip() for p in body.split(",")]
@@ -111,7 +111,7 @@ def render_panel(
     html_parts: list[str] = []
     pos = 0
     for match in _MARKER.finditer(answer):
-        labels = _split_marker(match.group(1))
+        labels = marker_labels(match.group(1))
         if labels is None:
             continue
         md_parts.append(answer[pos : match.start()])

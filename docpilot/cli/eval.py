@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -260,6 +261,13 @@ def eval_command(
     if not as_json:
         for kind, where in written.items():
             click.echo(f"{kind}: {where}")
+        if "html" not in written:
+            # The page with every failing record's answer is one flag away: say which.
+            import shlex
+
+            beside = shlex.quote(str(Path(path).with_suffix(".html")))
+            click.echo(f"html: not written; add --html report.html to this command, "
+                       f"or run `docpilot report {shlex.quote(str(path))}` to write {beside}")
     end_process(0 if report.verdict == "pass" else 1, quick=quick_exit)
 
 

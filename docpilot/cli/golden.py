@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -76,6 +77,65 @@ def check(
         click.echo(shape.model_dump_json(indent=2))
     else:
         _show_shape(config.golden, config.corpus.docs, shape)
+
+
+@golden.command("sections")
+@click.argument("page", required=False)
+@click.option("--grep", metavar="WORDS", help="Only sections whose heading or text holds all these words (any case).")
+@click.option("--docs", type=click.Path(path_type=Path),
+              help="Docs folder to list (default: `corpus.docs` in the config).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="Config file (default: configs/docpilot.yaml when present).")
+@click.option("--json", "as_json", is_flag=True, help="Print the pages and sections as JSON.")
+@handle_errors
+def sections(page: str | None, grep: str | None, docs: Path | None, config_path: Path | None, as_json: bool) -> None:
+    """List the page and section ids a gold entry can name, with each heading and its first words.
+
+    PAGE narrows the list to a page, a folder, or the start of a page id. A page id as
+    a gold entry matches every section of the page, `page#anchor` one section, and
+    `page#(top)` the text above the page's first heading. Exit status: 0; 1 when
+    --grep matches no section; 2 when the docs cannot be read or PAGE names nothing.
+    """
+    import dataclasses
+
+    from docpilot.corpus.outline import outline
+    from docpilot.corpus.pages import load_corpus
+
+    config = load_config(config_path, overrides={"corpus": {"docs": _text(docs)}})
+    corpus = load_corpus(config.corpus.docs, chunk_words=config.corpus.chunk_words)
+    pages = outline(corpus, page, grep)
+    if grep and not pages:
+        click.echo(clean(f"no section{' under ' + page if page else ''} mentions all of: {grep}; "
+                         "try fewer words, or a word as the page writes it"), err=True)
+        sys.exit(1)
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(p) for p in pages], indent=2, ensure_ascii=False))
+    else:
+        _show_outline(pages, f"{config.corpus.docs}" + (f" under {page}" if page else ""))
+
+
+def _show_outline(pages: list, where: str) -> None:
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        console = Console(highlight=False, soft_wrap=True, width=160)  # a file or a pipe: no cause to wrap at 80
+    count = sum(len(p.sections) for p in pages)
+    table = Table(title=f"{where}: {_count(len(pages), 'page')}, {_count(count, 'section')}", title_justify="left")
+    table.add_column("id", no_wrap=True)  # copied whole into a golden set, so never broken over lines
+    table.add_column("heading", ratio=1, min_width=14)
+    table.add_column("first words", ratio=2, min_width=24)
+    for page in pages:
+        table.add_row(f"[bold]{escape(clean(page.id))}[/]", f"[bold]{escape(clean(page.title))}[/]",
+                      f"[dim]{escape(page.path)}, {_count(len(page.sections), 'section')}[/]")
+        top = min((section.level for section in page.sections if section.level), default=1)
+        for section in page.sections:
+            indent = "  " * max(section.level - top, 0)  # by level below the page's highest heading
+            table.add_row(escape(clean(section.id)), indent + escape(clean(section.heading)),
+                          escape(clean(section.words)))
+    console.print(table)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _raise_with_warnings(errors: list, warnings: list[str]) -> None:

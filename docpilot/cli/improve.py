@@ -67,7 +67,7 @@ def _docs_option(func):
 
 
 @main.group("improve", cls=_ReportOrCommand, invoke_without_command=True,
-            subcommand_metavar="[REPORT] [CAUSE...] | compare A B")
+            subcommand_metavar="[REPORT] [CAUSE...] | compare [A [B]]")
 @_shared
 @_docs_option
 @click.pass_context
@@ -227,29 +227,54 @@ def _languages(languages: dict[str, str | None]) -> str:
 
 
 @improve_group.command("compare")
-@click.argument("a")
-@click.argument("b")
+@click.argument("a", required=False)
+@click.argument("b", required=False)
 @_shared
 @handle_errors
 def compare_command(a, b, reports_dir, config_path, as_json):
     """Test whether run B differs from run A, record by record.
 
-    A and B are report files or run ids. Binary outcomes (hit@8, refusal correct) get
-    the exact McNemar test, continuous ones (answer F1, nDCG@8, reciprocal rank) the
-    Wilcoxon signed-rank test. Choose a change on the dev split; prove it on test.
+    A and B are report files or run ids. Without B, B is the newest run; without
+    either, A is the newest run's previous comparable one (same golden set, split and
+    selection), so after a change and a new `docpilot eval`, `improve compare` alone
+    tests the change. Binary outcomes (hit@8, refusal correct) get the exact McNemar
+    test, continuous ones (answer F1, nDCG@8, reciprocal rank) the Wilcoxon
+    signed-rank test. Choose a change on the dev split; prove it on test.
     """
     from docpilot.reports.compare import compare_reports
     from docpilot.reports.report import load_report
     from docpilot.reports.store import resolve_report
 
     store = _store(reports_dir, config_path)
-    path_a, path_b = resolve_report(a, store), resolve_report(b, store)
+    if b is None:
+        path_a, path_b = _newest_pair(a, store)
+    else:
+        path_a, path_b = resolve_report(a, store), resolve_report(b, store)
     comparison = compare_reports(load_report(path_a), load_report(path_b), store=store, paths=(path_a, path_b))
     warn(store.problems)
     if as_json:
         click.echo(comparison.model_dump_json(indent=2))
         return
     _render_comparison(comparison)
+
+
+def _newest_pair(a, store):
+    """A (as given, else the newest run's previous comparable run) and the newest run."""
+    from docpilot.errors import ReportError
+    from docpilot.reports.store import resolve_report
+
+    newest = store.latest()
+    if newest is None or newest.path is None:
+        raise ReportError(f"no report in {store.root} to compare; run `docpilot eval` twice, before and after "
+                          "a change, or pass the two reports: docpilot improve compare A B")
+    if a is not None:
+        return resolve_report(a, store), newest.path
+    previous, _ = store.previous_comparable(newest)
+    if previous is None or previous.path is None:
+        raise ReportError(f"the newest run {newest.run_id} has no earlier comparable run in {store.root} "
+                          "(same golden set, set, split, selection, gate-only and runtime); "
+                          "pass the two reports: docpilot improve compare A B")
+    return previous.path, newest.path
 
 
 def _render_comparison(comparison) -> None:

@@ -51,5 +51,5 @@ def init_command(docs: str, config_path: str, golden_path: str, force: bool) -> 
     write_atomically(config_path, config_text(docs, golden_path))
     click.echo(f"config: {config_path}")
     click.echo(f"golden set: {golden_path} ({len(records)} questions from {len(records)} pages, and two negatives)")
-    click.echo("next: docpilot golden check, then docpilot eval --gate-only; "
-               "rewrite the starter questions in your users' words")
+    click.echo("next: rewrite the starter questions in your users' words, pinning each to the ids "
+               "`docpilot golden sections` lists; then docpilot golden check, then docpilot eval")

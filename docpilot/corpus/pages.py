@@ -22,6 +22,7 @@ from docpilot.corpus.discovery import find_pages
 from docpilot.corpus.markdown import ParsedPage, parse_page
 from docpilot.corpus.sidecar import parse_llms, parse_vocabulary
 from docpilot.errors import ConfigError, CorpusError
+from metrics.gold import TOP
 
 VOCABULARY_FILE = "vocabulary.json"
 LLMS_FILE = "llms.txt"
@@ -36,7 +37,7 @@ class Section:
     """One heading of a page and the text under it, up to the next heading."""
 
     id: str
-    """``page#anchor``; ``page#`` for the text before the first heading."""
+    """``page#anchor``; ``page#`` for the text before the first heading (a gold entry pins it as ``page#(top)``)."""
     page_id: str
     """The page it belongs to."""
     anchor: str
@@ -125,6 +126,8 @@ class Corpus:
             return page_id in self._prefixes
         if not anchor:
             return page_id in self.pages
+        if anchor == TOP:
+            return f"{page_id}#" in self.sections  # only when the page has text above its first heading
         return gold_entry in self.sections
 
     def closest(self, gold_entry: str, n: int = 3) -> list[str]:

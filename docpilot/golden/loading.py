@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -25,7 +26,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from docpilot.golden.csvfile import parse_csv
+from docpilot.golden.docs_folder import misplaced_docs
 from docpilot.golden.warnings import GoldenWarning, Warned, golden_warnings
+from docpilot.golden.probe_example import missing_probe_file
 from docpilot.userfiles.intake import GOLDEN_SET, PROBE_FILE, read_text
 from docpilot.userfiles.userfile import (
     Problem,
@@ -41,7 +44,7 @@ from docpilot.userfiles.userfile import (
 )
 from docpilot.errors import InputError
 from docpilot.schema import AttackProbe, GoldenRecord
-from metrics.gold import scope_prefix
+from metrics.gold import TOP, scope_prefix
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus
@@ -94,6 +97,8 @@ def read_golden(path: str | Path) -> GoldenCheck:
 
 def load_probes(path: str | Path) -> list[AttackProbe]:
     """Read and check an attack-probe file; raise one InputError listing every problem."""
+    if not os.path.lexists(path):
+        raise missing_probe_file(path)
     checked = _check_file(Path(path), AttackProbe, _probe_issues, lambda probe: [])
     raise_all(checked.errors)
     return checked.records
@@ -126,6 +131,9 @@ def validate_against_corpus(records: Sequence[GoldenRecord], corpus: Corpus, pat
 def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str | Path | None = None) -> list[Problem]:
     """Every gold entry and scope prefix of ``records`` that names nothing in the docs."""
     file = Path(path) if path is not None else None
+    misplaced = misplaced_docs(records, corpus, file)
+    if misplaced is not None:  # one folder off: one problem with the folder, not one per record
+        return [misplaced]
     page_ids = sorted(corpus.pages)
     folders = {page.rsplit("/", depth)[0] for page in page_ids for depth in range(1, page.count("/") + 1)}
     prefixes = set(page_ids) | folders
@@ -137,6 +145,9 @@ def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str |
                 known_page = "#" in entry and page in corpus.pages
                 what = f"no section of page {page!r}" if known_page else "no page of the docs"
                 hint = _did_you_mean(corpus.closest(entry, n=3))
+                if known_page and entry.endswith(f"#{TOP}"):
+                    what = f"text above the first heading, and page {page!r} has none"
+                    hint = f"pin one of its sections instead; `docpilot golden sections {page}` lists them"
                 problems.append(Problem(f"gold entry {entry!r} names {what}", hint, file, None, record.id))
         for prefix in record.scope or []:
             name = scope_prefix(prefix)  # the retriever's and the metric's reading: `/` is the whole docs

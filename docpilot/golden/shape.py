@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, get_args
 from pydantic import BaseModel, ConfigDict
 
 from docpilot.schema import GoldenRecord
+from metrics.gold import TOP
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus
@@ -37,7 +38,8 @@ class GoldenShape(_Strict):
     splits: dict[str, SplitShape]
     """Positives and negatives per split (`dev`, `test`)."""
     gold_forms: dict[str, int]
-    """Gold entries per form: `page`, `page#` (any section of the page), `page#anchor`."""
+    """Gold entries per form: `page`, `page#` (any section of the page), `page#anchor`, and `page#(top)` (the
+    text above the first heading) when a record uses it."""
     records_per_page: dict[str, int]
     """Page id → records whose gold touches it, most touched first."""
     pages: int | None = None
@@ -63,7 +65,7 @@ def describe_golden(records: Sequence[GoldenRecord], corpus: Corpus | None = Non
         else:
             split.negatives += 1
         for entry in record.gold:
-            forms["page" if "#" not in entry else "page#" if entry.endswith("#") else "page#anchor"] += 1
+            forms[_form(entry)] += 1
         per_page.update(_touched_pages(record.gold, page_ids))
     untouched = [page for page in page_ids or [] if page not in per_page]
     return GoldenShape(
@@ -75,6 +77,14 @@ def describe_golden(records: Sequence[GoldenRecord], corpus: Corpus | None = Non
         untouched_pages=untouched,
         warnings=_warnings(len(records), splits, untouched, len(page_ids or [])),
     )
+
+
+def _form(entry: str) -> str:
+    """The form of a gold entry as the check counts it; `page#(top)` only appears when a record uses it."""
+    if "#" not in entry:
+        return "page"
+    anchor = entry.partition("#")[2]
+    return "page#" if not anchor else "page#(top)" if anchor == TOP else "page#anchor"
 
 
 def _touched_pages(gold: Sequence[str], page_ids: Sequence[str] | None) -> set[str]:

@@ -12,6 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from docpilot.corpus.outline import without_admonition_titles
 from docpilot.corpus.pages import Corpus, Section
 
 MAX_RECORDS = 6
@@ -61,7 +62,8 @@ def golden_text(records: list[StarterRecord], docs: str) -> str:
         "# sentence: rewrite both as your users would ask and as a good answer would say it, then add",
         "# more records. `docpilot golden check` checks the file; `docpilot schema golden` describes it.",
         "#",
-        "# gold: where the answer is (page, page# for any section of it, page#anchor for one section)",
+        "# gold: where the answer is (page, page# for any section of it, page#anchor for one section,",
+        "# page#(top) for the text above its first heading); `docpilot golden sections` lists the ids",
         "# split: dev to choose changes on, test to prove them on",
         "# A record with no gold is a negative: the right outcome is a refusal, for the expected_cause.",
         "",
@@ -124,7 +126,7 @@ def _usable_section(sections: tuple[Section, ...]) -> Section | None:
 
 
 def _first_sentence(text: str) -> str:
-    flat = " ".join(text.split())
+    flat = " ".join(without_admonition_titles(text).split())  # "TL;DR If you…" is no reference answer
     match = _SENTENCE.match(flat)
     sentence = match.group(1) if match else flat
     return sentence if len(sentence) <= 300 else sentence[:297].rstrip() + "…"

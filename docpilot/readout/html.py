@@ -27,6 +27,8 @@ from markupsafe import Markup
 from docpilot.assistant.render import render_panel
 from docpilot.corpus.pages import section_url
 from docpilot.models.base import Source
+from docpilot.readout.answer_markup import render_answer
+from docpilot.readout.durations import format_duration
 from docpilot.readout.outcomes import Readout, RecordOutcome
 from docpilot.readout.svg import histogram, recall_curve
 from docpilot.reports.scorecard import format_gate_value, format_value, headline_metrics, shown_metrics
@@ -39,6 +41,7 @@ MAX_DETAILS = 300
 
 _BOUNDS = {"over_refusal_gate": "over_refusal_gate_upper95", "over_refusal_answer": "over_refusal_answer_upper95"}
 _DEFAULT_BASE_URL = "https://docpilot.dev/docs/"
+_TIMES = ("latency_", "first_token_", "stage_")  # metrics that are times, in ms
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # shown as U+FFFD, not as invisible bytes
 _TEMPLATES = resources.files("docpilot.readout") / "templates"
 _STYLE = (_TEMPLATES / "report.css").read_text(encoding="utf-8").strip()
@@ -119,8 +122,8 @@ def _template() -> jinja2.Template:
         extensions=[_OneLine],
     )
     env.globals.update(
-        value=format_value,
-        gate_value=format_gate_value,
+        value=_value,
+        gate_value=format_gate_value,  # in the gate's own unit (ms), with the digits that decide it
         duration=_duration,
         reasons=_reasons,
         deeper_rank=_deeper_rank,
@@ -136,7 +139,14 @@ def _template() -> jinja2.Template:
 
 
 def _duration(ms: float | None) -> str:
-    return format_value("latency_ms", ms)  # the scorecard's rule for times: ms, thousands separated
+    return format_duration(ms)
+
+
+def _value(metric: str, value: float | int | None) -> str:
+    """A metric's value on the page: the scorecard's rule, but times in ms or s as people read them."""
+    if value is not None and metric.startswith(_TIMES):
+        return format_duration(value)
+    return format_value(metric, value)
 
 
 def _deeper_rank(row: Row) -> str:
@@ -193,7 +203,7 @@ def _move_text(metric: str, readout: Readout) -> str:
     move = readout.moves.get(metric)
     if move is None:
         return ""
-    return move.text(format_value(metric, abs(move.delta or 0.0)))
+    return move.text(_value(metric, abs(move.delta or 0.0)))
 
 
 def _figures(report: Report) -> list[tuple[str, Markup]]:
@@ -224,4 +234,11 @@ def _answer_panel(row: Row, report: Report) -> Markup:
     base_url = str(((report.config or {}).get("corpus") or {}).get("base_url") or _DEFAULT_BASE_URL)
     sources = [Source(n=n, section_id=s, title=s, text="") for n, s in enumerate(row.primed, start=1)]
     panel = render_panel(row.answer or "", sources, lambda s: section_url(s, base_url), refused=row.refused)
-    return Markup(panel.html)  # the panel renderer escapes the answer itself
+    if row.refused:
+        return Markup(panel.html)  # the panel renderer escapes the answer itself
+    # The panel decides which sources show; the answer itself is read as Markdown, escaped.
+    links = {str(s.n): section_url(s.section_id, base_url) for s in sources}
+    body = render_answer(row.answer or "", links, set(row.primed))
+    rows = "".join(f'<li><a href="{html.escape(r.url, quote=True)}">[{r.n}] {html.escape(r.title)}</a></li>'
+                   for r in panel.sources)
+    return Markup('<div class="panel">' + body + (f'<ol class="sources">{rows}</ol>' if rows else "") + "</div>")

@@ -12,6 +12,7 @@ import html
 import math
 from collections.abc import Sequence
 
+from docpilot.readout.durations import format_duration, format_tick
 from metrics.latency import percentile
 
 WIDTH = 440
@@ -72,7 +73,7 @@ def recall_curve(points: Sequence[tuple[int, float | None]], *, title: str = "re
 
 
 def histogram(values: Sequence[float], *, title: str, unit: str = "ms") -> str:
-    """A histogram of times on 1-2-5 bins, with the p50 and p95 marked.
+    """A histogram of times on 1-2-5 bins, with the p50 and p95 marked; ms values are labelled in ms and s.
 
     Bins are equally wide on the page although their ranges grow (1, 2, 5, 10, …),
     which reads like a log scale: a few slow outliers do not squash the rest into one
@@ -81,6 +82,11 @@ def histogram(values: Sequence[float], *, title: str, unit: str = "ms") -> str:
     data = [float(v) for v in values if v is not None and math.isfinite(v)]
     if not data:
         return _empty(title)
+    # Times read as people say them (`112 ms`, `11.2 s`); another unit keeps plain numbers.
+    timed = unit == "ms"
+    tick = format_tick if timed else _format_edge
+    shown = format_duration if timed else _format_edge
+    suffix, axis = ("", "time") if timed else (f" {unit}", unit)
     edges = _edges(min(data), max(data))
     counts = [0] * (len(edges) - 1)
     for value in data:
@@ -97,19 +103,21 @@ def histogram(values: Sequence[float], *, title: str, unit: str = "ms") -> str:
     for i, count in enumerate(counts):
         h = count / top * plot_h
         x0 = _LEFT + i * bar_w
-        label = f"{_format_edge(edges[i])}–{_format_edge(edges[i + 1])} {unit}: {count}"
+        label = f"{tick(edges[i])}–{tick(edges[i + 1])}{suffix}: {count}"
         parts.append(
             f'<rect class="bar" x="{x0 + 1:.1f}" y="{top_y + plot_h - h:.1f}" width="{max(bar_w - 2, 1):.1f}" '
             f'height="{h:.1f}"><title>{html.escape(label)}</title></rect>'
         )
     step = max(1, math.ceil(len(edges) / 9))  # at most ~9 edge labels, so they never overlap
     for i in range(0, len(edges), step):
+        # The last edge sits on the plot's right end: its label reads leftwards, so `10 ms` is not cut off.
+        anchor = "end" if i == len(edges) - 1 else "middle"
         parts.append(
             f'<text class="tick" x="{_LEFT + i * bar_w:.1f}" y="{HEIGHT - _BOTTOM + 16}" '
-            f'text-anchor="middle">{_format_edge(edges[i])}</text>'
+            f'text-anchor="{anchor}">{html.escape(tick(edges[i]))}</text>'
         )
     parts.append(f'<text class="axis" x="{_LEFT + plot_w / 2:.1f}" y="{HEIGHT - 6}" '
-                 f'text-anchor="middle">{html.escape(unit)} (1-2-5 bins), n = {len(data)}</text>')
+                 f'text-anchor="middle">{html.escape(axis)} (1-2-5 bins), n = {len(data)}</text>')
     for rank, (name, p) in enumerate((("p50", 50), ("p95", 95))):
         value = percentile(data, p)
         if value is None:
@@ -121,7 +129,7 @@ def histogram(values: Sequence[float], *, title: str, unit: str = "ms") -> str:
         # A label on the right half reads leftwards from its line, so it stays inside the plot.
         anchor, x = ("end", position - 3) if position > _LEFT + plot_w / 2 else ("start", position + 3)
         parts.append(f'<text class="label" x="{x:.1f}" y="{label_y}" text-anchor="{anchor}">'
-                     f'{name} {html.escape(_format_edge(value))}</text>')
+                     f'{name} {html.escape(shown(value))}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

@@ -149,6 +149,9 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
     spending = usage_line(report.summary)
     if spending:
         console.print(spending, highlight=False)
+    reuse = cache_line(report)
+    if reuse:
+        console.print(reuse, highlight=False)
     if left_off:
         console.print(left_off, highlight=False, markup=False, soft_wrap=True)
     _render_slices(report, console)
@@ -219,6 +222,20 @@ def usage_line(summary: dict) -> str | None:
         cached = summary.get("cost_usd_cached") or 0.0
         line += f"; cost USD {cost:.4f} (this run {cost - cached:.4f}, from the cache {cached:.4f})"
     return line
+
+
+def cache_line(report: Report) -> str | None:
+    """Per cached stage, how many records reused a stored result and how many computed one; None when
+    nothing was cached on this side (a server runtime, or a report from before the counts).
+
+    After an edit to a page or a record this is where a user sees that only the affected
+    records ran again.
+    """
+    if not report.cache_stats:
+        return None
+    parts = [f"{stage} reused {counts.get('reused', 0)} / computed {counts.get('computed', 0)}"
+             for stage, counts in report.cache_stats.items()]
+    return "cache: " + ", ".join(parts)
 
 
 def render_faults(report: Report, console: Console) -> None:

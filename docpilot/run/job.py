@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from docpilot.golden.loading import load_probes, read_golden
+from docpilot.golden.selection import check_ids_in_split
 from docpilot.userfiles.intake import GOLDEN_SET, PROBE_FILE, read_bytes
 from docpilot.config.model import Config
 from docpilot.errors import InputError
@@ -195,6 +196,7 @@ def build_job(
     path = config.golden if record_set == "golden" else config.adversarial
     records = read_records(path, record_set)
     job = EvalJob(config=config, golden=path, set=record_set, **settings)
+    check_ids_in_split(records, job.split, job.selection.ids, path)
     in_split = [r for r in records if job.split == "all" or r.split == job.split]
     select_records(in_split, job.selection, path)  # a wrong --id or --tag stops here, before any work
     if not check_corpus:

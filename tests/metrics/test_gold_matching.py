@@ -80,3 +80,30 @@ def test_the_examples_in_the_docstrings_hold() -> None:
     result = doctest.testmod(metrics.gold)
     assert result.attempted >= 5
     assert result.failed == 0
+
+
+# `page#(top)`: the text above a page's first heading, and nothing else of the page.
+
+TOP_RANKING = ["index#install", "index#", "guide/auth#tokens"]
+
+
+def test_top_matches_only_the_preamble_section():
+    from metrics.gold import matches, pins_one_section
+
+    assert matches("index#", "index#(top)")
+    assert not matches("index#install", "index#(top)")
+    assert not matches("index", "index#(top)")
+    assert not matches("index/sub#", "index#(top)")
+    assert pins_one_section("index#install") and not pins_one_section("index#(top)")
+    assert not pins_one_section("index#") and not pins_one_section("index")
+
+
+def test_top_is_judged_alike_by_the_batch_and_the_per_record_metrics():
+    # The batch judge takes a fast path for entries that pin one section by string equality;
+    # `index#(top)` must not take it, as its section id `index#` is another string.
+    from metrics.relevance import judge, reciprocal_ranks
+    from metrics.retrieval import reciprocal_rank
+
+    records = [(TOP_RANKING, ["index#(top)"]), (TOP_RANKING, ["index#"]), (TOP_RANKING, ["index#install"])]
+    assert list(reciprocal_ranks(judge(records))) == [0.5, 1.0, 1.0]
+    assert [reciprocal_rank(r, g) for r, g in records] == [0.5, 1.0, 1.0]

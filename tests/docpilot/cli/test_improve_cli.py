@@ -139,9 +139,16 @@ def test_compare_json_by_run_id(reports):
     assert hit["better"] == [{"id": "renew", "a": 0.0, "b": 1.0}]
 
 
-def test_compare_needs_two_reports(reports):
+def test_compare_with_fewer_than_two_reports_takes_the_newest_runs(reports):
+    # With no run in the folder there is nothing to fill in: one line says what to do.
     result = _improve("compare", "only-one.json")
-    assert result.exit_code == 2 and "Missing argument" in result.stderr
+    assert result.exit_code == 2 and "no report in" in result.stderr and "improve compare A B" in result.stderr
+    _save(reports, RUN_A, fixed=False)
+    _save(reports, RUN_B, fixed=True)
+    for args in (("compare",), ("compare", RUN_A)):
+        result = _improve(*args)
+        assert result.exit_code == 0, result.output
+        assert result.stdout.startswith(f"A: run {RUN_A} (") and f"B: run {RUN_B} (" in result.stdout
 
 
 def test_two_reports_without_compare_is_a_usage_error(reports):
@@ -153,7 +160,7 @@ def test_two_reports_without_compare_is_a_usage_error(reports):
 def test_help_names_both_forms():
     result = _improve("--help")
     assert result.exit_code == 0
-    assert "[REPORT] [CAUSE...] | compare A B" in result.stdout and "--apply" in result.stdout
+    assert "[REPORT] [CAUSE...] | compare [A [B]]" in result.stdout and "--apply" in result.stdout
 
 
 def test_improve_warns_when_it_reads_test_records_and_shows_languages(reports):

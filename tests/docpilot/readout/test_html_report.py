@@ -55,7 +55,7 @@ def page_html(readout):
 def test_the_page_carries_the_run_header_verdict_and_gates(page_html, report):
     assert "<title>DocPilot report 20261130T120000Z-abc123 — fail</title>" in page_html
     assert '<span class="badge fail">FAIL</span>' in page_html
-    for fact in ("2026-11-30T12:00:00+00:00", "golden", "inline", "6,100 ms", "gate-only <b>no"):
+    for fact in ("2026-11-30T12:00:00+00:00", "golden", "inline", "6.1 s", "gate-only <b>no"):
         assert fact in page_html
     # the failed built-in gate links to the record that broke it
     assert re.search(r'<td><span class="bad">FAIL</span></td><td class="mono">hallucinated_citations == 0</td>'
@@ -203,7 +203,7 @@ def test_the_histogram_counts_every_value_once():
     svg = histogram(values, title="t")
     counts = [int(c) for c in re.findall(r"<title>[^<]*: (\d+)</title></rect>", svg)]
     assert sum(counts) == len(values)
-    assert "p50 4" in svg and "p95 7k" in svg  # nearest-rank: 5th and 10th of ten
+    assert "p50 4 ms" in svg and "p95 7 s" in svg  # nearest-rank: 5th and 10th of ten
 
 
 def test_the_recall_curve_skips_a_null_point_and_labels_the_rest():
