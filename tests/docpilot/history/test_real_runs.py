@@ -35,6 +35,13 @@ def _docpilot(tmp_path, *args: str) -> subprocess.CompletedProcess:
                           timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
+def _strip_text(page):
+    """Keep a page's headings (the golden set names its sections) and drop every line of text under them."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    kept = [line if line.startswith("#") else "" for line in lines]
+    page.write_text("\n".join(kept) + "\n", encoding="utf-8")
+
+
 @pytest.fixture()
 def demo(tmp_path):
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
@@ -43,33 +50,38 @@ def demo(tmp_path):
 
 def test_history_marks_the_nights_the_docs_the_config_and_the_model_changed(demo):
     nights = [
-        _config(demo),                                                        # 1: the baseline
-        _config(demo),                                                        # 2: the same system again
-        "docs",                                                               # 3: the gates page loses its text
-        _config(demo, prime={"top_k": 1}),                                    # 4: one source instead of five
-        _config(demo, prime={"top_k": 1}, model={"max_sentences": 1}),        # 5: shorter answers
+        _config(demo, "n1.yaml"),                                                     # 1: the baseline
+        _config(demo, "n2.yaml"),                                                     # 2: the same system again
+        "docs",                                                                       # 3: two pages lose their text
+        _config(demo, "n4.yaml", prime={"top_k": 1}),                                 # 4: one source, not five
+        _config(demo, "n5.yaml", prime={"top_k": 1}, model={"max_sentences": 1}),     # 5: shorter answers
     ]
     for night in nights:
         if night == "docs":
-            (demo / "docs" / "gates.md").write_text("# Gates\n\nThis page has moved.\n", encoding="utf-8")
-            night = _config(demo)
+            for page in ("gates", "configuration"):
+                _strip_text(demo / "docs" / f"{page}.md")
+            night = _config(demo, "n3.yaml")
         result = _docpilot(demo, "eval", "--config", night)
         assert result.returncode in (0, 1), result.stderr
-    result = _docpilot(demo, "history", "recall@8", "answer_f1", "--json", "--reports", str(demo / "reports"))
+    metrics = ("recall@8", "answer_f1", "citation_precision", "identifier_recall")
+    result = _docpilot(demo, "history", *metrics, "--json", "--reports", str(demo / "reports"))
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     runs = [r["run_id"] for r in data["runs"]]
     assert len(runs) == 5
     moves = {runs.index(m["run_id"]) + 1: m for m in data["moves"]}
     assert set(moves) == {3, 4, 5}, data["moves"]
-    assert moves[3]["metrics"]["recall@8"]["change"] == "worse"
-    assert moves[3]["cause"]["changed"] == ["corpus"] and moves[3]["cause"]["pages"]["changed"] == ["gates"]
+    assert "worse" in {move["change"] for move in moves[3]["metrics"].values()}
+    assert moves[3]["cause"]["changed"] == ["corpus"]
+    assert moves[3]["cause"]["pages"]["changed"] == ["configuration", "gates"]
+    assert moves[4]["metrics"]["citation_precision"]["change"] == "better"  # one source: fewer wrong citations
     assert moves[4]["cause"]["changed"] == ["config"]
     assert moves[4]["cause"]["settings"] == [{"key": "prime.top_k", "a": 5, "b": 1}]
+    assert moves[5]["metrics"]["identifier_recall"]["change"] == "worse"  # one sentence: fewer exact strings
     assert "model" in moves[5]["cause"]["changed"]
     assert {"key": "model.max_sentences", "a": 3, "b": 1} in moves[5]["cause"]["settings"]
-    text = _docpilot(demo, "history", "recall@8", "answer_f1", "--reports", str(demo / "reports"))
-    assert "docs: pages changed: gates" in text.stdout
+    text = _docpilot(demo, "history", *metrics, "--reports", str(demo / "reports"))
+    assert "docs: pages changed: configuration, gates" in text.stdout
     assert "setting prime.top_k 5 → 1" in text.stdout and "setting model.max_sentences 3 → 1" in text.stdout
 
 
