@@ -81,8 +81,6 @@ def history_command(metrics, last, since, drift_back, reports_dir, config_path, 
 
 def _render(timeline, drift) -> None:
     from docpilot.history.sparkline import sparkline
-    from docpilot.history.timeline import move_text
-    from docpilot.reports.scorecard import format_value
 
     latest, steps = timeline.latest, timeline.steps
     span = f": {steps[0].run.created_at} → {steps[-1].run.created_at}" if steps else ""
@@ -92,8 +90,8 @@ def _render(timeline, drift) -> None:
     width = max([len(m) for m in timeline.metrics] + [6])
     for metric in timeline.metrics:
         values = timeline.values(metric)
-        first = format_value(metric, values[0]) if values else "n/a"
-        last = format_value(metric, values[-1]) if values else "n/a"
+        first = steps[0].run.shown.get(metric, "n/a") if steps else "n/a"
+        last = steps[-1].run.shown.get(metric, "n/a") if steps else "n/a"
         marks = "".join(_mark(step.moves[metric]) for step in steps)
         count = marks.count("+") + marks.count("−") + marks.count("*")
         click.echo(clean(f"  {metric:<{width}}  {first:>10} → {last:<10}  {sparkline(values)}  "
@@ -106,8 +104,8 @@ def _render(timeline, drift) -> None:
         click.echo("moves:")
     for number, step in moved:
         click.echo(clean(f"  #{number} run {step.run.run_id} ({step.run.created_at}): "
-                         + "; ".join(move_text(move) for move in step.moved)))
-        for line in step.cause.lines() if step.cause else []:
+                         + "; ".join(step.moves[metric]["text"] for metric in step.moved)))
+        for line in step.cause["lines"] if step.cause else []:
             click.echo(clean(f"      {line}"))
     if not moved and steps:
         click.echo("no metric moved beyond its noise floor in the runs shown")
@@ -125,6 +123,6 @@ def _render(timeline, drift) -> None:
 
 
 def _mark(move) -> str:
-    if move.previous is None or move.delta is None or move.direction in (None, "same"):
+    if move.get("delta") is None or move.get("direction") in (None, "same"):
         return " "
-    return _MARKS.get(move.change or "", "*")
+    return _MARKS.get(move.get("change") or "", "*")

@@ -6,8 +6,7 @@ from pathlib import Path
 
 from docpilot.history.drift import Drift
 from docpilot.history.sparkline import sparkline
-from docpilot.history.timeline import Timeline, move_text
-from docpilot.reports.scorecard import format_value
+from docpilot.history.timeline import Timeline
 
 
 def history_markdown(timeline: Timeline, drift: Drift | None = None) -> str:
@@ -22,9 +21,9 @@ def history_markdown(timeline: Timeline, drift: Drift | None = None) -> str:
     lines += ["| metric | first | last | trend | moves |", "|---|---:|---:|---|---:|"]
     for metric in timeline.metrics:
         values = timeline.values(metric)
-        count = sum(1 for step in steps if step.moves[metric] in step.moved)
-        first = format_value(metric, values[0]) if values else "n/a"
-        last = format_value(metric, values[-1]) if values else "n/a"
+        count = sum(1 for step in steps if metric in step.moved)
+        first = steps[0].run.shown.get(metric, "n/a") if steps else "n/a"
+        last = steps[-1].run.shown.get(metric, "n/a") if steps else "n/a"
         lines.append(f"| `{metric}` | {first} | {last} | `{sparkline(values)}` | {count} |")
     moved = [step for step in steps if step.moved and step.previous is not None]
     lines += ["", "### Moves beyond the noise floor", ""]
@@ -32,8 +31,8 @@ def history_markdown(timeline: Timeline, drift: Drift | None = None) -> str:
         lines.append("No metric moved beyond its noise floor in the runs shown.")
     for step in moved:
         lines.append(f"- **run {step.run.run_id}** ({step.run.created_at}): "
-                     + "; ".join(move_text(move) for move in step.moved))
-        for line in step.cause.lines() if step.cause else []:
+                     + "; ".join(step.moves[metric]["text"] for metric in step.moved))
+        for line in step.cause["lines"] if step.cause else []:
             lines.append(f"  - {line}")
     if drift is not None:
         lines += ["", "### Drift", ""]

@@ -17,9 +17,8 @@ import sqlite3
 from pathlib import Path
 
 from docpilot.history.index import RunIndex
-from docpilot.history.timeline import Cause, Step, Timeline, build_timeline, move_text
+from docpilot.history.timeline import MoveData, Step, Timeline, build_timeline
 from docpilot.readout.svg import HEIGHT, WIDTH
-from docpilot.reports.moves import Move
 from docpilot.reports.scorecard import format_value, headline_metrics
 from docpilot.schema import Report
 
@@ -58,7 +57,7 @@ def trend_figures(timeline: Timeline) -> list[tuple[str, str]]:
 def trend_plot(metric: str, steps: list[Step]) -> str:
     """A line of ``metric`` over ``steps``, with each move marked and labelled with its cause."""
     title = f"{metric} over the last {len(steps)} runs"
-    values = [step.moves[metric].value for step in steps]
+    values = [step.run.summary.get(metric) for step in steps]
     known = [float(v) for v in values if v is not None and math.isfinite(v)]
     if not known:
         return (_open(title) + f'<text class="nodata" x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">'
@@ -101,7 +100,7 @@ def trend_plot(metric: str, steps: list[Step]) -> str:
             continue
         move = step.moves[metric]
         run = html.escape(f"run {step.run.run_id} ({step.run.created_at}): {format_value(metric, value)}")
-        if move in step.moved and step.cause is not None:
+        if metric in step.moved and step.cause is not None:
             parts.append(_move_marker(x(i), y(float(value)), step.cause, move, run, plot_w, row=markers % 2))
             markers += 1
         else:
@@ -111,10 +110,10 @@ def trend_plot(metric: str, steps: list[Step]) -> str:
     return "".join(parts)
 
 
-def _move_marker(cx: float, cy: float, cause: Cause, move: Move, run: str, plot_w: float, *, row: int) -> str:
-    verdict = move.change if move.change in ("better", "worse") else "unknown"
-    tip = html.escape("\n".join([move_text(move), *cause.lines()]))
-    label = html.escape(", ".join(cause.changed) or "no fingerprint")
+def _move_marker(cx: float, cy: float, cause: dict, move: MoveData, run: str, plot_w: float, *, row: int) -> str:
+    verdict = move["change"] if move["change"] in ("better", "worse") else "unknown"
+    tip = html.escape("\n".join([move["text"], *cause["lines"]]))
+    label = html.escape(", ".join(cause["changed"]) or "nothing")
     # Labels near either edge read inwards, so they stay inside the plot.
     anchor = "start" if cx < _LEFT + plot_w * 0.15 else "end" if cx > _LEFT + plot_w * 0.85 else "middle"
     return (f'<g class="move {verdict}"><line class="marker" x1="{cx:.1f}" x2="{cx:.1f}" y1="{_TOP - 10}" '
