@@ -272,7 +272,8 @@ def _entry_of(path: Path, signature: tuple[int, int]) -> tuple[object, ...]:
     except ValidationError as exc:
         first = exc.errors()[0]
         if first["type"] == "json_invalid":
-            return _problem(path.name, signature, f"{path}: not valid JSON ({first['msg']}); is this a DocPilot report?")
+            return _problem(path.name, signature,
+                            f"{path}: not valid JSON ({first['msg']}); is this a DocPilot report?")
         where = ".".join(str(p) for p in first["loc"])
         return _problem(path.name, signature, f"{path}: not a DocPilot report: {where}: {first['msg']} "
                                               f"({exc.error_count()} problem(s))")

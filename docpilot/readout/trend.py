@@ -63,8 +63,11 @@ def trend_plot(metric: str, steps: list[Step]) -> str:
         return (_open(title) + f'<text class="nodata" x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">'
                 "no data</text></svg>")
     low, high = min(known), max(known)
+    ticks: tuple[float, ...] = (low, high)
     if high - low < 1e-9:
-        low, high = low - 0.5 if low >= 0.5 or low < 0 else 0.0, high + 0.5  # a flat line sits mid-height
+        # A flat line sits at mid height with its one value marked: no tick names a value never seen.
+        ticks, spread = (low,), max(abs(low) * 0.5, 0.5)
+        low, high = low - spread, high + spread
     pad = (high - low) * 0.1
     low, high = low - pad, high + pad
     plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
@@ -76,7 +79,7 @@ def trend_plot(metric: str, steps: list[Step]) -> str:
         return _TOP + (1 - (v - low) / (high - low)) * plot_h
 
     parts = [_open(title)]
-    for tick in (low + pad, high - pad):
+    for tick in ticks:
         parts.append(f'<line class="grid" x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{y(tick):.1f}" y2="{y(tick):.1f}"/>')
         parts.append(f'<text class="tick" x="{_LEFT - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">'
                      f"{html.escape(format_value(metric, tick))}</text>")
@@ -113,7 +116,7 @@ def trend_plot(metric: str, steps: list[Step]) -> str:
 def _move_marker(cx: float, cy: float, cause: dict, move: MoveData, run: str, plot_w: float, *, row: int) -> str:
     verdict = move["change"] if move["change"] in ("better", "worse") else "unknown"
     tip = html.escape("\n".join([move["text"], *cause["lines"]]))
-    label = html.escape(", ".join(cause["changed"]) or "nothing")
+    label = html.escape(", ".join(cause["changed"]) or "no change")
     # Labels near either edge read inwards, so they stay inside the plot.
     anchor = "start" if cx < _LEFT + plot_w * 0.15 else "end" if cx > _LEFT + plot_w * 0.85 else "middle"
     return (f'<g class="move {verdict}"><line class="marker" x1="{cx:.1f}" x2="{cx:.1f}" y1="{_TOP - 10}" '

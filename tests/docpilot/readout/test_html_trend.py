@@ -1,4 +1,4 @@
-"""The HTML report's trend section: the series' stored runs plotted, moves marked with their causes, read in Chromium."""
+"""The HTML report's trend section: the series' stored runs plotted, moves marked with their causes, in Chromium."""
 
 from __future__ import annotations
 
@@ -82,3 +82,13 @@ def test_in_a_browser_the_trend_draws_inside_its_plots(browser, tmp_path):
         assert page.errors() == []
     finally:
         page.close()
+
+
+def test_a_flat_series_names_only_its_one_value(tmp_path):
+    # Regression: a rate that never moved from 1.0 was drawn on an axis running up to 1.5.
+    paths = _series(tmp_path / "reports")
+    readout = prepare_readout(load_report(paths[-1]), reports_dir=tmp_path / "reports")
+    page = render_html(readout)
+    flat = page.split("<figcaption>negatives_caught</figcaption>")[1].split("</svg>")[0]
+    assert [tick for tick in flat.split('class="tick"')[1:] if "text-anchor=\"end\"" in tick.split(">")[0]] \
+        and "1.500" not in flat and "0.500" not in flat and ">1.000</text>" in flat
