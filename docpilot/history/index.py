@@ -262,7 +262,8 @@ def _entry_of(path: Path, signature: tuple[int, int]) -> tuple[object, ...]:
     from pydantic import ValidationError
 
     from docpilot.config.intake import REPORT_FILE, read_text
-    from docpilot.errors import InputError
+    from docpilot.errors import InputError, ReportError
+    from docpilot.reports.report import check_consistency
     from docpilot.schema import Report
 
     try:
@@ -279,6 +280,10 @@ def _entry_of(path: Path, signature: tuple[int, int]) -> tuple[object, ...]:
                                               f"({exc.error_count()} problem(s))")
     except (OSError, ValueError, RecursionError) as exc:
         return _problem(path.name, signature, f"{path}: cannot be read ({exc})")
+    try:
+        check_consistency(report, path)  # rows no run could have left: a hand edit
+    except ReportError as exc:
+        return _problem(path.name, signature, str(exc))
     return row_of(path.name, signature, report)
 
 

@@ -32,14 +32,16 @@ def test_the_index_holds_each_run_with_its_series_fingerprints_and_summary(tmp_p
 
 
 def test_a_truncated_and_a_hand_edited_report_are_skipped_with_one_warning_each(tmp_path):
-    good, cut, edited = write_series(tmp_path, 3, records=10)
+    good, cut, edited, timed = write_series(tmp_path, 4, records=10)
     cut.write_text(cut.read_text()[:500])
     edited.write_text(edited.read_text().replace('"verdict": "pass"', '"verdict": "great"'))
+    timed.write_text(timed.read_text().replace('"latency_ms": ', '"latency_ms": -', 1))
     index = RunIndex(tmp_path)
     problems = index.refresh()
-    assert len(problems) == 2
+    assert len(problems) == 3
     assert any(cut.name in p and "not valid JSON" in p for p in problems), problems
     assert any(edited.name in p and "verdict" in p for p in problems), problems
+    assert any(timed.name in p and "not consistent" in p and "latency_ms" in p for p in problems), problems
     assert [run.file for run in index.runs()] == [good.name]
     # The next reader is told again, once, without the files being read twice.
     assert RunIndex(tmp_path).refresh() == problems
