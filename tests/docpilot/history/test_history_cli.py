@@ -141,3 +141,16 @@ def test_drift_needs_enough_runs(reports):
     assert data["drift"]["base"] is None and "drift looks 7 runs back" in data["drift"]["note"]
     data = json.loads(_run("history", "--json", "--drift-back", "3", "--reports", str(reports)).stdout)
     assert data["drift"]["base"] == data["runs"][0]["run_id"]
+
+
+def test_a_new_docpilot_version_is_named_at_the_move_it_came_with(reports):
+    reports.mkdir(parents=True)
+    write_night(reports, night_report(0, records=20))
+    upgraded = night_report(1, records=20, misses=frozenset({0, 5, 10}))
+    upgraded = upgraded.model_copy(update={"docpilot_version": "9.9.0",
+                                           "fingerprints": {**upgraded.fingerprints, "code": "e" * 64}})
+    write_night(reports, upgraded)
+    data = json.loads(_run("history", "recall@8", "--json", "--reports", str(reports)).stdout)
+    (move,) = data["moves"]
+    assert move["cause"]["changed"] == ["code"] and move["cause"]["version"][1] == "9.9.0"
+    assert move["cause"]["lines"][-1].startswith("DocPilot ") and move["cause"]["lines"][-1].endswith(" → 9.9.0")
