@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from docpilot.history.index import INDEX_FILE, RunIndex
 from tests.conftest import ROOT
 from tests.support.run_series import night_report, write_night, write_series
@@ -85,14 +87,25 @@ def test_a_folder_that_cannot_be_written_keeps_the_index_in_memory(tmp_path):
     write_series(tmp_path, 2, records=10)
     tmp_path.chmod(0o555)
     try:
-        if os.access(tmp_path, os.W_OK):  # running as root: nothing is read-only
-            return
+        if os.access(tmp_path, os.W_OK):
+            pytest.skip("running as root: a folder's mode does not stop writes")
         index = RunIndex(tmp_path)
         assert index.refresh() == []
         assert len(index.runs()) == 2 and not (tmp_path / INDEX_FILE).exists()
         assert any("kept in memory" in note for note in index.notes)
     finally:
         tmp_path.chmod(0o755)
+
+
+def test_an_index_that_cannot_be_opened_is_kept_in_memory_and_the_reports_untouched(tmp_path):
+    paths = write_series(tmp_path, 2, records=10)
+    (tmp_path / INDEX_FILE).mkdir()  # something that is no database file sits where the index goes
+    before = {p: p.read_bytes() for p in paths}
+    index = RunIndex(tmp_path)
+    assert index.refresh() == []
+    assert len(index.runs()) == 2 and (tmp_path / INDEX_FILE).is_dir()
+    assert any("kept in memory" in note for note in index.notes)
+    assert {p: p.read_bytes() for p in paths} == before
 
 
 _WRITER = textwrap.dedent("""
