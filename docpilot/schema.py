@@ -305,3 +305,5 @@ class Report(_Strict):
     """`fail` when any gate failed."""
     leaks: list[LeakFound] = Field(default_factory=list)
     """Attack runs: every successful probe with the forbidden text it produced."""
+    docpilot_version: str | None = None
+    """The DocPilot version that wrote the report; None for reports older than the field."""

@@ -61,11 +61,15 @@ def nightly_eval(
     reports) are read from; None keeps the process's working directory.
     """
     from docpilot.run.orchestrator import choose
+    from prefect.utilities.annotations import quote
+
     from flows.eval import run_eval
+    from tasks.artifacts import publish_trend
 
     with contextlib.chdir(workdir) if workdir else contextlib.nullcontext():
         job = build_job(config, record_set=record_set, split=split, gate_only=gate_only)
         report, path = run_eval(job, choose(runner=runner, scheduled=True), runner=runner, dask_address=dask_address)
+        publish_trend(quote(report), path)  # beside the scorecard the eval flow published
     outcome = {"verdict": report.verdict, "run_id": report.run_id, "report": str(Path(workdir or ".", path))}
     if report.verdict == "fail":
         failed = ", ".join(g.metric for g in report.gates if not g.passed) or "a gate"

@@ -23,6 +23,9 @@ from docpilot.schema import Report
 SCORECARD_KEY = "docpilot-scorecard"
 """Artifact key of the scorecard; one key keeps every run's scorecard as a version of it."""
 
+TREND_KEY = "docpilot-trend"
+"""Artifact key of the trend: the headline metrics over the stored runs, their moves and the drift check."""
+
 
 def run_tags(job: EvalJob, *, runner: str = "local", fingerprint: bool = True) -> list[str]:
     """Flow-run tags of an eval: golden set (name and content hash), model, set, split, and runner.
@@ -60,3 +63,18 @@ def publish_scorecard(report: Report, path: str) -> UUID:
         markdown=scorecard_markdown(report, path),
         description=f"{report.verdict}: run {report.run_id}, report {path}",
     )
+
+
+@task(name="publish-trend", cache_policy=NONE)
+def publish_trend(report: Report, path: str) -> UUID | None:
+    """Publish the series' history up to this run (``docpilot history --markdown``) under ``TREND_KEY``.
+
+    Nothing is published for a report outside its folder's run index.
+    """
+    from docpilot.history.markdown import run_history_markdown
+
+    markdown = run_history_markdown(path)
+    if markdown is None:
+        return None
+    return create_markdown_artifact(key=TREND_KEY, markdown=markdown,
+                                    description=f"trend up to run {report.run_id} ({report.verdict})")

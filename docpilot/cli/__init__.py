@@ -19,6 +19,7 @@ COMMANDS = {
     "calibrate": "calibrate",
     "eval": "eval",
     "golden": "golden",
+    "history": "history",
     "improve": "improve",
     "index": "index",
     "init": "init",

@@ -62,6 +62,7 @@ def status_command(reports_dir, config_path, as_json):
     current = latest.load()
     moves = metric_moves(current, previous.load() if previous is not None else None)
     warn(store.problems)
+    drift = _drift(store.root, latest)
     if previous is None:
         note = (f"no previous comparable run in {store.root} (same golden set, set, split, selection, gate-only "
                 f"and runtime as {latest.run_id})")
@@ -75,6 +76,7 @@ def status_command(reports_dir, config_path, as_json):
             "metrics": {m.metric: m.model_dump(exclude={"metric"}) for m in moves},
             "gates": [g.model_dump() for g in current.gates],
             "verdict": current.verdict,
+            "drift": drift.describe() if drift is not None else None,
             "skipped": [{"run_id": s.run_id, "split": s.split, "set": s.set, "gate_only": s.gate_only,
                          "selection": s.selection.describe()}
                         for s in skipped],
@@ -82,6 +84,15 @@ def status_command(reports_dir, config_path, as_json):
         click.echo(json.dumps(payload, indent=2))
         return
     _render(current, latest, moves, note, skipped, has_previous=previous is not None)
+    if drift is not None and drift.warning():
+        click.echo(clean(f"warning: {drift.warning()}"))
+
+
+def _drift(root, latest):
+    """The drift check of the latest run (``docpilot.history.drift``), or None when the run index cannot say."""
+    from docpilot.history.drift import drift_of_file
+
+    return drift_of_file(root, latest.path.name) if latest.path is not None else None
 
 
 def _render(report, header, moves, note: str, skipped, *, has_previous: bool) -> None:

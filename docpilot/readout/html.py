@@ -31,6 +31,7 @@ from docpilot.readout.answer_markup import render_answer
 from docpilot.readout.durations import format_duration
 from docpilot.readout.outcomes import Readout, RecordOutcome
 from docpilot.readout.svg import histogram, recall_curve
+from docpilot.readout.trend import trend_figures
 from docpilot.reports.scorecard import format_gate_value, format_value, headline_metrics, shown_metrics
 from docpilot.schema import Report, Row
 from metrics import registry
@@ -75,6 +76,7 @@ def render_html(readout: Readout) -> str:
         facts=_facts(report),
         anchors={r.row.id: r.anchor for r in readout.records},
         figures=_figures(report),
+        trend=[(name, Markup(svg)) for name, svg in trend_figures(readout.trend)] if readout.trend else [],
         with_moves=bool(readout.moves),
         scorecard=_scorecard(readout, shown),
         left_off=left_off,

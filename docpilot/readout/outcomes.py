@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Literal
 
 from docpilot.errors import ReportError
+from docpilot.history.timeline import Timeline
 from docpilot.improve.taxonomy import causes_of, describe, run_settings
+from docpilot.readout.trend import report_trend
 from docpilot.reports.moves import metric_moves
 from docpilot.reports.store import ReportStore, comparison_key
 from docpilot.schema import Report, Row
@@ -98,6 +100,8 @@ class Readout:
     """One line on what the moves compare with; None when no store was available."""
     moves: dict[str, MetricMove] = field(default_factory=dict)
     """Metric id → its move; empty when there is no previous comparable run."""
+    trend: Timeline | None = None
+    """The stored runs of the report's series up to it (``docpilot.readout.trend``); None when none are indexed."""
 
     @property
     def failing(self) -> list[RecordOutcome]:
@@ -124,8 +128,10 @@ def prepare_readout(
             row=row, anchor=anchor, first_gold_rank=_first_gold_rank(row), f1=_f1(row, report.gate_only),
             cause=cause, detail=detail, also=also, gates=tuple(failed_gates.get(row.id, ())),
         ))
-    previous, note, moves = _moves(report, _folders(report, report_path, reports_dir))
-    return Readout(report=report, records=records, previous_run=previous, comparison_note=note, moves=moves)
+    folders = _folders(report, report_path, reports_dir)
+    previous, note, moves = _moves(report, folders)
+    return Readout(report=report, records=records, previous_run=previous, comparison_note=note, moves=moves,
+                   trend=report_trend(report, folders))
 
 
 

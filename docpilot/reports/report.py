@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from docpilot import __version__
 from docpilot.userfiles.intake import REPORT_FILE, read_text
 from docpilot.redact import redact, redact_config
 from docpilot.errors import ReportError
@@ -249,6 +250,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         gates=gates,
         verdict=outcome,
         leaks=leaks_of(rows),
+        docpilot_version=__version__,
     )
 
 

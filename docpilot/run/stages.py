@@ -143,4 +143,8 @@ def report(job: EvalJob, rows: list[Row], wall_ms: float, orchestration: dict) -
     finally:
         run.scored.clear()
     path = write_report(built, job.out or f"{job.config.reports_dir}/{built.run_id}.json")
+    if not job.out:  # a report written where the user chose is not one of the folder's runs
+        from docpilot.history.index import record_run
+
+        record_run(path, built)  # a miss is caught up by the next reader of the folder
     return built, str(path)

@@ -102,6 +102,21 @@ def test_a_scheduled_run_reads_its_config_and_reports(prefect_api, tmp_path):
     assert (tmp_path / "reports" / f"{outcome['run_id']}.json").is_file()
 
 
+def test_a_scheduled_run_publishes_the_trend_beside_the_scorecard(prefect_api, tmp_path):
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from tasks.artifacts import TREND_KEY
+
+    config = _config_file(tmp_path)
+    nightly_eval(config=config, gate_only=True, workdir=str(tmp_path))
+    outcome = nightly_eval(config=config, gate_only=True, workdir=str(tmp_path))
+    with get_client(sync_client=True) as client:
+        trends = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[TREND_KEY])))
+    (trend,) = [a for a in trends if outcome["run_id"] in (a.description or "")]
+    assert trend.type == "markdown" and "## DocPilot history" in trend.data
+    assert "2 of the series' 2 comparable runs" in trend.data and "| `recall@8` |" in trend.data
+
+
 def test_a_scheduled_run_fails_when_a_gate_fails(prefect_api, tmp_path):
     config = _config_file(tmp_path, gates={"recall@8": "> 1"})
     state = nightly_eval(config=config, gate_only=True, workdir=str(tmp_path), return_state=True)

@@ -71,7 +71,7 @@ def test_json_shape(reports):
     result = _status("--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert set(data) == {"report", "previous", "compared", "metrics", "gates", "verdict", "skipped"}
+    assert set(data) == {"report", "previous", "compared", "metrics", "gates", "verdict", "drift", "skipped"}
     assert data["report"]["run_id"] == "20260102T000000Z-bbbbbb"
     assert data["previous"]["run_id"] == "20260101T000000Z-aaaaaa"
     recall = data["metrics"]["recall@8"]
