@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("config, golden sets, corpus", frozenset({"docpilot.config", "docpilot.golden", "docpilot.corpus"})),
     ("retrieval, models", frozenset({"docpilot.retrieval", "docpilot.models"})),
     ("assistant and the API's shapes", frozenset({"docpilot.assistant", "docpilot.api"})),
-    ("eval, server, reports and their history", frozenset({"docpilot.run", "docpilot.server", "docpilot.reports", "docpilot.history"})),
+    ("eval, server, reports", frozenset({"docpilot.run", "docpilot.server", "docpilot.reports", "docpilot.history"})),
     ("readouts, improve", frozenset({"docpilot.readout", "docpilot.improve"})),
     ("cli and the Prefect/Dask integration", frozenset({"docpilot.cli", "docpilot.__main__", "tasks", "flows"})),
 ]

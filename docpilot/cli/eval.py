@@ -13,6 +13,7 @@ from docpilot.cli import main
 from docpilot.cli._errors import handle_errors, interrupts_resume
 from docpilot.cli._exit import end_process
 from docpilot.cli._numbers import option_number
+from docpilot.cli._outputs import chosen_outputs, output_options
 from docpilot.config.model import ModelConfig
 from docpilot.models.registry import PROVIDERS, provider_help
 
@@ -183,14 +184,12 @@ def _warm_scorecard() -> None:
     help="Compute this stage afresh and store the result again (repeatable).",
 )
 @click.option("--allow-errors", is_flag=True, help="Count errored records without failing the run.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the HTML report here.")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Also write JUnit XML here.")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Also write a Markdown summary here.")
+@output_options(also=True)
 @handle_errors
 def eval_command(
     config_path, docs, golden, record_set, split, record_ids, tags, limit, gate_only, out, as_json, orchestrator,
     runtime, url, runner, dask_address, provider, model, base_url, concurrency, no_cache, refresh, allow_errors,
-    html_path, junit_path, markdown_path,
+    **formats,
 ):
     """Run the golden set through the assistant, score it, write a report and a verdict.
 
@@ -201,6 +200,7 @@ def eval_command(
     Exit status: 0 when every gate passed, 1 when a gate failed, 2 on a usage, config or
     input error.
     """
+    outputs = chosen_outputs(formats)
     if runtime == "server" and gate_only:
         raise click.UsageError("--gate-only measures retrieval in this process; it does not apply to --runtime server")
     if url and runtime != "server":
@@ -245,7 +245,7 @@ def eval_command(
         )
         if record_set == "golden":
             _warn_about(job.golden)
-        _check_outputs(out, job.config.reports_dir, html_path, junit_path, markdown_path)
+        _check_outputs(out, job.config.reports_dir, outputs)
         with interrupts_resume(quick=quick_exit):
             report, path = evaluated(
                 job, progress=shown, orchestration=orchestration, runner=runner, ready=ready,
@@ -253,10 +253,10 @@ def eval_command(
                 meanwhile=_warm_scorecard if inline else None,
             )
     written = {}
-    if html_path or junit_path or markdown_path:
+    if outputs:
         from docpilot.readout.files import write_outputs
 
-        written = write_outputs(report, html=html_path, junit=junit_path, markdown=markdown_path, report_path=path)
+        written = write_outputs(report, report_path=path, **outputs)
     _emit(report, path, as_json, live=True)
     if not as_json:
         for kind, where in written.items():
@@ -271,14 +271,14 @@ def eval_command(
     end_process(0 if report.verdict == "pass" else 1, quick=quick_exit)
 
 
-def _check_outputs(out, reports_dir, html_path, junit_path, markdown_path) -> None:
+def _check_outputs(out, reports_dir, outputs: dict[str, str]) -> None:
     """Refuse unwritable or non-file outputs before the run, not after it."""
+    from docpilot.readout.formats import FORMATS
     from docpilot.reports.output import check_output
 
     check_output(out or f"{reports_dir}/run.json", "report")
-    for what, where in (("HTML report", html_path), ("JUnit XML", junit_path), ("Markdown summary", markdown_path)):
-        if where:
-            check_output(where, what)
+    for name, where in outputs.items():
+        check_output(where, FORMATS[name].what)
 
 
 @main.command("score")

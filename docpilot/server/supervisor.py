@@ -19,7 +19,6 @@ with the first process should it be killed outright (Linux's parent-death signal
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import select
 import signal
@@ -29,6 +28,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from docpilot.processes import die_with_parent
 from docpilot.server.roster import Roster, describe_exit
 
 QUICK_DEATH_S = 5.0
@@ -38,7 +38,6 @@ RESTART_PAUSE_S = 1.0
 STOP_GRACE_S = 10.0
 """How long stopping workers may take before they are killed."""
 _POLL_S = 0.5
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -176,7 +175,7 @@ def _become_worker(serve: Callable[[int], None], index: int, parent: int, inheri
                 os.close(fd)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, signal.SIG_DFL)  # the server installs its own; the supervisor's are not for it
-        _die_with_parent(parent)
+        die_with_parent(parent)  # Linux ends a worker when the supervisor dies, even by kill -9
         serve(index)
         code = 0
     except BaseException:  # noqa: BLE001 - whatever it was, the supervisor hears of it by the exit status
@@ -186,11 +185,3 @@ def _become_worker(serve: Callable[[int], None], index: int, parent: int, inheri
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
-
-
-def _die_with_parent(parent: int) -> None:
-    # Linux ends a worker when the first process dies, even by kill -9; elsewhere this is a no-op.
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent:
-        os._exit(0)  # the parent died before the request above took effect

@@ -128,9 +128,7 @@ def test_a_worker_holding_other_docs_reloads_them_for_the_runs_fingerprint(tmp_p
     started = open_workspace(config).corpus.fingerprint
     import dataclasses
 
-    from docpilot.assistant import workspace
-
-    stale = workspace._OPEN[(config.model_dump_json(), True)]
+    stale = open_workspace(config)  # the one the process keeps
     stale.corpus = dataclasses.replace(stale.corpus, fingerprint="0" * 64)  # as if loaded from older docs
     fresh = open_workspace(config, fingerprint=started)
     assert fresh is not stale and fresh.corpus.fingerprint == started
@@ -146,8 +144,6 @@ def test_docs_changed_under_a_running_eval_are_an_error_not_a_poisoned_cache(tmp
     started = open_workspace(config).corpus.fingerprint
     (docs / "guide" / "billing.md").write_text("# Billing\n\nInvoices are sent on the first of the month.\n")
     assert open_workspace(config, fingerprint=started).corpus.fingerprint == started  # kept: ranks what the run began with
-    from docpilot.assistant import workspace
-
-    workspace._OPEN.clear()  # a worker process that starts after the edit holds nothing yet
+    # A worker that starts after the edit holds nothing yet: as one that keeps no workspace for these settings.
     with pytest.raises(CorpusError, match="the docs changed during the run"):
-        open_workspace(config, fingerprint=started)
+        open_workspace(config, use_cache=False, fingerprint=started)
