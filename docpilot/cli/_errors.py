@@ -107,6 +107,7 @@ INTERRUPTED_EXIT = 130
 """Exit code of a run stopped by Ctrl-C or SIGTERM."""
 
 _held = 0  # how many ``signals_held`` blocks the main thread is in
+_stop_asked = False  # a signal asked this process to stop (signals are the process's, not a run's)
 
 
 @contextlib.contextmanager
@@ -119,15 +120,13 @@ def signals_held():
     the import completes, and the interrupt is raised here, where the run stops in its one
     message.
     """
-    from docpilot.run.context import stopping
-
     global _held
     _held += 1
     try:
         yield
     finally:
         _held -= 1
-    if stopping():
+    if _stop_asked:
         raise KeyboardInterrupt
 
 
@@ -148,8 +147,9 @@ def interrupts_resume(*, quick: str | None = None):
 
     def _terminate(signum, frame):
         nonlocal signalled
-        signalled = True
-        stop_all()
+        global _stop_asked
+        signalled = _stop_asked = True
+        stop_all()  # every run of this process stops, even if the KeyboardInterrupt below is swallowed
         if _held:  # inside code that must not be cut (an import): it ends first, then stops the run
             return
         raise KeyboardInterrupt

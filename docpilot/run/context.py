@@ -112,7 +112,3 @@ def stop_all() -> None:
     for context in [*list(_RUNS.values()), *list(_WORKERS.values())]:
         context.interrupt.set()
 
-
-def stopping() -> bool:
-    """Whether a run open in this process was asked to stop (``stop_all``, ``RunContext.cancel``)."""
-    return any(context.interrupt.is_set() for context in list(_RUNS.values()))
