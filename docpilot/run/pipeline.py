@@ -68,10 +68,12 @@ def rank_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     top_k = ws.config.retrieval.top_k
     depth = max(top_k, GOLD_DEPTH)
     for trace in traces:
+        began = time.time()  # when, for a trace; the duration from the monotonic clock
         start = time.perf_counter()
         hits, deeper = ws.retriever.search_deeper(trace.record.question, scope=trace.record.scope,
                                                   k=top_k, depth=depth)
         trace.retrieve_ms = (time.perf_counter() - start) * 1000
+        trace.timeline["retrieve"] = (began, began + trace.retrieve_ms / 1000)
         trace.hits = [{"section_id": h.section_id, "chunk_id": h.chunk_id, "score": h.score} for h in hits]
         trace.deeper, trace.depth = deeper, depth
         progress.advance("retrieve")
@@ -83,10 +85,13 @@ def prime_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     """Build each record's prompt from its top sections, and apply the retrieval gate."""
     k = ws.config.prime.top_k
     for trace in traces:
+        began = time.time()
         hits = [Hit(**h) for h in trace.hits[:k]]  # only the primed ones
         trace.prompt = prime(trace.record.question, hits, ws.chunks, k=k)
         trace.turn_key = None  # a new prompt, a new key
         trace.gate_refused = gate_refuses(ws.config.guard, hits)
+        # The first priming is the one the model waited for (a run primes its lead's shards again).
+        trace.timeline.setdefault("prime", (began, time.time()))
     return traces
 
 
@@ -182,12 +187,14 @@ def render_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     for trace in traces:
         if trace.turn is None or trace.prompt is None:
             continue
+        began = time.time()
         trace.panel = render_panel(
             trace.turn.answer,
             trace.prompt.sources,
             lambda section_id: ws.corpus.section_url(section_id, base),
             refused=trace.turn.refused or trace.turn.error is not None,
         )
+        trace.timeline["render"] = (began, time.time())
     return traces
 
 
@@ -205,6 +212,7 @@ def lookup_rankings(ws: Workspace, traces: list[Trace], *, refresh: bool = False
     todo = []
     depth = max(ws.config.retrieval.top_k, GOLD_DEPTH)
     for position, trace in enumerate(traces):
+        began = time.time()
         hit = ws.cache.get(_ranking_key(ws, trace.record)) if ws.cache and not refresh else None
         # An entry ranked to another depth (or before rankings kept one) cannot tell this run's gold rank.
         if hit is None or hit.get("depth") != depth:
@@ -213,6 +221,7 @@ def lookup_rankings(ws: Workspace, traces: list[Trace], *, refresh: bool = False
         trace.hits, trace.retrieve_ms = hit["hits"], hit["ms"]
         trace.deeper, trace.depth = hit["deeper"], depth
         trace.cached.append("retrieve")
+        trace.timeline["retrieve"] = (began, time.time())  # the look-up: this run's time, not the stored one
     return todo
 
 
@@ -242,6 +251,7 @@ def lookup_turns(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -
     for position, trace in enumerate(traces):
         if trace.gate_refused or trace.prompt is None or trace.turn is not None:
             continue
+        began = time.time()
         stored = ws.cache.get(turn_key(ws, trace)) if ws.cache and not refresh else None
         if stored is None:
             todo.append(position)
@@ -253,6 +263,7 @@ def lookup_turns(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -
         trace.turn = turn
         trace.languages = stored["languages"]
         trace.cached.append("model")
+        trace.timeline["model"] = (began, time.time())
     return todo
 
 

@@ -30,6 +30,7 @@ from docpilot.run.orchestrator import Orchestration
 from docpilot.run.pipeline import start_traces
 from docpilot.run.workspace import Trace
 from docpilot.schema import Report
+from docpilot.telemetry.runs import trace_run
 
 if TYPE_CHECKING:
     from docpilot.models.probe import Ready
@@ -85,7 +86,12 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
         if interrupted():  # stopped by a signal whose KeyboardInterrupt something on the way swallowed
             raise Interrupted("the run was interrupted; the turns answered so far are stored")
         wall_ms = (time.perf_counter() - start) * 1000
-        return executor.call(stages.report, job, rows, wall_ms, orchestration.report_fields())
+        report_started = time.time()
+        report, path = executor.call(stages.report, job, rows, wall_ms, orchestration.report_fields())
+        # The run's trace, laid out from the times its rows carry, sent when tracing is configured.
+        trace_run(job.config.telemetry, report, started=report_started - wall_ms / 1000,
+                  report_started=report_started, ended=time.time())
+        return report, path
     finally:
         gc.set_threshold(*threshold)
         gc.unfreeze()

@@ -1,0 +1,203 @@
+"""Laid-out spans handed to the OpenTelemetry SDK and sent with its OTLP/HTTP (protobuf) exporter.
+
+The only module of DocPilot that imports OpenTelemetry, inside its functions, and only
+once tracing is configured (``docpilot.telemetry.settings``).
+
+An eval's spans go in one batch at its end (``send_spans``), bounded by the configured
+timeout: a collector that is down, slow or refusing costs that long at most, and one
+warning line; the run's result and exit status do not change. The exporter's own log
+lines (a warning per retry) are kept out of the user's terminal: the one line says why.
+A server's turns go through the SDK's batch processor instead (``TurnExporter``), which
+sends them from a thread of its own while the server answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+import threading
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import docpilot
+from docpilot.telemetry.settings import Tracing
+from docpilot.telemetry.spans import PlannedSpan
+
+_server_log = logging.getLogger("docpilot.server")
+
+CHUNK = 2_000
+"""Spans per export request: a thousand-record run's ~7,000 spans go in four requests of ~0.5 MB."""
+
+
+def tracer_of(tracing: Tracing, processor: Any) -> Any:
+    """An SDK tracer whose ended spans go to ``processor``, named for DocPilot and the configured service."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider(resource=Resource.create({"service.name": tracing.service_name,
+                                                        "service.version": docpilot.__version__}))
+    provider.add_span_processor(processor)
+    return provider.get_tracer("docpilot", docpilot.__version__)
+
+
+def exporter_of(tracing: Tracing) -> Any:
+    """The SDK's OTLP/HTTP protobuf exporter, pointed at the configured collector."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter(endpoint=tracing.url, headers=dict(tracing.headers), timeout=tracing.timeout_s)
+
+
+def start_spans(tracer: Any, planned: Sequence[PlannedSpan]) -> None:
+    """Make an SDK span of each planned one, with its own times, parents before children."""
+    from opentelemetry import trace
+    from opentelemetry.context import Context
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    kinds = {"internal": SpanKind.INTERNAL, "server": SpanKind.SERVER, "client": SpanKind.CLIENT}
+    made: list[Any] = []
+    for plan in planned:
+        # A root starts from an empty context, so it never joins whatever span the caller is in.
+        context = Context() if plan.parent is None else trace.set_span_in_context(made[plan.parent])
+        span = tracer.start_span(plan.name, context=context, kind=kinds[plan.kind], attributes=plan.attributes,
+                                 start_time=plan.start_ns)
+        for event in plan.events:
+            span.add_event(event.name, attributes=event.attributes, timestamp=event.at_ns)
+        if plan.error is not None:
+            span.set_status(Status(StatusCode.ERROR, plan.error))
+        made.append(span)
+    for span, plan in zip(made, planned, strict=True):
+        span.end(end_time=plan.end_ns)
+
+
+def send_spans(planned: Sequence[PlannedSpan], tracing: Tracing) -> str | None:
+    """Send the spans in one batch and wait at most ``tracing.timeout_s``; None, or why they were not all sent."""
+    from opentelemetry.sdk.trace.export import SpanExportResult, SpanProcessor
+
+    class Collected(SpanProcessor):
+        """Keeps every ended span, to be sent together."""
+
+        def __init__(self) -> None:
+            self.spans: list[Any] = []
+
+        def on_end(self, span: Any) -> None:
+            self.spans.append(span)
+
+    collected = Collected()
+    start_spans(tracer_of(tracing, collected), planned)
+    exporter = exporter_of(tracing)
+    heard = _Heard()
+    outcome: list[str] = []
+
+    def export() -> None:
+        try:
+            for first in range(0, len(collected.spans), CHUNK):
+                if exporter.export(collected.spans[first:first + CHUNK]) is not SpanExportResult.SUCCESS:
+                    outcome.append("failed")
+                    return
+            outcome.append("sent")
+        except Exception as error:  # noqa: BLE001 - tracing must never end the run
+            heard.messages.append(str(error))
+            outcome.append("failed")
+
+    heard.listen()
+    sender = threading.Thread(target=export, name="docpilot-traces", daemon=True)
+    sender.start()
+    sender.join(tracing.timeout_s + 1.0)  # the exporter's own deadline, and a second to notice it
+    exporter.shutdown()  # stops retries still under way
+    if sender.is_alive():
+        # Still listening: its last lines must not reach the terminal. A daemon, it ends with the process.
+        return f"no answer within {tracing.timeout_s:g} s"
+    heard.stop_listening()
+    return None if outcome == ["sent"] else heard.reason(tracing.url)
+
+
+class TurnExporter:
+    """A server's spans: each turn's handed over as it ends, sent in batches from a thread of the SDK's.
+
+    A batch that cannot be sent is one warning on the server's log, saying why, instead
+    of the exporter's line per retry.
+    """
+
+    def __init__(self, tracing: Tracing) -> None:
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+        inner = exporter_of(tracing)
+        heard = self._heard = _Heard()
+        heard.listen()
+
+        class Reported(SpanExporter):
+            def export(self, spans: Sequence[Any]) -> Any:
+                result = inner.export(spans)
+                if result is not SpanExportResult.SUCCESS:
+                    _server_log.warning("%d spans were not sent to %s: %s", len(spans), tracing.url, heard.reason(tracing.url))
+                heard.messages.clear()
+                return result
+
+            def shutdown(self) -> None:
+                inner.shutdown()
+
+        self._processor = BatchSpanProcessor(Reported())
+        self._tracer = tracer_of(tracing, self._processor)
+        self._lock = threading.Lock()
+
+    def emit(self, planned: Sequence[PlannedSpan]) -> None:
+        """Hand one turn's spans over; the batch processor sends them a little later."""
+        with self._lock:
+            start_spans(self._tracer, planned)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Send what is left, waiting at most ``timeout_s`` (and the exporter's own timeout)."""
+        self._processor.force_flush(int(timeout_s * 1000))
+        self._processor.shutdown()
+        self._heard.stop_listening()
+
+
+class _Heard(logging.Handler):
+    """The exporter's log lines, kept for the one warning instead of printed one by one."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING:
+            self.messages.append(record.getMessage())
+
+    def listen(self) -> None:
+        """From now on the ``opentelemetry`` loggers' lines come here and go no further."""
+        logger = logging.getLogger("opentelemetry")
+        self._propagate = logger.propagate
+        logger.addHandler(self)
+        logger.propagate = False
+
+    def stop_listening(self) -> None:
+        """Let the ``opentelemetry`` loggers' lines go where they went before."""
+        logger = logging.getLogger("opentelemetry")
+        logger.removeHandler(self)
+        logger.propagate = self._propagate
+
+    def reason(self, url: str) -> str:
+        """Why the export to ``url`` failed, in a few words: the collector's answer, else what a connection finds.
+
+        The exporter names a refusal only when it has time left to retry, so when it said
+        no status, one connection attempt (half a second at most) tells a collector that
+        is down from one that does not resolve or does not answer.
+        """
+        said = " ".join(self.messages)
+        status = re.search(r"code: (\d{3}), reason: ([^\n]{0,80})", said)
+        if status:
+            return f"the collector answered HTTP {status.group(1)} ({status.group(2).strip()})"
+        parts = urlsplit(url)
+        try:
+            with socket.create_connection((parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)),
+                                          timeout=0.5):
+                pass
+        except ConnectionRefusedError:
+            return "nothing accepts connections there (connection refused)"
+        except socket.gaierror:
+            return f"the host name {parts.hostname!r} does not resolve"
+        except OSError as error:
+            return f"it cannot be reached ({error.strerror or type(error).__name__})"
+        return "the collector did not answer in time"
