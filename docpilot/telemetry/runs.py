@@ -122,10 +122,12 @@ def _record_attributes(row: Row, values: Mapping[str, float]) -> dict[str, Attri
 
 def _stage_span(stage: str, when: tuple[float, float], row: Row, parent: int, model: Mapping) -> PlannedSpan:
     cached = stage in row.cached
-    attributes: dict[str, AttributeValue] = {"docpilot.cache_hit": cached, "openinference.span.kind": _KINDS[stage]}
+    attributes: dict[str, AttributeValue] = {"openinference.span.kind": _KINDS[stage]}
     span = PlannedSpan(stage, ns(when[0]), ns(when[1]), parent=parent, attributes=attributes)
-    if cached and stage in row.stages_ms:
-        attributes["docpilot.stored_ms"] = row.stages_ms[stage]  # what it took when it was computed
+    if cached:  # only then: a run has thousands of stage spans, and each attribute is encoded and sent
+        attributes["docpilot.cache_hit"] = True
+        if stage in row.stages_ms:
+            attributes["docpilot.stored_ms"] = row.stages_ms[stage]  # what it took when it was computed
     if stage == "model":
         span.kind = "client"
         span.error = row.error
