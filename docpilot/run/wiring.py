@@ -30,7 +30,7 @@ from docpilot.run.orchestrator import Orchestration
 from docpilot.run.pipeline import start_traces
 from docpilot.run.workspace import Trace
 from docpilot.schema import Report
-from docpilot.telemetry.runs import trace_run
+from docpilot.telemetry.runs import prepare_trace, trace_run
 
 if TYPE_CHECKING:
     from docpilot.models.probe import Ready
@@ -74,6 +74,7 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
     if lead is None:
         reset_lanes()  # the run starts here (a lead started it, and reset then)
     stages.forget_scores()  # an earlier run of this process may have stopped before its report
+    prepare_trace(job.config.telemetry)  # tracing configured: OpenTelemetry loads while the run goes on
     # What exists now (imports, the corpus, the index) lives for the whole run; frozen, the
     # garbage collector stops walking it again and again. The run's own objects are many
     # and short-lived: young-generation passes come less often, each over more objects,

@@ -32,6 +32,14 @@ CHUNK = 2_000
 """Spans per export request: a thousand-record run's ~7,000 spans go in four requests of ~0.5 MB."""
 
 
+def preload() -> None:
+    """Import what sending spans needs, ahead of the moment it is needed (``runs.prepare_trace``)."""
+    import opentelemetry.exporter.otlp.proto.common.trace_encoder  # noqa: F401
+    import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+    import opentelemetry.sdk.resources  # noqa: F401
+    import opentelemetry.sdk.trace  # noqa: F401
+
+
 def exporter_of(tracing: Tracing) -> Any:
     """The SDK's OTLP/HTTP protobuf exporter, pointed at the configured collector."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

@@ -11,8 +11,10 @@ says so (``docpilot.cache_hit``), with the stored time beside it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
+import threading
 from collections.abc import Mapping
 
 from docpilot.config.model import TelemetryConfig
@@ -26,6 +28,26 @@ STAGES = ("retrieve", "prime", "model", "render", "score")
 
 # OpenInference's span kinds, which Phoenix and Langfuse read to draw a trace.
 _KINDS = {"retrieve": "RETRIEVER", "prime": "CHAIN", "model": "LLM", "render": "CHAIN", "score": "EVALUATOR"}
+
+
+def prepare_trace(settings: TelemetryConfig) -> None:
+    """When tracing is configured, import OpenTelemetry on a thread of its own while the run goes on.
+
+    The run waits on its model most of the time; the import (a few hundred milliseconds
+    of modules) then costs the run nothing, where at its end it would add to it. Not
+    configured: nothing happens. A failure is left for ``trace_run`` to report.
+    """
+    tracing = tracing_settings(settings)
+    if tracing is None or unusable(tracing) is not None:
+        return
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            from docpilot.telemetry.otlp import preload
+
+            preload()
+
+    threading.Thread(target=load, name="docpilot-import-telemetry", daemon=True).start()
 
 
 def trace_run(settings: TelemetryConfig, report: Report, *, started: float, report_started: float,

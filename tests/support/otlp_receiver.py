@@ -87,31 +87,45 @@ def decode(body: bytes) -> list[ReceivedSpan]:
 
 
 class Collector:
-    """What the receiver took: every span, every request's headers, and how it answers."""
+    """What the receiver took: every span, every request's headers, and how it answers.
+
+    It answers as soon as a request's body is read and decodes the body when its spans
+    are asked for, as a collector acknowledges a batch it has queued: the sender then
+    waits for the network and not for this receiver's Python, which a collector written
+    in Go would not make it wait for (it matters to ``benchmarks.tracing_overhead``).
+    """
 
     def __init__(self, status: int = 200) -> None:
         self.status = status
         self.url = ""
-        self.spans: list[ReceivedSpan] = []
         self.requests: list[dict[str, str]] = []
+        self._bodies: list[bytes] = []
+        self._spans: list[ReceivedSpan] = []
         self._lock = threading.Lock()
 
     def take(self, body: bytes, headers: dict[str, str]) -> None:
-        spans = decode(body)
         with self._lock:
             self.requests.append(headers)
-            self.spans.extend(spans)
+            self._bodies.append(body)
+
+    @property
+    def spans(self) -> list[ReceivedSpan]:
+        """Every span received so far, decoded."""
+        with self._lock:
+            bodies, self._bodies = self._bodies, []
+            for body in bodies:
+                self._spans.extend(decode(body))
+            return list(self._spans)
 
     def wait_for(self, count: int, timeout_s: float = 10.0) -> list[ReceivedSpan]:
         """The spans received, once there are at least ``count`` (or the timeout has passed)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            with self._lock:
-                if len(self.spans) >= count:
-                    return list(self.spans)
+            spans = self.spans
+            if len(spans) >= count:
+                return spans
             time.sleep(0.02)
-        with self._lock:
-            return list(self.spans)
+        return self.spans
 
 
 def _handler(collector: Collector) -> type[BaseHTTPRequestHandler]:
