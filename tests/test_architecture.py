@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     })),
     ("config, golden sets, corpus", frozenset({"docpilot.config", "docpilot.golden", "docpilot.corpus"})),
     ("retrieval, models", frozenset({"docpilot.retrieval", "docpilot.models"})),
-    ("assistant and the API's shapes", frozenset({"docpilot.assistant", "docpilot.api"})),
+    ("assistant, the API's shapes, telemetry", frozenset({"docpilot.assistant", "docpilot.api", "docpilot.telemetry"})),
     ("eval, server, reports", frozenset({"docpilot.run", "docpilot.server", "docpilot.reports", "docpilot.history"})),
     ("readouts, improve", frozenset({"docpilot.readout", "docpilot.improve"})),
     ("cli and the Prefect/Dask integration", frozenset({"docpilot.cli", "docpilot.__main__", "tasks", "flows"})),

@@ -64,10 +64,12 @@ EXTRA_PACKAGES = {
     "prefect": {"prefect"},
     "dask": {"prefect-dask"},
     "serve": {"starlette", "uvicorn", "httptools", "uvloop"},
+    "telemetry": {"opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http"},
 }
 NOT_IN_THE_CORE = {"prefect", "prefect-dask", "dask", "distributed", "scipy", "starlette", "uvicorn", "httptools",
-                   "uvloop", "fastapi"}
-HEAVY_MODULES = ("prefect", "prefect_dask", "dask", "distributed", "scipy", "starlette", "uvicorn", "fastapi")
+                   "uvloop", "fastapi", "opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http"}
+HEAVY_MODULES = ("prefect", "prefect_dask", "dask", "distributed", "scipy", "starlette", "uvicorn", "fastapi",
+                 "opentelemetry")
 
 
 def _names(requirements: list[str]) -> set[str]:

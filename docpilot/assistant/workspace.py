@@ -59,6 +59,8 @@ class Trace:
     """The rendered answer."""
     cached: list[str] = field(default_factory=list)
     """Stages whose results came from the cache."""
+    timeline: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """When each stage ran for this record: stage → (start, end), seconds since the epoch (the row's ``timeline``)."""
 
 
 @dataclass

@@ -115,8 +115,12 @@ def load_config(
 
 
 def public_config(config: Config) -> dict[str, Any]:
-    """The configuration as plain JSON-ready data, for reports (it never holds secrets)."""
-    return config.model_dump(mode="json")
+    """The configuration as plain JSON-ready data, for reports (it never holds secrets).
+
+    Where traces go (``telemetry``) changes nothing a run measures, and its headers may
+    name a tenant: it stays out.
+    """
+    return config.model_dump(mode="json", exclude={"telemetry"})
 
 
 def _value_problems(data: dict[Any, Any], where: Mapping[_Key, _Origin], *, keys_reported: bool) -> list[Problem]:

@@ -170,6 +170,24 @@ class GuardConfig(_Strict):
     over-refusal that a chosen threshold may have on the dev split."""
 
 
+class TelemetryConfig(_Strict):
+    """Where traces go: an OpenTelemetry collector spoken to over OTLP/HTTP (docs/tracing.md).
+
+    Unset, the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` (and ``OTEL_EXPORTER_OTLP_HEADERS``,
+    ``OTEL_SERVICE_NAME``) decide; with neither, nothing is traced and OpenTelemetry is not imported.
+    Not part of what a run measures: reports leave this section out.
+    """
+
+    endpoint: str | None = Field(default=None, pattern=r"^https?://[^\s/]+")
+    """The collector's OTLP/HTTP address, such as `http://localhost:4318`; spans go to `/v1/traces` under it."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Headers sent with every export, such as a dataset name; keys belong in `OTEL_EXPORTER_OTLP_HEADERS`."""
+    service_name: str | None = Field(default=None, min_length=1)
+    """The `service.name` the spans carry; unset, `OTEL_SERVICE_NAME`, else `docpilot`."""
+    timeout_s: float = _number(10.0, gt=0, le=600)
+    """Longest wait for the collector when an eval's spans are sent; past it they are dropped with a warning."""
+
+
 class Config(_Strict):
     """All of DocPilot's settings."""
 
@@ -195,3 +213,5 @@ class Config(_Strict):
     """Where per-record stage results are cached."""
     shard_size: int = _number(250, ge=1, le=1_000_000)
     """Records per orchestrated task."""
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    """Where traces of runs and served turns go."""

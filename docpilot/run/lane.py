@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -161,6 +162,7 @@ class ModelLane:
                 continue
             try:
                 turn = await model.complete(askers[0][0].prompt)
+                turn.ended_at = time.time()
             except Exception as error:  # a bug in a model; faults of the service end the turn instead
                 for _, batch in self._waiting.pop(key):
                     batch.fail(error)
@@ -172,6 +174,9 @@ class ModelLane:
 
     def _settle(self, trace: Trace, batch: _Batch, turn: Turn) -> None:
         trace.turn = turn
+        if turn.ended_at is not None and turn.latency_ms is not None:
+            # The turn's own measure, ending when it was received: its span lasts exactly latency_ms.
+            trace.timeline["model"] = (turn.ended_at - turn.latency_ms / 1000, turn.ended_at)
         if batch.counted:
             self._progress.advance("model")
         # Not awaited: the next turn starts now, while this one is stored.

@@ -68,10 +68,12 @@ def rank_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     top_k = ws.config.retrieval.top_k
     depth = max(top_k, GOLD_DEPTH)
     for trace in traces:
+        began = time.time()  # when, for a trace; the duration from the monotonic clock
         start = time.perf_counter()
         hits, deeper = ws.retriever.search_deeper(trace.record.question, scope=trace.record.scope,
                                                   k=top_k, depth=depth)
         trace.retrieve_ms = (time.perf_counter() - start) * 1000
+        trace.timeline["retrieve"] = (began, began + trace.retrieve_ms / 1000)
         trace.hits = [{"section_id": h.section_id, "chunk_id": h.chunk_id, "score": h.score} for h in hits]
         trace.deeper, trace.depth = deeper, depth
         progress.advance("retrieve")
@@ -83,9 +85,12 @@ def prime_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     """Build each record's prompt from its top sections, and apply the retrieval gate."""
     k = ws.config.prime.top_k
     for trace in traces:
+        began = time.time()
         step = primed(ws, trace.record.question, [Hit(**h) for h in trace.hits[:k]])  # only the primed ones
         trace.prompt, trace.gate_refused = step.prompt, step.gate_refused
         trace.turn_key = None  # a new prompt, a new key
+        # The first priming is the one the model waited for (a run primes its lead's shards again).
+        trace.timeline.setdefault("prime", (began, time.time()))
     return traces
 
 
@@ -182,8 +187,10 @@ def render_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     for trace in traces:
         if trace.turn is None or trace.prompt is None:
             continue
+        began = time.time()
         trace.panel = panel(ws, trace.turn.answer, trace.prompt.sources,
                             refused=trace.turn.refused or trace.turn.error is not None)
+        trace.timeline["render"] = (began, time.time())
     return traces
 
 
@@ -201,6 +208,7 @@ def lookup_rankings(ws: Workspace, traces: list[Trace], *, refresh: bool = False
     todo = []
     depth = max(ws.config.retrieval.top_k, GOLD_DEPTH)
     for position, trace in enumerate(traces):
+        began = time.time()
         hit = ws.cache.get(_ranking_key(ws, trace.record)) if ws.cache and not refresh else None
         # An entry ranked to another depth (or before rankings kept one) cannot tell this run's gold rank.
         if hit is None or hit.get("depth") != depth:
@@ -209,6 +217,7 @@ def lookup_rankings(ws: Workspace, traces: list[Trace], *, refresh: bool = False
         trace.hits, trace.retrieve_ms = hit["hits"], hit["ms"]
         trace.deeper, trace.depth = hit["deeper"], depth
         trace.cached.append("retrieve")
+        trace.timeline["retrieve"] = (began, time.time())  # the look-up: this run's time, not the stored one
     return todo
 
 
@@ -238,6 +247,7 @@ def lookup_turns(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -
     for position, trace in enumerate(traces):
         if trace.gate_refused or trace.prompt is None or trace.turn is not None:
             continue
+        began = time.time()
         stored = ws.cache.get(turn_key(ws, trace)) if ws.cache and not refresh else None
         if stored is None:
             todo.append(position)
@@ -249,6 +259,7 @@ def lookup_turns(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -
         trace.turn = turn
         trace.languages = stored["languages"]
         trace.cached.append("model")
+        trace.timeline["model"] = (began, time.time())
     return todo
 
 

@@ -6,6 +6,8 @@ first gold rank past the top 8, the prompt's sources, the turn and its rendered 
 
 from __future__ import annotations
 
+import time
+
 from docpilot.assistant.language import RULE as LANGUAGE_RULE
 from docpilot.assistant.language import detect_language, expected_language
 from docpilot.config.model import ModelConfig
@@ -25,7 +27,13 @@ def build_rows(
     nor its question says which (``docpilot.assistant.language.expected_language``).
     ``model`` gives the prices that turn each row's usage into its ``cost_usd``.
     """
-    return [_row(t, gate_only=gate_only, corpus_language=corpus_language, model=model) for t in traces]
+    rows = []
+    for trace in traces:
+        began = time.time()
+        row = _row(trace, gate_only=gate_only, corpus_language=corpus_language, model=model)
+        row.timeline["score"] = (began, time.time())
+        rows.append(row)
+    return rows
 
 
 def _detected(trace: Trace, which: str, text: str | None) -> str | None:
@@ -87,6 +95,7 @@ def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None,
         gold_answer=record.gold_answer,
         identifiers=record.identifiers,
         cached=trace.cached,
+        timeline=trace.timeline,
     )
     if trace.attack is not None:
         row.update(forbidden=trace.attack.forbidden, expect=trace.attack.expect)

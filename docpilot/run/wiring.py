@@ -31,6 +31,7 @@ from docpilot.run.orchestrator import Orchestration
 from docpilot.run.pipeline import start_traces
 from docpilot.assistant.workspace import Trace
 from docpilot.schema import Report
+from docpilot.telemetry.runs import prepare_trace, trace_run
 
 if TYPE_CHECKING:
     from docpilot.models.probe import Ready
@@ -72,6 +73,7 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
     run = context_of(job)
     lead = None if executor.remote else run.take_lead(job)
     start = lead.started if lead is not None else time.perf_counter()  # the stages' time includes the lead's
+    prepare_trace(job.config.telemetry)  # tracing configured: OpenTelemetry loads while the run goes on
     # What exists now (imports, the corpus, the index) lives for the whole run; frozen, the
     # garbage collector stops walking it again and again. The run's own objects are many
     # and short-lived: young-generation passes come less often, each over more objects,
@@ -84,7 +86,12 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
         if run.interrupt.is_set():  # stopped by a signal whose KeyboardInterrupt something on the way swallowed
             raise Interrupted("the run was interrupted; the turns answered so far are stored")
         wall_ms = (time.perf_counter() - start) * 1000
-        return executor.call(stages.report, job, rows, wall_ms, orchestration.report_fields())
+        report_started = time.time()
+        report, path = executor.call(stages.report, job, rows, wall_ms, orchestration.report_fields())
+        # The run's trace, laid out from the times its rows carry, sent when tracing is configured.
+        trace_run(job.config.telemetry, report, started=report_started - wall_ms / 1000,
+                  report_started=report_started, ended=time.time())
+        return report, path
     finally:
         gc.set_threshold(*threshold)
         gc.unfreeze()

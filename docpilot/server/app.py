@@ -60,6 +60,7 @@ from docpilot.api.schema import (
 from docpilot.server.searching import SearchPool
 from docpilot.server.serving import bind, run_server, serve_in_thread, url_of
 from docpilot.server.turn import Event, answer_events
+from docpilot.telemetry.turns import turn_tracer
 
 __all__ = ["bind", "create_app", "run_server", "serve_in_thread", "url_of"]
 
@@ -253,6 +254,7 @@ def create_app(
     answers = AnswerLoop()
     searches = SearchPool(workspace)
     settings = workspace.config.model
+    tracer = turn_tracer(workspace.config.telemetry, settings.name)  # None unless tracing is configured
     openapi = openapi_document(
         max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, max_concurrency=max_concurrency
     )
@@ -277,6 +279,8 @@ def create_app(
             events = answer_events(
                 workspace, model, question, request_id=request_id, started=started, searches=searches
             )
+            if tracer is not None:
+                events = tracer.traced(events, request_id=request_id, started=started)
             if question.stream:
                 taken = False  # the stream gives the slot back when it ends
                 return _EventStream(_sse(events, request_id, answers), slots.give_back, request_id)
@@ -340,6 +344,8 @@ def create_app(
             pass
         answers.start()  # here, not in create_app: a forked worker needs threads of its own
         searches.start(slots.limit)  # the worker's share of the slots is set by now
+        if tracer is not None:
+            tracer.start()  # here too: the exporter's sending thread must be this process's
         roster: Roster = app.state.roster
         worker: int = app.state.worker
         slots.on_change = lambda: roster.publish(worker, slots)
@@ -348,6 +354,8 @@ def create_app(
             yield
         finally:
             searches.stop()
+            if tracer is not None:
+                await asyncio.to_thread(tracer.stop)  # the spans still waiting, a few seconds at most
             close = getattr(model, "aclose", None)
             await answers.stop(close() if close is not None else None)
 

@@ -1,0 +1,182 @@
+"""An eval's report as one trace: the run, a span per record, and under each record a span per stage.
+
+Nothing is timed for the trace: the spans are laid out after the report is made, from
+the times the run recorded anyway. Each row carries, in memory, when each of its stages
+ran (``Row.timeline``: retrieve, prime, model, render, score); the stages the row times
+itself (``stages_ms``) give the same durations, since both come from one measurement.
+The model's first token is an event on the model span, at the row's ``first_token_ms``
+counted from the model's start. A stage reused from the cache spans its look-up and
+says so (``docpilot.cache_hit``), with the stored time beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import threading
+from collections.abc import Mapping
+
+from docpilot.config.model import TelemetryConfig
+from docpilot.schema import Report, Row
+from docpilot.telemetry.settings import tracing_settings, unusable
+from docpilot.telemetry.spans import AttributeValue, PlannedSpan, SpanEvent, ns
+from metrics.summary import per_record
+
+STAGES = ("retrieve", "prime", "model", "render", "score")
+"""The stages a record's span holds, in the order they run."""
+
+# OpenInference's span kinds, which Phoenix and Langfuse read to draw a trace.
+_KINDS = {"retrieve": "RETRIEVER", "prime": "CHAIN", "model": "LLM", "render": "CHAIN", "score": "EVALUATOR"}
+
+
+def prepare_trace(settings: TelemetryConfig) -> None:
+    """When tracing is configured, import OpenTelemetry on a thread of its own while the run goes on.
+
+    The run waits on its model most of the time; the import (a few hundred milliseconds
+    of modules) then costs the run nothing, where at its end it would add to it. Not
+    configured: nothing happens. A failure is left for ``trace_run`` to report.
+    """
+    tracing = tracing_settings(settings)
+    if tracing is None or unusable(tracing) is not None:
+        return
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            from docpilot.telemetry.otlp import preload
+
+            preload()
+
+    threading.Thread(target=load, name="docpilot-import-telemetry", daemon=True).start()
+
+
+def trace_run(settings: TelemetryConfig, report: Report, *, started: float, report_started: float,
+              ended: float) -> None:
+    """Send the run's trace when tracing is configured; otherwise do nothing and import nothing.
+
+    Whatever happens to the spans, the run goes on as it was: a collector that cannot
+    take them, or a missing ``telemetry`` extra, costs one warning line on stderr.
+    """
+    tracing = tracing_settings(settings)
+    if tracing is None:
+        return
+    problem = unusable(tracing)
+    if problem is None:
+        from docpilot.telemetry.otlp import send_spans
+
+        spans = run_spans(report, started=started, report_started=report_started, ended=ended)
+        failure = send_spans(spans, tracing)
+        if failure is not None:
+            problem = (f"warning: the run's {len(spans)} spans were not sent to {tracing.url}: {failure}; "
+                       "the run itself is not affected")
+    if problem is not None:
+        print(problem, file=sys.stderr)
+
+
+def run_spans(report: Report, *, started: float, report_started: float, ended: float) -> list[PlannedSpan]:
+    """The spans of one eval, the run's first; times are seconds since the epoch (``time.time()``).
+
+    ``started`` is when the run's stages began, ``report_started`` when its rows were
+    all scored and the report began, ``ended`` when the report was written. Rows
+    without a timeline (read back from a file, or measured on a server) get no span.
+    """
+    values = _metric_values(report)
+    model = report.config.get("model", {}) if isinstance(report.config, Mapping) else {}
+    spans = [PlannedSpan("eval", ns(started), ns(ended), attributes=_run_attributes(report, model))]
+    spans[0].attributes["openinference.span.kind"] = "CHAIN"
+    for row in report.rows:
+        timeline = row.timeline
+        if not timeline:
+            continue
+        record = len(spans)
+        spans.append(PlannedSpan(
+            "record", ns(min(start for start, _ in timeline.values())), ns(max(end for _, end in timeline.values())),
+            parent=0, attributes=_record_attributes(row, values.get(row.id, {})), error=row.error,
+        ))
+        for stage in STAGES:
+            when = timeline.get(stage)
+            if when is not None:
+                spans.append(_stage_span(stage, when, row, record, model))
+    spans.append(PlannedSpan("report", ns(report_started), ns(ended), parent=0,
+                             attributes={"docpilot.verdict": report.verdict}))
+    return spans
+
+
+def _run_attributes(report: Report, model: Mapping) -> dict[str, AttributeValue]:
+    attributes: dict[str, AttributeValue] = {
+        "docpilot.run_id": report.run_id,
+        "docpilot.set": report.set,
+        "docpilot.split": report.split,
+        "docpilot.verdict": report.verdict,
+        "docpilot.gate_only": report.gate_only,
+        "docpilot.runtime": report.runtime,
+        "docpilot.orchestrator": report.orchestrator,
+        "docpilot.records": len(report.rows),
+        "docpilot.failed_gates": [gate.metric for gate in report.gates if not gate.passed],
+    }
+    if model.get("name"):
+        attributes["gen_ai.request.model"] = str(model["name"])
+    for metric, value in report.summary.items():
+        if _number(value):
+            attributes[f"docpilot.summary.{metric}"] = value
+    return attributes
+
+
+def _record_attributes(row: Row, values: Mapping[str, float]) -> dict[str, AttributeValue]:
+    attributes: dict[str, AttributeValue] = {
+        "docpilot.record.id": row.id,
+        "docpilot.record.kind": row.kind,
+        "docpilot.record.split": row.split,
+        "docpilot.record.tags": list(row.tags),
+        "docpilot.cache_hit": bool(row.cached),
+        "docpilot.cached": list(row.cached),
+        "docpilot.refused": row.refused,
+        "openinference.span.kind": "CHAIN",
+    }
+    for name in ("latency_ms", "first_token_ms", "refused_by", "error_code"):
+        value = getattr(row, name)
+        if value is not None:
+            attributes[f"docpilot.{name}"] = value
+    for metric, value in values.items():
+        attributes[f"docpilot.metric.{metric}"] = value
+    return attributes
+
+
+def _stage_span(stage: str, when: tuple[float, float], row: Row, parent: int, model: Mapping) -> PlannedSpan:
+    cached = stage in row.cached
+    attributes: dict[str, AttributeValue] = {"openinference.span.kind": _KINDS[stage]}
+    span = PlannedSpan(stage, ns(when[0]), ns(when[1]), parent=parent, attributes=attributes)
+    if cached:  # only then: a run has thousands of stage spans, and each attribute is encoded and sent
+        attributes["docpilot.cache_hit"] = True
+        if stage in row.stages_ms:
+            attributes["docpilot.stored_ms"] = row.stages_ms[stage]  # what it took when it was computed
+    if stage == "model":
+        span.kind = "client"
+        span.error = row.error
+        attributes["gen_ai.operation.name"] = "chat"
+        if model.get("name"):
+            attributes["gen_ai.request.model"] = str(model["name"])
+        for key, name in (("prompt_tokens", "input_tokens"), ("completion_tokens", "output_tokens")):
+            if key in row.usage:
+                attributes[f"gen_ai.usage.{name}"] = row.usage[key]
+        if row.truncated:
+            attributes["docpilot.truncated"] = True
+        if not cached and row.first_token_ms is not None:
+            # The row counts the first token from the record's start; the model started after retrieval.
+            after_ms = max(row.first_token_ms - row.stages_ms.get("retrieve", 0.0), 0.0)
+            at = min(span.start_ns + int(after_ms * 1e6), span.end_ns)
+            span.events.append(SpanEvent("first token", at, {"docpilot.first_token_ms": row.first_token_ms}))
+    return span
+
+
+def _metric_values(report: Report) -> dict[str, dict[str, float]]:
+    """Each record's metric values (``metrics.summary.per_record``), by record id."""
+    values: dict[str, dict[str, float]] = {}
+    for entry in per_record(report.rows, gate_only=report.gate_only):
+        if _number(entry["value"]):
+            values.setdefault(str(entry["id"]), {})[str(entry["metric"])] = entry["value"]
+    return values
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
