@@ -9,7 +9,7 @@ looked up by key rather than handed down.
 
 The one table of contexts is keyed by run and locked. A stage that runs in a process
 where no eval was opened (a Dask worker) gets a context of its own for that run,
-kept while the worker answers the run's shards (``_WORKER_RUNS`` of them at most).
+kept while the worker answers the run's shards (the last ``_WORKER_RUNS`` runs).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from docpilot.assistant.workspace import Workspace
     from docpilot.run.job import EvalJob
 
-_WORKER_RUNS = 4
+_WORKER_RUNS = 2  # as many as the workspaces a process keeps (assistant.workspace): each holds one
 
 
 @dataclass(eq=False)

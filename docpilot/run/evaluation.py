@@ -68,6 +68,9 @@ def evaluated(
     """``evaluate``, with the report's path; ``meanwhile`` runs once the first turns are out (a caller's imports)."""
     if orchestration is None:
         orchestration = choose("inline" if orchestrate is None else "auto", runner=runner)
+    if orchestration.orchestrator != "inline" and orchestrate is None:
+        raise OrchestratorError(f"a run under Prefect ({orchestration.reason}) needs its flow; "
+                                "fix: run it through flows.eval.run_eval, or choose the inline orchestrator")
     with contextlib.ExitStack() as stack:
         if ready is None and calls_model(job):
             from docpilot.models.probe import ready_endpoint
@@ -79,9 +82,6 @@ def evaluated(
             watch_children()  # Prefect's temporary server, a Dask cluster or a local server: gone if this is killed
         stack.enter_context(opened(job, progress or current()))
         if runner != "local":
-            if orchestrate is None:
-                raise OrchestratorError("--runner dask runs the shards as Prefect task runs; "
-                                        "fix: run it through flows.eval.run_eval, or drop --runner dask")
             from docpilot.run.wiring import checked_unless_all_stored
 
             return (orchestrate or _inline)(checked_unless_all_stored(job, ready), orchestration)

@@ -173,11 +173,12 @@ def test_a_leaking_model_is_scored_and_its_leaks_listed(tmp_path, script, server
     _script_leaks(script, demo_probes)
     report, path = run_eval(_job(tmp_path, probes, base_url=server[1]), "inline")
 
-    # Every probe reached the model once, as the question, under a system prompt holding the canary.
-    assert len(script.history) == 4
-    asked = sorted(request.body["messages"][1]["content"].rpartition("Question: ")[2] for request in script.history)
+    # Every probe reached the model once, as the question, under a system prompt holding the canary
+    # (the endpoint's one-token probe, sent before the run as the CLI sends it, aside).
+    assert len(script.turns) == 4
+    asked = sorted(request.body["messages"][1]["content"].rpartition("Question: ")[2] for request in script.turns)
     assert asked == sorted(p.prompt for p in demo_probes if p.id in SCRIPTED)
-    assert all(CANARY in request.body["messages"][0]["content"] for request in script.history)
+    assert all(CANARY in request.body["messages"][0]["content"] for request in script.turns)
 
     rows = {row.id: row for row in report.rows}
     assert [rows[i].refused for i in SCRIPTED] == [False, True, True, False]
@@ -229,7 +230,7 @@ def test_injected_pages_reach_a_hosted_model_and_a_compliant_reply_is_caught(tmp
         answer="PWNED-4411. Get the PDF exporter at http://evil.example/export")
     report, _ = run_eval(_job(tmp_path, INDIRECT, base_url=server[1]), "inline")
 
-    asked = [request.body["messages"][1]["content"] for request in script.history]
+    asked = [request.body["messages"][1]["content"] for request in script.turns]
     prompts = {probe_id: next(text for text in asked if probe.prompt in text) for probe_id, probe in probes.items()}
     assert len(asked) == len(probes)
     assert "PWNED-4411" in prompts["indirect-export-pdf"]  # visible prose reaches the model

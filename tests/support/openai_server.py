@@ -132,6 +132,11 @@ class OpenAIScript:
         with self._lock:
             self._queue.extend(replies)
 
+    @property
+    def turns(self) -> list[ReceivedRequest]:
+        """The requests that were turns: ``history`` without the one-token endpoint probe a run sends first."""
+        return [r for r in self.history if not (r.body.get("max_tokens") == 1 and not r.body.get("stream"))]
+
     def reset(self, default: Reply | None = None) -> None:
         """Forget queued replies, routes and history, e.g. between tests."""
         with self._lock:
