@@ -105,9 +105,6 @@ class Turn(Reply):
     """Why the turn failed; None on success."""
     error_code: ErrorCode | None = None
     """The kind of fault in ``error`` (see ``docpilot.schema.ErrorCode``); None on success."""
-    ended_at: float | None = Field(default=None, exclude=True)
-    """When the turn ended, in seconds since the epoch, set by the caller that waited for it; with
-    ``latency_ms`` it places the turn in time for tracing. Never stored: a stored turn is replayed."""
 
     def reply(self) -> Reply:
         """The reply as received, without what was read into it."""

@@ -162,7 +162,7 @@ class ModelLane:
                 continue
             try:
                 turn = await model.complete(askers[0][0].prompt)
-                turn.ended_at = time.time()
+                ended = time.time()
             except Exception as error:  # a bug in a model; faults of the service end the turn instead
                 for _, batch in self._waiting.pop(key):
                     batch.fail(error)
@@ -170,13 +170,13 @@ class ModelLane:
             if turn.error is None:  # a failed turn is asked again, as a re-run would
                 self._answered[key] = turn
             for trace, batch in self._waiting.pop(key):
-                self._settle(trace, batch, turn)
+                self._settle(trace, batch, turn, ended)
 
-    def _settle(self, trace: Trace, batch: _Batch, turn: Turn) -> None:
+    def _settle(self, trace: Trace, batch: _Batch, turn: Turn, ended: float | None = None) -> None:
         trace.turn = turn
-        if turn.ended_at is not None and turn.latency_ms is not None:
+        if ended is not None and turn.latency_ms is not None:
             # The turn's own measure, ending when it was received: its span lasts exactly latency_ms.
-            trace.timeline["model"] = (turn.ended_at - turn.latency_ms / 1000, turn.ended_at)
+            trace.timeline["model"] = (ended - turn.latency_ms / 1000, ended)
         if batch.counted:
             self._progress.advance("model")
         # Not awaited: the next turn starts now, while this one is stored.
