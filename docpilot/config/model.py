@@ -195,3 +195,7 @@ class Config(_Strict):
     """Where per-record stage results are cached."""
     shard_size: int = _number(250, ge=1, le=1_000_000)
     """Records per orchestrated task."""
+    variants: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
+    """Name → overrides of `model`, `prime`, `retrieval` or `guard` keys (nested or dotted, such as
+    `prime.top_k: 3`): each variant runs beside the others on the same records, the first is the
+    baseline the others are tested against. Empty: one run of the settings above."""

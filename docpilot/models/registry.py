@@ -135,3 +135,36 @@ def flag_overrides(
     elif provider and provider != "extractive" and not model:
         overrides["model"]["name"] = "gpt-4o-mini"
     return overrides
+
+
+def provider_defaults(provider: str, run_provider: str) -> dict[str, Any]:
+    """The dotted settings a variant naming ``provider`` gets unless it sets them, as ``--provider`` gives them.
+
+    ``run_provider`` is the provider of the run's own configuration: a variant that moves
+    to another provider does not inherit that one's model name.
+    """
+    if provider == "local":
+        from docpilot.models.local import DEFAULT_NAME
+
+        # llama.cpp's server answers one turn at a time; its address is the run's own.
+        return {"model.name": DEFAULT_NAME, "model.concurrency": 1, "model.base_url": None}
+    if provider == "extractive":
+        return {"model.name": "extractive-v1"}
+    if provider != run_provider:
+        return {"model.name": "gpt-4o-mini"}
+    return {}
+
+
+def model_variants(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """``--models extractive,local,openai:gpt-4o-mini``: one variant per model, named as written."""
+    declared = []
+    for spec in (part.strip() for part in text.split(",")):
+        provider, _, name = spec.partition(":")
+        if provider not in PROVIDERS:
+            raise ConfigError(f"--models: unknown model provider {provider!r} in {spec!r}",
+                              hint=f"name each model PROVIDER or PROVIDER:MODEL, with a provider of {', '.join(PROVIDERS)}")
+        overrides: dict[str, Any] = {"model.provider": provider}
+        if name:
+            overrides["model.name"] = name
+        declared.append((spec, overrides))
+    return declared

@@ -102,6 +102,14 @@ def context_of(job: EvalJob) -> RunContext:
         return context
 
 
+def cancel_run(key: str) -> None:
+    """Stop the run open under ``key`` in this process, if there is one (the variants of a run stop together)."""
+    with _LOCK:
+        context = _RUNS.get(key)
+    if context is not None:
+        context.cancel()
+
+
 def stop_all() -> None:
     """A signal asked this process to stop: every run in it stops at once.
 

@@ -142,5 +142,7 @@ def report(job: EvalJob, rows: list[Row], wall_ms: float, orchestration: dict) -
                                 **orchestration)
     finally:
         run.scored.clear()
+    if job.variant is not None:  # one column of a run of several: written with the others
+        return built, ""
     path = write_report(built, job.out or f"{job.config.reports_dir}/{built.run_id}.json")
     return built, str(path)
