@@ -36,6 +36,8 @@ def write_outputs(
     """
     if not (html or junit or markdown):
         return {}
+    if report.variants:
+        return _write_variants(report, html=html, junit=junit, markdown=markdown)
     readout = prepare_readout(report, report_path=report_path, reports_dir=reports_dir)
     return write_readout(readout, html=html, junit=junit, markdown=markdown)
 
@@ -50,3 +52,20 @@ def write_readout(
     """Write the asked-for forms of a prepared readout; returns format → path, in that order."""
     targets = {name: Path(p) for name, p in (("html", html), ("junit", junit), ("markdown", markdown)) if p}
     return {name: write_atomically(path, RENDERERS[name](readout)) for name, path in targets.items()}
+
+
+def _write_variants(report: Report, *, html, junit, markdown) -> dict[str, Path]:
+    """The readable forms of a run of several variants: the matrix page, a JUnit suite per variant, a matrix table."""
+    from docpilot.readout.junit import render_junit_variants
+    from docpilot.readout.markdown import render_markdown_variants
+    from docpilot.readout.matrix import render_matrix_html
+    from docpilot.reports.variants import one_variant, variant_names
+
+    render = {
+        "html": lambda: render_matrix_html(report),
+        "junit": lambda: render_junit_variants([(name, prepare_readout(one_variant(report, name)))
+                                                for name in variant_names(report)]),
+        "markdown": lambda: render_markdown_variants(report),
+    }
+    targets = {name: Path(p) for name, p in (("html", html), ("junit", junit), ("markdown", markdown)) if p}
+    return {name: write_atomically(path, render[name]()) for name, path in targets.items()}
