@@ -29,11 +29,13 @@ from docpilot.schema import Report
 
 _TEMPLATES = resources.files("docpilot.readout") / "templates"
 _STYLE = (_TEMPLATES / "report.css").read_text(encoding="utf-8").strip() + (
-    "td.cell{font-size:.85em;white-space:nowrap}td.cell.pass{background:#e3f4e6}td.cell.fail{background:#fbe3e1}"
-    "td.cell.error{background:#f3e0f7}tr.q{cursor:pointer}tr.q:hover td{outline:1px solid #ccc}"
+    "td.cell{font-size:.85em}td.o-pass{background:#e3f4e6}td.o-fail{background:#fbe3e1}"
+    "td.o-error{background:#f3e0f7}tr.q{cursor:pointer}tr.q:hover td{outline:1px solid #ccc}"
     ".side{display:grid;grid-template-columns:repeat(auto-fit,minmax(16em,1fr));gap:.8em}"
-    ".answer{border:1px solid #ddd;padding:.4em .6em;border-radius:4px}.answer.fail{border-color:#e0a09a}"
-    ".answer h3{margin:.1em 0;font-size:1em}td.better{color:#1a7f37}td.worse{color:#c62828}")
+    ".answer{border:1px solid #ddd;border-left-width:4px;padding:.4em .6em;border-radius:4px}"
+    ".answer.o-pass{border-left-color:#2e7d32}.answer.o-fail{border-left-color:#c62828}"
+    ".answer.o-error{border-left-color:#8e24aa}.answer h3{margin:.1em 0;font-size:1em}"
+    "td.d-better{color:#1a7f37}td.d-worse{color:#c62828}")
 _SCRIPT = (_TEMPLATES / "matrix.js").read_text(encoding="utf-8").strip()
 _MARK = {"better": "▲", "worse": "▼", "none": ""}
 

@@ -72,7 +72,7 @@ def test_in_a_browser_each_question_is_a_row_with_a_cell_per_variant(page):
     assert page.evaluate("Array.from(document.querySelectorAll('#matrix thead th')).map(h => h.textContent)") == [
         "id", "question", "k5", "k3"]
     cells = page.evaluate("Array.from(document.querySelectorAll('tr.q[data-id=q3] td.cell')).map(c => c.className)")
-    assert cells == ["cell pass", "cell fail"]  # q3: found by k5, missed by k3
+    assert cells == ["cell o-pass", "cell o-fail"]  # q3: found by k5, missed by k3
     assert page.evaluate(VISIBLE) == 6
     assert page.evaluate("typeof window.__pwned") == "undefined"  # answers are text, never markup
     assert page.errors() == []
