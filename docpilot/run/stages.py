@@ -41,6 +41,8 @@ def _workspace(job: EvalJob) -> Workspace:
 def look_up_rankings(job: EvalJob, traces: list[Trace]) -> list[int]:
     """Fill in a shard's cached rankings, in the calling process; the positions still to rank."""
     run, workspace = _opened(job)
+    if run.before_ranking is not None:
+        run.before_ranking(traces)
     todo = pipeline.lookup_rankings(workspace, traces, refresh="retrieve" in job.refresh)
     run.progress.advance("retrieve", len(traces) - len(todo))
     return todo

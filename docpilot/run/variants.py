@@ -5,9 +5,11 @@ so their rows pair up record by record. What they share is done once:
 
 - the docs are loaded once, and an index once per retrieval setting (``open_workspace``
   gives a variant the corpus, and the index, of a workspace already open);
-- retrieval runs once per distinct retrieval setting: before the variants start, the
-  records of every setting that two or more variants share are ranked and stored, and
-  each variant then finds its rankings in the stage cache;
+- retrieval runs once per distinct retrieval setting: the records of every setting that
+  two or more variants share are ranked and stored on a thread of their own
+  (``SharedRanking``), and each variant waits for the rankings of the shard it is about
+  to look up and finds them in the stage cache, so its first turns go out while the
+  rest is still being ranked;
 - the model calls of every variant are in flight at the same time: each variant is an
   ``evaluate`` on a thread of its own, with its own lane, so each endpoint keeps its own
   ``model.concurrency`` and three model-only variants take about as long as one;
@@ -20,6 +22,7 @@ written once.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -39,32 +42,87 @@ def variant_jobs(job: EvalJob, variants: list[Variant]) -> list[EvalJob]:
             for v in variants]
 
 
-def rank_shared(jobs: list[EvalJob]) -> dict[str, tuple[str, set[str]]]:
-    """Rank and store, once, the records of every retrieval setting two or more variants share.
+class SharedRanking:
+    """The rankings of one retrieval setting that several variants share, ranked once on a thread of its own.
 
-    Returns, per shared setting (``ranking_setting``), the variant that ranked for it
-    (the first) and the ids of the records ranked now, which its rows then count as
-    computed. A run without a cache shares nothing: each variant ranks for itself.
+    Records are ranked in file order, a slice at a time, and stored in the stage cache;
+    a variant's stages wait (``wait``) only for the records of the shard they are about
+    to look up, so the first turns go out while the rest is still being ranked.
     """
-    from docpilot import progress
-    from docpilot.assistant.workspace import open_workspace
-    from docpilot.run.pipeline import lookup_rankings, rank_shard, start_traces
 
+    SLICE = 32
+
+    def __init__(self, job: EvalJob) -> None:
+        self.job = job
+        self.variant = job.variant or ""
+        self.computed: set[str] = set()
+        """Ids of the records ranked here (the others were stored already)."""
+        self._ready: set[str] = set()
+        self._error: BaseException | None = None
+        self._finished = False
+        self._condition = threading.Condition()
+        self._thread = threading.Thread(target=self._rank, name="docpilot-shared-ranking", daemon=True)
+
+    def start(self, progress: Progress) -> SharedRanking:
+        self._progress = progress
+        self._thread.start()
+        return self
+
+    def _rank(self) -> None:
+        from docpilot import progress as progress_module
+        from docpilot.assistant.workspace import open_workspace
+        from docpilot.run.pipeline import lookup_rankings, rank_shard, start_traces
+
+        try:
+            with progress_module.counting(self._progress):
+                job = self.job
+                workspace = open_workspace(job.config, use_cache=True, fingerprint=job.corpus_fingerprint)
+                traces = start_traces(job_records(job))
+                progress_module.start("retrieve", len(traces))
+                for offset in range(0, len(traces), self.SLICE):
+                    part = traces[offset: offset + self.SLICE]
+                    todo = lookup_rankings(workspace, part, refresh="retrieve" in job.refresh)
+                    progress_module.advance("retrieve", len(part) - len(todo))
+                    rank_shard(workspace, [part[p] for p in todo])
+                    with self._condition:
+                        self.computed.update(part[p].record.id for p in todo)
+                        self._ready.update(t.record.id for t in part)
+                        self._condition.notify_all()
+        except BaseException as error:  # the variants waiting say why, instead of waiting for ever
+            self._error = error
+        finally:
+            with self._condition:
+                self._finished = True
+                self._condition.notify_all()
+
+    def wait(self, traces: list, interrupt: threading.Event | None = None) -> None:
+        """Return once every one of ``traces`` has its ranking stored; raise what stopped the ranking, if anything."""
+        wanted = {t.record.id for t in traces}
+        with self._condition:
+            while not wanted <= self._ready and not self._finished:
+                if interrupt is not None and interrupt.is_set():
+                    return  # the run is stopping: its own stages stop it
+                self._condition.wait(timeout=0.2)
+        if self._error is not None:
+            raise self._error
+
+    def finish(self) -> None:
+        """Wait for the thread (after the variants, which have waited for every record already)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+def rank_shared(jobs: list[EvalJob], progress: Progress) -> dict[str, SharedRanking]:
+    """Start ranking, once, the records of every retrieval setting two or more variants share; by setting.
+
+    A run without a cache shares nothing: each variant ranks for itself.
+    """
     groups: dict[str, list[EvalJob]] = {}
     for job in jobs:
         groups.setdefault(ranking_setting(job), []).append(job)
-    ranked: dict[str, tuple[str, set[str]]] = {}
-    for setting, members in groups.items():
-        first = members[0]
-        if len(members) < 2 or not first.use_cache or first.runtime == "server":
-            continue
-        workspace = open_workspace(first.config, use_cache=True, fingerprint=first.corpus_fingerprint)
-        traces = start_traces(job_records(first))
-        todo = lookup_rankings(workspace, traces, refresh="retrieve" in first.refresh)
-        progress.start("retrieve", len(todo))
-        rank_shard(workspace, [traces[p] for p in todo])
-        ranked[setting] = (first.variant or "", {traces[p].record.id for p in todo})
-    return ranked
+    return {setting: SharedRanking(members[0]).start(progress) for setting, members in groups.items()
+            if len(members) > 1 and members[0].use_cache and members[0].runtime != "server"}
 
 
 def ranking_setting(job: EvalJob) -> str:
@@ -80,7 +138,6 @@ def run_variants(job: EvalJob, variants: list[Variant], *, progress: Progress | 
     ``progress`` shows each variant's stages under its name. ``evaluate`` runs one
     variant's job (``run.evaluation.evaluated`` by default, inline).
     """
-    from docpilot import progress as progress_module
     from docpilot.reports.report import write_report
     from docpilot.reports.variants import join_variants
 
@@ -89,24 +146,33 @@ def run_variants(job: EvalJob, variants: list[Variant], *, progress: Progress | 
     progress = progress or current()
     jobs = variant_jobs(job, variants)
     started = time.perf_counter()
-    with progress_module.counting(Progress(_Labelled(progress.sink, "(shared)"))):
-        ranked = rank_shared(jobs)
-    # Rankings stored just now: a variant refreshing retrieval would only rank them again.
+    shared = rank_shared(jobs, Progress(_Labelled(progress.sink, "(shared)")))
+    # Rankings stored by the shared ranking: a variant refreshing retrieval would only rank them again.
     jobs = [j.model_copy(update={"refresh": [s for s in j.refresh if s != "retrieve"]})
-            if ranking_setting(j) in ranked else j for j in jobs]
+            if ranking_setting(j) in shared else j for j in jobs]
+
+    def waiting_for(ranking: SharedRanking | None):
+        def prepare(context) -> None:
+            if ranking is not None:
+                context.before_ranking = lambda traces: ranking.wait(traces, context.interrupt)
+        return prepare
+
     reports: list[Report] = []
     with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="docpilot-variant") as pool:
         futures = [pool.submit(evaluate, j, progress=Progress(_Labelled(progress.sink, j.variant)),
-                               orchestration=orchestration) for j in jobs]
+                               orchestration=orchestration, prepare=waiting_for(shared.get(ranking_setting(j))))
+                   for j in jobs]
         try:
             for future in futures:
                 reports.append(future.result()[0])
+            for ranking in shared.values():
+                ranking.finish()
         except BaseException:
             for j in jobs:  # one variant failed, or Ctrl-C: the others stop too; answered turns stay stored
                 cancel_run(j.run_key)
             raise
     wall_ms = (time.perf_counter() - started) * 1000
-    ranked_here = {name: ids for name, ids in ranked.values()}
+    ranked_here = {ranking.variant: ranking.computed for ranking in shared.values()}
     joined = join_variants(list(zip(variants, reports, strict=True)), gate_variant=gate_variant, wall_ms=wall_ms,
                            ranked_here=ranked_here)
     path = write_report(joined, job.out or f"{job.config.reports_dir}/{joined.run_id}.json")
