@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from docpilot.config.variants import Variant
 from docpilot.errors import InputError
 from docpilot.reports.compare import ALPHA, OUTCOMES, paired_test
 from docpilot.reports.report import cache_stats, new_run_id, now_iso, score
@@ -36,7 +37,7 @@ COST_FIGURES = ("cost_usd", "tokens", "latency_p50")
 """What "cheapest" is read by, first available for every variant first."""
 
 
-def join_variants(parts: Sequence[tuple[object, Report]], *, gate_variant: str | None = None,
+def join_variants(parts: Sequence[tuple[Variant, Report]], *, gate_variant: str | None = None,
                   wall_ms: float | None = None, ranked_here: Mapping[str, set[str]] | None = None) -> Report:
     """One report of the variants' reports (``(Variant, Report)`` pairs, baseline first).
 
@@ -48,14 +49,14 @@ def join_variants(parts: Sequence[tuple[object, Report]], *, gate_variant: str |
     rows: list[Row] = []
     results: list[VariantResult] = []
     for variant, report in parts:
-        name = variant.name  # type: ignore[attr-defined]
+        name = variant.name
         fresh = ranked_here.get(name, set())
         own = [row.model_copy(update={"variant": name,
                                       "cached": [c for c in row.cached if not (c == "retrieve" and row.id in fresh)]})
                for row in report.rows]
         rows += own
         results.append(VariantResult(
-            name=name, overrides=dict(variant.overrides),  # type: ignore[attr-defined]
+            name=name, overrides=dict(variant.overrides),
             config=report.config, fingerprints={k: v for k, v in report.fingerprints.items() if k in ("model", "config")},
             cache_stats=cache_stats(own, gate_only=report.gate_only, runtime=report.runtime),
             summary=report.summary, counts=report.counts, slices=report.slices, replayed=report.replayed,

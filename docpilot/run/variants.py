@@ -12,7 +12,8 @@ so their rows pair up record by record. What they share is done once:
   rest is still being ranked;
 - the model calls of every variant are in flight at the same time: each variant is an
   ``evaluate`` on a thread of its own, with its own lane, so each endpoint keeps its own
-  ``model.concurrency`` and three model-only variants take about as long as one;
+  ``model.concurrency`` and three model-only variants take about as long as one
+  (variants that share an endpoint split its concurrency, ``variant_jobs``);
 - the stage cache is one store, so a re-run re-computes only the cells whose inputs
   changed, and a variant added to the config calls the model for its own records only.
 
@@ -37,9 +38,28 @@ from docpilot.schema import Report
 
 
 def variant_jobs(job: EvalJob, variants: list[Variant]) -> list[EvalJob]:
-    """One job per variant: the run's job with the variant's configuration, name and run key."""
-    return [job.model_copy(update={"config": v.config, "variant": v.name, "run_key": uuid.uuid4().hex})
+    """One job per variant: the run's job with the variant's configuration, name and run key.
+
+    Variants that call the same endpoint (an ``openai`` provider at one ``base_url``)
+    split its ``model.concurrency`` between them, so the endpoint sees the bound it was
+    given, not a multiple of it; each other endpoint keeps its own.
+    """
+    jobs = [job.model_copy(update={"config": v.config, "variant": v.name, "run_key": uuid.uuid4().hex})
             for v in variants]
+    by_endpoint: dict[str, list[int]] = {}
+    for index, one in enumerate(jobs):
+        model = one.config.model
+        if model.provider == "openai" and model.base_url:
+            by_endpoint.setdefault(model.base_url.rstrip("/"), []).append(index)
+    for indexes in by_endpoint.values():
+        if len(indexes) < 2:
+            continue
+        bound = min(jobs[i].config.model.concurrency for i in indexes)
+        for position, i in enumerate(indexes):
+            share = bound // len(indexes) + (1 if position < bound % len(indexes) else 0)
+            model = jobs[i].config.model.model_copy(update={"concurrency": max(1, share)})
+            jobs[i] = jobs[i].model_copy(update={"config": jobs[i].config.model_copy(update={"model": model})})
+    return jobs
 
 
 class SharedRanking:

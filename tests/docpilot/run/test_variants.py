@@ -131,3 +131,18 @@ def test_a_gate_failing_in_one_variant_fails_the_run_unless_the_verdict_reads_an
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert scored.returncode == 1, scored.stderr
     assert json.loads(scored.stdout)["variants"]["strict"]["verdict"] == "fail"
+
+
+def test_variants_on_one_endpoint_split_its_concurrency_and_others_keep_their_own():
+    from docpilot.config.model import Config
+    from docpilot.config.variants import resolve
+    from docpilot.run.job import EvalJob
+    from docpilot.run.variants import variant_jobs
+
+    base = Config.model_validate({"model": {"provider": "openai", "name": "m", "concurrency": 5,
+                                            "base_url": "http://127.0.0.1:1/v1"}})
+    variants = resolve(base, [("a", {}), ("b", {"model.max_tokens": 9}), ("c", {"model.base_url": "http://h:2/v1"}),
+                              ("d", {"model.provider": "extractive"})])
+    jobs = variant_jobs(EvalJob(config=base, golden="g.yaml"), variants)
+    assert [j.config.model.concurrency for j in jobs] == [3, 2, 5, 5]
+    assert [j.variant for j in jobs] == ["a", "b", "c", "d"] and len({j.run_key for j in jobs}) == 4
