@@ -146,3 +146,31 @@ def test_variants_on_one_endpoint_split_its_concurrency_and_others_keep_their_ow
     jobs = variant_jobs(EvalJob(config=base, golden="g.yaml"), variants)
     assert [j.config.model.concurrency for j in jobs] == [3, 2, 5, 5]
     assert [j.variant for j in jobs] == ["a", "b", "c", "d"] and len({j.run_key for j in jobs}) == 4
+
+
+def test_ctrl_c_stops_every_variant_at_once_and_a_rerun_resumes_them(tmp_path):
+    import signal
+    import time
+
+    records = 20
+    golden = tmp_path / "golden.yaml"
+    make_golden(golden, records)
+    with serve_latency_process(Reply(latency_s=0.3)) as a, serve_latency_process(Reply(latency_s=0.3)) as b:
+        args = [sys.executable, "-m", "docpilot", "eval", "--golden", str(golden), "--provider", "openai",
+                "--model", "bench", "--concurrency", "2", "--orchestrator", "inline", "--out", str(tmp_path / "r.json"),
+                "--variant", f"a=model.base_url={a}", "--variant", f"b=model.base_url={b}"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        running = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while min(server_stats(a)["requests"], server_stats(b)["requests"]) < 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        running.send_signal(signal.SIGINT)
+        _, err = running.communicate(timeout=60)
+        assert running.returncode == 130, err
+        assert "interrupted:" in err and "Traceback" not in err
+        assert not (tmp_path / "r.json").exists()
+        again = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode in (0, 1), again.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    for variant in report["variants"]:  # each variant's answered turns were stored, and reused
+        assert variant["cache_stats"]["model"]["reused"] >= 3, variant["name"]
