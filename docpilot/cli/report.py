@@ -43,10 +43,18 @@ def report_command(report_path, html_path, junit_path, markdown_path, reports_di
     for what, where in (("HTML report", html_path), ("JUnit XML", junit_path), ("Markdown summary", markdown_path)):
         if where and where != "-":
             check_output(where, what)  # before any file is written, so none is left alone
-    readout = prepare_readout(report, report_path=report_path, reports_dir=reports_dir)
-    written = write_readout(readout, html=html_path, junit=junit_path,
-                            markdown=None if to_stdout else markdown_path)
-    if to_stdout:
-        click.echo(render_markdown(readout), nl=False)
+    if report.variants:  # a run of several variants: the matrix page, a suite per variant, a matrix table
+        from docpilot.readout.files import write_outputs
+        from docpilot.readout.markdown import render_markdown_variants
+
+        written = write_outputs(report, html=html_path, junit=junit_path, markdown=None if to_stdout else markdown_path)
+        if to_stdout:
+            click.echo(render_markdown_variants(report), nl=False)
+    else:
+        readout = prepare_readout(report, report_path=report_path, reports_dir=reports_dir)
+        written = write_readout(readout, html=html_path, junit=junit_path,
+                                markdown=None if to_stdout else markdown_path)
+        if to_stdout:
+            click.echo(render_markdown(readout), nl=False)
     for kind, path in written.items():
         click.echo(f"{kind}: {path}", err=to_stdout)

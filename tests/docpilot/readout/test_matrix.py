@@ -98,3 +98,20 @@ def test_in_a_browser_the_filters_keep_a_tag_and_the_questions_the_variants_disa
     assert page.evaluate(VISIBLE) == 3
     assert page.evaluate("document.getElementById('f-count').textContent") == "3 of 6 questions shown"
     assert page.errors() == []
+
+
+def test_docpilot_report_writes_the_matrix_forms_of_a_stored_run_of_several(joined, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from docpilot.reports.report import write_report
+    from tests.conftest import ROOT
+
+    path = write_report(joined, tmp_path / "run.json")
+    result = subprocess.run([sys.executable, "-m", "docpilot", "report", str(path), "--junit", str(tmp_path / "j.xml"),
+                             "--markdown", "-"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    assert "| metric | k5 | k3 |" in result.stdout
+    assert len(ET.parse(tmp_path / "j.xml").getroot().findall("testsuite")) == 2
