@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 MAX_QUESTION_CHARS = 2000
 """Longest question, in characters, in a golden set, an attack probe or a request to the server."""
 SCHEMA_VERSION = 1
+VARIANTS_SCHEMA_VERSION = 2  # a report of several variants; a run of one keeps version 1 and its shape
 
 Split = Literal["dev", "test"]
 Cause = Literal["not-answerable", "out-of-scope", "unsafe"]
@@ -176,6 +177,8 @@ class Row(_Strict):
     """The kind of fault in `error` (`connect`, `timeout`, `auth`, `rate_limit`, `http_status`,
     `service_error`, `malformed`, `incomplete`, `unfinished`, `empty`, `reply_too_long`); None
     when the turn completed, or in a report written before rows carried it."""
+    variant: str | None = None
+    """The variant that produced the row, in a run of several (``variants``); None in a run of one."""
 
     @property
     def answered(self) -> bool:
@@ -251,6 +254,84 @@ class Slice(_Strict):
     """Metric id → how many of those rows its value averages over."""
 
 
+class VariantResult(_Strict):
+    """One variant of a run of several: what it changed, and its summary, gates and verdict."""
+
+    name: str
+    """The variant's name, as its rows carry it."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Dotted key → value the variant sets over the run's configuration; empty for the configuration as it is."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """The variant's effective configuration (secrets never included)."""
+    fingerprints: dict[str, str] = Field(default_factory=dict)
+    """The variant's model and config fingerprints (corpus, golden set and code are the run's)."""
+    cache_stats: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """Per cached stage, the variant's records that reused a stored result and those that computed one."""
+    summary: dict[str, float | int | None]
+    counts: dict[str, int] = Field(default_factory=dict)
+    """Metric id → how many of the variant's records its value averages over."""
+    slices: dict[str, Slice] = Field(default_factory=dict)
+    """Tag → the summary of the variant's rows carrying it."""
+    replayed: dict[str, int] = Field(default_factory=dict)
+    gates: list[GateResult] = Field(default_factory=list)
+    """The run's gates, checked on the variant's rows."""
+    verdict: Literal["pass", "fail"]
+    """`fail` when a gate failed on the variant's rows."""
+    leaks: list[LeakFound] = Field(default_factory=list)
+
+
+class VariantTest(_Strict):
+    """One paired test of a variant against the baseline on one outcome."""
+
+    variant: str
+    """The variant tested."""
+    outcome: str
+    """The outcome (``hit@8``, ``refusal_correct``, ``answer_f1``, ...), as ``improve compare`` names it."""
+    test: Literal["mcnemar", "wilcoxon"]
+    """Exact McNemar (pass/fail outcomes) or Wilcoxon signed-rank (per-record scores)."""
+    n: int
+    """Records paired."""
+    baseline: float | None
+    """Mean of the outcome over the paired records in the baseline (and in the variant: ``value``)."""
+    value: float | None
+    effect: float | None
+    """Variant − baseline."""
+    better: int = 0
+    worse: int = 0
+    """Records better, and worse, in the variant."""
+    p_value: float | None = None
+    """Two-sided p-value of the one test; None when there was nothing to test."""
+    p_holm: float | None = None
+    """The p-value corrected by Holm's method over every test of the run."""
+    direction: Literal["better", "worse", "none"] = "none"
+    """The variant against the baseline at the corrected p-value: `none` when the test does not tell them apart."""
+    note: str | None = None
+    """Why the test was skipped or degenerate."""
+
+
+class PairedVerdict(_Strict):
+    """Every variant against the baseline, record by record, corrected for the number of tests."""
+
+    baseline: str
+    """The first variant: what the others are tested against."""
+    alpha: float
+    """The family-wise significance level of the corrected p-values."""
+    tests: list[VariantTest] = Field(default_factory=list)
+    """Each variant × outcome, variants in run order."""
+    better: dict[str, list[str]] = Field(default_factory=dict)
+    """Outcome → the variants significantly better than the baseline."""
+    worse: dict[str, list[str]] = Field(default_factory=dict)
+    """Outcome → the variants significantly worse than the baseline."""
+    not_worse: list[str] = Field(default_factory=list)
+    """The variants worse on no outcome (the baseline included)."""
+    cheapest_not_worse: str | None = None
+    """Of those, the one that costs least (`cost_usd`, else tokens, else median latency)."""
+    cheapest_by: str | None = None
+    """The figure ``cheapest_not_worse`` was chosen by."""
+    gate_variant: str | None = None
+    """The variant the run's verdict reads (``--gate-variant``); None: every variant's gates."""
+
+
 class Report(_Strict):
     """One eval run: its settings, every row, the summary and the verdict."""
 
@@ -311,3 +392,9 @@ class Report(_Strict):
     """Attack runs: every successful probe with the forbidden text it produced."""
     docpilot_version: str | None = None
     """The DocPilot version that wrote the report; None for reports older than the field."""
+    variants: list[VariantResult] | None = None
+    """A run of several variants: each one's summary, gates and verdict, the baseline first. The
+    report's own ``summary``, ``gates``, ``config`` and ``fingerprints`` are the baseline's, and
+    its ``verdict`` fails when a gate of any variant (or of ``paired.gate_variant``) failed."""
+    paired: PairedVerdict | None = None
+    """A run of several variants: each against the baseline, record by record."""

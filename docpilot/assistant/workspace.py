@@ -115,6 +115,15 @@ def open_workspace(config: Config, *, use_cache: bool = True, fingerprint: str |
         elif workspace.signature == docs_signature(config.corpus.docs):
             return workspace
     signature = docs_signature(config.corpus.docs)
+    kin = _kin(config, fingerprint, signature)
+    if kin is not None:
+        workspace = _beside(kin, config, use_cache)
+        with _OPEN_LOCK:
+            _OPEN[key] = workspace
+            _OPEN.move_to_end(key)
+            while len(_OPEN) > _OPEN_MOST:
+                _OPEN.popitem(last=False)
+        return workspace
     corpus = load_corpus(Path(config.corpus.docs), chunk_words=config.corpus.chunk_words)
     if fingerprint is not None and corpus.fingerprint != fingerprint:
         raise CorpusError(
@@ -137,3 +146,35 @@ def open_workspace(config: Config, *, use_cache: bool = True, fingerprint: str |
         while len(_OPEN) > _OPEN_MOST:  # do not pile up indexes
             _OPEN.popitem(last=False)
     return workspace
+
+
+def _kin(config: Config, fingerprint: str | None, signature: tuple) -> Workspace | None:
+    """A kept workspace of the same docs, cut the same way: one whose corpus another config can share.
+
+    The variants of a run differ in the model, the prompt or the ranking, never in the docs;
+    each loading the corpus (and, when they rank alike, the index) again would cost seconds.
+    """
+    with _OPEN_LOCK:
+        kept = list(_OPEN.values())
+    for workspace in reversed(kept):
+        same_docs = workspace.config.corpus == config.corpus and workspace.config.cache_dir == config.cache_dir
+        current = (workspace.corpus.fingerprint == fingerprint if fingerprint is not None
+                   else workspace.signature == signature)
+        if same_docs and current:
+            return workspace
+    return None
+
+
+def _beside(kin: Workspace, config: Config, use_cache: bool) -> Workspace:
+    """A workspace for ``config`` on ``kin``'s corpus; its index too when both rank alike."""
+    same_ranking = kin.config.retrieval == config.retrieval
+    return Workspace(
+        config=config,
+        corpus=kin.corpus,
+        retriever=kin.retriever if same_ranking else Retriever.open(kin.corpus, config.retrieval,
+                                                                     cache_dir=config.cache_dir),
+        chunks=kin.chunks,
+        cache=(kin.cache or StageCache(config.cache_dir)) if use_cache else None,  # one store, shared by threads
+        signature=kin.signature,
+        _idf=kin._idf,
+    )

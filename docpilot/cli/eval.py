@@ -66,7 +66,18 @@ def _emit(report, path: str, as_json: bool, *, live: bool = False) -> None:
             "verdict": report.verdict,
             "report": path,
         }
+        if report.variants:  # a run of several: each variant's numbers, and the paired verdict
+            payload["variants"] = {v.name: {"summary": v.summary, "gates": [g.model_dump() for g in v.gates],
+                                            "verdict": v.verdict} for v in report.variants}
+            payload["paired"] = report.paired.model_dump() if report.paired else None
         click.echo(json.dumps(payload, indent=2))
+    elif report.variants:
+        from docpilot.reports.matrix import render_matrix
+        from docpilot.clock import command_ms
+
+        console = Console()
+        render_faults(report, console)
+        render_matrix(report, console, path=path, command_ms=command_ms() if live else None)
     else:
         from docpilot.reports.scorecard import render_scorecard
         from docpilot.clock import command_ms
@@ -183,13 +194,19 @@ def _warm_scorecard() -> None:
     multiple=True,
     help="Compute this stage afresh and store the result again (repeatable).",
 )
+@click.option("--variant", "variant_options", multiple=True, metavar="NAME[=KEY=VALUE,...]",
+              help="Run this variant beside the others, e.g. top3=prime.top_k=3 (repeatable; the first is the "
+                   "baseline; replaces the config's variants).")
+@click.option("--models", "models_option", metavar="MODEL,...",
+              help="One variant per model, e.g. extractive,local,openai:gpt-4o-mini (before any --variant).")
+@click.option("--gate-variant", metavar="NAME", help="The verdict reads this variant's gates only.")
 @click.option("--allow-errors", is_flag=True, help="Count errored records without failing the run.")
 @output_options(also=True)
 @handle_errors
 def eval_command(
     config_path, docs, golden, record_set, split, record_ids, tags, limit, gate_only, out, as_json, orchestrator,
-    runtime, url, runner, dask_address, provider, model, base_url, concurrency, no_cache, refresh, allow_errors,
-    **formats,
+    runtime, url, runner, dask_address, provider, model, base_url, concurrency, no_cache, refresh, variant_options,
+    models_option, gate_variant, allow_errors, **formats,
 ):
     """Run the golden set through the assistant, score it, write a report and a verdict.
 
@@ -225,6 +242,12 @@ def eval_command(
     config = load_config(config_path, overrides=_overrides(docs, golden, record_set, provider, model, base_url,
                                                              concurrency))
     check_settings(config)
+    variants = _variants(config, variant_options, models_option, gate_variant)
+    if len(variants) == 1:  # a run of one, with the variant's settings
+        config, variants = variants[0].config, []
+    if variants:
+        orchestration = _inline_for_variants(orchestrator, orchestration, runner, runtime)
+        inline, quick_exit = True, "inline"
     if runtime == "server" and url:
         from docpilot.api.token import check_token
 
@@ -232,7 +255,7 @@ def eval_command(
     # The model this process calls: none for --gate-only, nor when a running server is measured.
     # Its endpoint is probed while the records, the docs and the index load, and must
     # answer before the first record is sent (the local provider's server starts then).
-    calls_model = not gate_only and not (runtime == "server" and url)
+    calls_model = not gate_only and not (runtime == "server" and url) and not variants  # variants probe their own
     endpoint = ready_endpoint(config) if calls_model else contextlib.nullcontext(Ready(lambda: config))
     # Progress shows from the start: preparing the job opens the retriever, and building a
     # missing index with an embedder can take minutes.
@@ -247,11 +270,17 @@ def eval_command(
             _warn_about(job.golden)
         _check_outputs(out, job.config.reports_dir, outputs)
         with interrupts_resume(quick=quick_exit):
-            report, path = evaluated(
-                job, progress=shown, orchestration=orchestration, runner=runner, ready=ready,
-                orchestrate=None if inline else _under_prefect(runner, dask_address),
-                meanwhile=_warm_scorecard if inline else None,
-            )
+            if variants:
+                from docpilot.run.variants import run_variants
+
+                report, path = run_variants(job, variants, progress=shown, gate_variant=gate_variant,
+                                            orchestration=orchestration)
+            else:
+                report, path = evaluated(
+                    job, progress=shown, orchestration=orchestration, runner=runner, ready=ready,
+                    orchestrate=None if inline else _under_prefect(runner, dask_address),
+                    meanwhile=_warm_scorecard if inline else None,
+                )
     written = {}
     if outputs:
         from docpilot.readout.files import write_outputs
@@ -269,6 +298,44 @@ def eval_command(
             click.echo(f"html: not written; add --html report.html to this command, "
                        f"or run `docpilot report {shlex.quote(str(path))}` to write {beside}")
     end_process(0 if report.verdict == "pass" else 1, quick=quick_exit)
+
+
+def _variants(config, options, models, gate_variant) -> list:
+    """The run's variants, checked before anything loads: names, keys, values, providers (exit 2)."""
+    from docpilot.config.variants import declared_variants, resolve
+    from docpilot.errors import ConfigError
+    from docpilot.models.registry import model_variants, provider_defaults
+
+    declared = declared_variants(config, options=options, models=model_variants(models) if models else ())
+    variants = resolve(config, declared, provider_defaults)
+    for variant in variants:
+        try:
+            check_settings(variant.config)
+        except ConfigError as exc:
+            raise ConfigError(f"variant {variant.name!r}: {str(exc).split(chr(10))[0]}", hint=exc.hint) from None
+        if variant.config.model.provider == "openai" and not variant.config.model.base_url:
+            raise ConfigError(f"variant {variant.name!r}: the openai provider needs an endpoint",
+                              hint="set model.base_url in the variant, or pass --base-url for every variant")
+    names = [v.name for v in variants]
+    if gate_variant is not None and gate_variant not in names:
+        raise click.UsageError(f"--gate-variant {gate_variant}: no such variant; "
+                               f"the run's variants: {', '.join(names) or 'none (add --variant or --models)'}")
+    return variants
+
+
+def _inline_for_variants(choice, orchestration, runner, runtime):
+    """The orchestration of a run of several variants: inline, in this process; exit 2 for what cannot be."""
+    from docpilot.run.orchestrator import Orchestration
+
+    if runner == "dask" or choice == "prefect":
+        raise click.UsageError("several variants run in this process, inline; "
+                               "drop --runner dask and --orchestrator prefect, or run one variant")
+    if runtime == "server":
+        raise click.UsageError("--runtime server measures one server, with one configuration; "
+                               "drop --variant and --models, or --runtime server")
+    if orchestration.orchestrator == "inline":
+        return orchestration
+    return Orchestration("inline", "a run of several variants runs inline", "run one variant to run under Prefect")
 
 
 def _check_outputs(out, reports_dir, outputs: dict[str, str]) -> None:
@@ -293,7 +360,9 @@ def score_command(report_path, as_json):
     refused with exit 2.
     """
     from docpilot.reports.report import check_consistency, load_report, rescore
+    from docpilot.reports.variants import rescore_variants
 
-    report = rescore(check_consistency(load_report(report_path), report_path))
+    report = check_consistency(load_report(report_path), report_path)
+    report = rescore_variants(report) if report.variants else rescore(report)
     _emit(report, report_path, as_json)
     sys.exit(0 if report.verdict == "pass" else 1)

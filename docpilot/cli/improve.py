@@ -47,6 +47,8 @@ _SHARED_OPTIONS = (
                  help="Folder of reports, for run ids and the default report (default: reports_dir)."),
     click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Configuration file (YAML)."),
     click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
+    click.option("--variant", metavar="NAME",
+                 help="In a run of several variants, read this one (default: the baseline, the first)."),
 )
 
 
@@ -72,7 +74,7 @@ def _docs_option(func):
 @_docs_option
 @click.pass_context
 @handle_errors
-def improve_group(ctx, reports_dir, config_path, as_json, docs, apply_, dry_run):
+def improve_group(ctx, reports_dir, config_path, as_json, variant, docs, apply_, dry_run):
     """Give every failing record of a run its cause and edits to try.
 
     REPORT is a report file or a run id; without one, the last report in reports_dir.
@@ -83,7 +85,8 @@ def improve_group(ctx, reports_dir, config_path, as_json, docs, apply_, dry_run)
     cannot be read.
     """
     if ctx.invoked_subcommand is None:
-        _diagnose(None, reports_dir, config_path, as_json, docs, apply_=apply_, dry_run=dry_run, causes=())
+        _diagnose(None, reports_dir, config_path, as_json, docs, apply_=apply_, dry_run=dry_run, causes=(),
+                  variant=variant)
 
 
 @click.command("REPORT", cls=_DefaultCommand)
@@ -92,7 +95,7 @@ def improve_group(ctx, reports_dir, config_path, as_json, docs, apply_, dry_run)
 @_docs_option
 @click.pass_context
 @handle_errors
-def _diagnose_command(ctx, words, reports_dir, config_path, as_json, docs, apply_, dry_run):
+def _diagnose_command(ctx, words, reports_dir, config_path, as_json, variant, docs, apply_, dry_run):
     """Give every failing record of REPORT (a file or run id) its cause and edits to try."""
     from docpilot.improve.taxonomy import CAUSE_IDS
 
@@ -108,7 +111,8 @@ def _diagnose_command(ctx, words, reports_dir, config_path, as_json, docs, apply
                                "vocabulary entries --apply writes")
     _diagnose(references[0] if references else None, reports_dir or parent.get("reports_dir"),
               config_path or parent.get("config_path"), as_json or bool(parent.get("as_json")),
-              docs or parent.get("docs"), apply_=apply_, dry_run=dry_run, causes=causes)
+              docs or parent.get("docs"), apply_=apply_, dry_run=dry_run, causes=causes,
+              variant=variant or parent.get("variant"))
 
 
 def _store(reports_dir: str | None, config_path: str | None):
@@ -118,7 +122,7 @@ def _store(reports_dir: str | None, config_path: str | None):
 
 
 def _diagnose(reference, reports_dir, config_path, as_json, docs, *, apply_: bool, dry_run: bool,
-              causes: tuple[str, ...]) -> None:
+              causes: tuple[str, ...], variant: str | None = None) -> None:
     from docpilot.errors import ReportError
     from docpilot.improve.diagnosis import diagnose, load_docs
     from docpilot.reports.report import load_report
@@ -134,6 +138,9 @@ def _diagnose(reference, reports_dir, config_path, as_json, docs, *, apply_: boo
     else:
         path = resolve_report(reference, store)
         report = load_report(path)
+    from docpilot.reports.variants import one_variant
+
+    report = one_variant(report, variant, path=path)  # a run of several: the variant asked for, or the baseline
     corpus, notes = load_docs(report, docs, strict=apply_ or dry_run)
     diagnosis = diagnose(report, corpus, path=path, notes=notes)
     if apply_ or dry_run:
@@ -231,7 +238,7 @@ def _languages(languages: dict[str, str | None]) -> str:
 @click.argument("b", required=False)
 @_shared
 @handle_errors
-def compare_command(a, b, reports_dir, config_path, as_json):
+def compare_command(a, b, reports_dir, config_path, as_json, variant):
     """Test whether run B differs from run A, record by record.
 
     A and B are report files or run ids. Without B, B is the newest run; without
@@ -250,7 +257,13 @@ def compare_command(a, b, reports_dir, config_path, as_json):
         path_a, path_b = _newest_pair(a, store)
     else:
         path_a, path_b = resolve_report(a, store), resolve_report(b, store)
-    comparison = compare_reports(load_report(path_a), load_report(path_b), store=store, paths=(path_a, path_b))
+    from docpilot.reports.variants import one_variant
+
+    # A run of several variants is read as its variant --variant names (else its baseline).
+    a_run, b_run = load_report(path_a), load_report(path_b)
+    a_run = one_variant(a_run, variant, path=path_a) if a_run.variants else a_run
+    b_run = one_variant(b_run, variant, path=path_b) if b_run.variants else b_run
+    comparison = compare_reports(a_run, b_run, store=store, paths=(path_a, path_b))
     warn(store.problems)
     if as_json:
         click.echo(comparison.model_dump_json(indent=2))

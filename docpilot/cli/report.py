@@ -38,9 +38,18 @@ def report_command(report_path, reports_dir, **formats):
     for name, where in outputs.items():
         if where != "-":
             check_output(where, FORMATS[name].what)  # before any file is written, so none is left alone
-    readout = prepare_readout(report, report_path=report_path, reports_dir=reports_dir)
-    written = write_readout(readout, **{name: where for name, where in outputs.items() if where != "-"})
-    for name in printed:
-        click.echo(FORMATS[name].render(readout), nl=False)
+    files = {name: where for name, where in outputs.items() if where != "-"}
+    if report.variants:  # a run of several variants: the matrix page, a suite per variant, a matrix table
+        from docpilot.readout.files import write_outputs
+        from docpilot.readout.markdown import render_markdown_variants
+
+        written = write_outputs(report, **files)
+        for name in printed:
+            click.echo(render_markdown_variants(report), nl=False)
+    else:
+        readout = prepare_readout(report, report_path=report_path, reports_dir=reports_dir)
+        written = write_readout(readout, **files)
+        for name in printed:
+            click.echo(FORMATS[name].render(readout), nl=False)
     for kind, path in written.items():
         click.echo(f"{kind}: {path}", err=bool(printed))

@@ -38,8 +38,10 @@ def warn(problems: list[str]) -> None:
               help="Folder of reports (default: reports_dir from the config).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Configuration file (YAML).")
 @click.option("--json", "as_json", is_flag=True, help="Print the scorecard and its moves as JSON.")
+@click.option("--variant", metavar="NAME",
+              help="The last run held several variants: show this one (default: the baseline, the first).")
 @handle_errors
-def status_command(reports_dir, config_path, as_json):
+def status_command(reports_dir, config_path, as_json, variant):
     """Show the last run's scorecard and each metric's move since the last comparable run.
 
     Runs are comparable when they share the golden set (its fingerprint), the record
@@ -58,9 +60,15 @@ def status_command(reports_dir, config_path, as_json):
     if latest is None:
         warn(store.problems)
         raise ReportError(f"{store.root}: no readable report; run `docpilot eval` first, or pass --reports DIR")
+    from docpilot.reports.variants import one_variant, variant_names
+
     previous, skipped = store.previous_comparable(latest)
-    current = latest.load()
-    moves = metric_moves(current, previous.load() if previous is not None else None)
+    current = one_variant(latest.load(), variant, path=latest.path)
+    before = previous.load() if previous is not None else None
+    if before is not None and before.variants:  # the same variant of an earlier run of several, or its baseline
+        before = one_variant(before, current.rows[0].variant if current.rows and current.rows[0].variant
+                             in variant_names(before) else None)
+    moves = metric_moves(current, before)
     warn(store.problems)
     drift = _drift(store.root, latest)
     if previous is None:

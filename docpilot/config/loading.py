@@ -111,7 +111,9 @@ def load_config(
     problems += _gate_problems(merged.get("gates"), where)
     problems.sort(key=lambda problem: (problem.path is None, str(problem.path), problem.line or 0))
     raise_all(problems, error=ConfigError)
-    return Config.model_validate(merged)
+    config = Config.model_validate(merged)
+    raise_all(_variant_problems(config, where), error=ConfigError)
+    return config
 
 
 def public_config(config: Config) -> dict[str, Any]:
@@ -163,6 +165,35 @@ def _gate_problems(gates: Any, where: Mapping[_Key, _Origin]) -> list[Problem]:
             message = str(exc).partition("\n  fix: ")[0]
             said = message if message.startswith("gate on") else f"gates: {message}"
             problems.append(_origin_of(("gates", name), where).problem(said, exc.hint or ""))
+    return problems
+
+
+def _variant_problems(config: Config, where: Mapping[_Key, _Origin]) -> list[Problem]:
+    """Variants with a bad name, a key they may not override or a value the option cannot take, each where written."""
+    if not config.variants:
+        return []
+    from docpilot.config.variants import apply, check_name, flatten, key_problem
+
+    problems = []
+    for name, overrides in config.variants.items():
+        try:
+            check_name(name)
+        except ConfigError as exc:
+            problems.append(_origin_of(("variants", name), where).problem(str(exc).split("\n")[0], exc.hint or ""))
+            continue
+        flat = flatten(overrides or {})
+        bad = False
+        for key in flat:
+            problem = key_problem(key)
+            if problem is not None:
+                bad = True
+                origin = where.get(("variants", name, key)) or _origin_of(("variants", name, *key.split(".")), where)
+                problems.append(origin.problem(f"variant {name!r}: {problem[0]}", problem[1]))
+        if not bad:
+            try:
+                apply(config, name, flat)
+            except ConfigError as exc:
+                problems.append(_origin_of(("variants", name), where).problem(str(exc).split("\n")[0], exc.hint or ""))
     return problems
 
 

@@ -215,3 +215,7 @@ class Config(_Strict):
     """Records per orchestrated task."""
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     """Where traces of runs and served turns go."""
+    variants: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
+    """Name → overrides of `model`, `prime`, `retrieval` or `guard` keys (nested or dotted, such as
+    `prime.top_k: 3`): each variant runs beside the others on the same records, the first is the
+    baseline the others are tested against. Empty: one run of the settings above."""

@@ -149,3 +149,36 @@ def flag_overrides(
         "corpus": {"docs": docs},
         "model": {"provider": provider, "name": model, "base_url": base_url, "concurrency": concurrency},
     }
+
+
+def provider_defaults(provider: str, run_provider: str) -> dict[str, Any]:
+    """The dotted settings a variant naming ``provider`` gets unless it sets them, as ``--provider`` gives them.
+
+    ``run_provider`` is the provider of the run's own configuration: a variant that moves
+    to another provider does not inherit that one's model name. A provider whose server
+    the run starts (``local``) also starts its own, whatever address the run names.
+    """
+    chosen = PROVIDERS[provider]
+    if chosen.endpoint == "served":
+        return {"model.name": chosen.default_name, "model.concurrency": chosen.default_concurrency,
+                "model.base_url": None}
+    if provider == run_provider:
+        return {}
+    from docpilot.config.model import ModelConfig
+
+    return {"model.name": chosen.default_name or ModelConfig.model_fields["name"].default}
+
+
+def model_variants(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """``--models extractive,local,openai:gpt-4o-mini``: one variant per model, named as written."""
+    declared = []
+    for spec in (part.strip() for part in text.split(",")):
+        provider, _, name = spec.partition(":")
+        if provider not in PROVIDERS:
+            raise ConfigError(f"--models: unknown model provider {provider!r} in {spec!r}",
+                              hint=f"name each model PROVIDER or PROVIDER:MODEL, with a provider of {', '.join(PROVIDERS)}")
+        overrides: dict[str, Any] = {"model.provider": provider}
+        if name:
+            overrides["model.name"] = name
+        declared.append((spec, overrides))
+    return declared

@@ -29,6 +29,8 @@ def write_outputs(
     """
     if not any(outputs.values()):
         return {}
+    if report.variants:
+        return _write_variants(report, **outputs)
     readout = prepare_readout(report, report_path=report_path, reports_dir=reports_dir)
     return write_readout(readout, **outputs)
 
@@ -40,3 +42,23 @@ def write_readout(readout: Readout, **outputs: str | Path | None) -> dict[str, P
         raise TypeError(f"no readable format {', '.join(sorted(unknown))}; formats: {', '.join(FORMATS)}")
     return {name: write_atomically(Path(outputs[name]), form.render(readout))
             for name, form in FORMATS.items() if outputs.get(name)}
+
+
+def _write_variants(report: Report, **outputs: str | Path | None) -> dict[str, Path]:
+    """The readable forms of a run of several variants: the matrix page, a JUnit suite per variant, a matrix table."""
+    from docpilot.readout.junit import render_junit_variants
+    from docpilot.readout.markdown import render_markdown_variants
+    from docpilot.readout.matrix import render_matrix_html
+    from docpilot.reports.variants import one_variant, variant_names
+
+    render = {
+        "html": lambda: render_matrix_html(report),
+        "junit": lambda: render_junit_variants([(name, prepare_readout(one_variant(report, name)))
+                                                for name in variant_names(report)]),
+        "markdown": lambda: render_markdown_variants(report),
+    }
+    unknown = {name for name, path in outputs.items() if path} - set(render)
+    if unknown:
+        raise TypeError(f"no matrix form of {', '.join(sorted(unknown))}; forms: {', '.join(render)}")
+    return {name: write_atomically(Path(outputs[name]), render[name]())
+            for name in FORMATS if outputs.get(name)}

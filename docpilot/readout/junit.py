@@ -1,6 +1,6 @@
 """The run as JUnit XML, so a CI system lists each record as a test and each failure beside it.
 
-One ``<testsuite>`` inside ``<testsuites>``: a ``<testcase>`` per record (classname
+One ``<testsuite>`` inside ``<testsuites>`` (one per variant in a run of several): a ``<testcase>`` per record (classname
 ``docpilot.<set>.<split>``, name the record id, time its latency), then a
 ``gate:<metric>`` testcase per gate. The file agrees with the verdict: a testcase
 fails exactly when what it stands for fails the run. A gate's testcase fails when the
@@ -29,9 +29,27 @@ _MESSAGE_CHARS = 300  # CI viewers show the message on one line: keep it short
 
 def render_junit(readout: Readout) -> str:
     """The JUnit XML document for a readout, as a string with an XML declaration."""
+    return _document([_suite(readout)])
+
+
+def render_junit_variants(readouts: list[tuple[str, Readout]]) -> str:
+    """The JUnit XML of a run of several variants: one test suite per variant (``docpilot.<set>.<split>.<variant>``)."""
+    return _document([_suite(readout, variant=name) for name, readout in readouts])
+
+
+def _document(suites: list[ET.Element]) -> str:
+    totals = {key: str(sum(int(s.get(key, "0")) for s in suites)) for key in ("tests", "failures", "errors", "skipped")}
+    seconds = max((float(s.get("time", "0")) for s in suites), default=0.0)  # the suites ran at once
+    root = ET.Element("testsuites", {"name": "docpilot", **totals, "time": f"{seconds:.3f}"})
+    root.extend(suites)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _suite(readout: Readout, *, variant: str | None = None) -> ET.Element:
     report = readout.report
-    suite_name = f"docpilot.{report.set}.{report.split}"
-    cases = [_record_case(record, readout) for record in readout.records]
+    suite_name = f"docpilot.{report.set}.{report.split}" + (f".{variant}" if variant else "")
+    cases = [_record_case(record, readout, variant) for record in readout.records]
     cases += [_gate_case(gate, suite_name) for gate in report.gates]
     failures = sum(1 for c in cases if c.find("failure") is not None)
     errors = sum(1 for c in cases if c.find("error") is not None)
@@ -39,23 +57,22 @@ def render_junit(readout: Readout) -> str:
     seconds = (report.wall_ms or 0.0) / 1000
     counts = {"tests": str(len(cases)), "failures": str(failures), "errors": str(errors),
               "skipped": str(skipped), "time": f"{seconds:.3f}"}
-    root = ET.Element("testsuites", {"name": "docpilot", **counts})
-    suite = ET.SubElement(root, "testsuite", {"name": suite_name, **counts, "timestamp": report.created_at})
+    suite = ET.Element("testsuite", {"name": _clean(suite_name), **counts, "timestamp": report.created_at})
     properties = ET.SubElement(suite, "properties")
     for name, value in (("run_id", report.run_id), ("verdict", report.verdict), ("set", report.set),
                         ("split", report.split), ("gate_only", str(report.gate_only).lower()),
-                        ("runtime", report.runtime), ("orchestrator", report.orchestrator)):
+                        ("runtime", report.runtime), ("orchestrator", report.orchestrator),
+                        *((("variant", variant),) if variant else ())):
         ET.SubElement(properties, "property", {"name": name, "value": _clean(value)})
     suite.extend(cases)
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return suite
 
 
-
-def _record_case(record: RecordOutcome, readout: Readout) -> ET.Element:
+def _record_case(record: RecordOutcome, readout: Readout, variant: str | None = None) -> ET.Element:
     row = record.row
     seconds = (row.latency_ms or 0.0) / 1000
-    case = ET.Element("testcase", {"classname": _clean(f"docpilot.{readout.report.set}.{row.split}"),
+    classname = f"docpilot.{readout.report.set}.{row.split}" + (f".{variant}" if variant else "")
+    case = ET.Element("testcase", {"classname": _clean(classname),
                                    "name": _clean(row.id), "time": f"{seconds:.3f}"})
     if record.gates and row.error is not None:
         _child(case, "error", _short(f"the turn errored: {row.error}"), "error", _body(record, _reasons(record)))

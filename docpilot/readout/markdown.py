@@ -150,3 +150,43 @@ def _one_line(text: str) -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def render_markdown_variants(report) -> str:
+    """The summary of a run of several variants: the verdict, a metrics × variants table, the paired verdict."""
+    from docpilot.reports.compare import describe_p
+    from docpilot.reports.matrix import COST_ROWS
+    from docpilot.reports.scorecard import headline_metrics
+
+    variants = report.variants or []
+    names = [v.name for v in variants]
+    failed = [f"`{_code(v.name)}`" for v in variants if v.verdict == "fail"]
+    mark = "✅ DocPilot: PASS" if report.verdict == "pass" else "❌ DocPilot: FAIL"
+    why = f", failed gates in {', '.join(failed)}" if failed else ""
+    lines = [f"### {mark}{why} — {len(names)} variants, {report.set} set, {report.split} split, "
+             f"{len(report.rows) // max(len(names), 1)} records", "",
+             f"Run `{_code(report.run_id)}`; baseline `{_code(names[0])}`.", "",
+             "| metric | " + " | ".join(_escape(n) for n in names) + " |", "|---" * (len(names) + 1) + "|"]
+    metrics = dict.fromkeys(m for m in (*headline_metrics(report), "errors", *COST_ROWS) if m in report.summary)
+    for metric in metrics:
+        lines.append(f"| {_escape(metric)} | " + " | ".join(format_value(metric, v.summary.get(metric))
+                                                            for v in variants) + " |")
+    lines.append("| verdict | " + " | ".join(v.verdict for v in variants) + " |")
+    paired = report.paired
+    if paired is not None:
+        lines += ["", f"Paired against `{_code(paired.baseline)}` (Holm-corrected over {sum(t.p_holm is not None for t in paired.tests)} tests, α = {paired.alpha:g}):"]
+        found = [t for t in paired.tests if t.direction != "none"]
+        for test in found:
+            lines.append(f"- `{_code(test.variant)}` {test.direction} on {_escape(test.outcome)}: "
+                         f"{test.effect:+.3f}, p {describe_p(test.p_holm)}")
+        if not found:
+            lines.append("- no variant differs significantly from the baseline on any outcome")
+        if paired.cheapest_not_worse:
+            lines.append(f"- cheapest of those no worse ({', '.join(_escape(n) for n in paired.not_worse)}) by "
+                         f"{_escape(paired.cheapest_by)}: `{_code(paired.cheapest_not_worse)}`")
+    for variant in variants:
+        for gate in variant.gates:
+            if not gate.passed:
+                lines.append(f"- ❌ `{_code(variant.name)}`: `{_code(gate.metric)} {_code(gate.op)} "
+                             f"{gate.threshold:g}` (value {format_gate_value(gate)})")
+    return "\n".join(lines).rstrip() + "\n"

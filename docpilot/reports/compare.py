@@ -245,7 +245,7 @@ def compare_reports(a: Report, b: Report, *, store: ReportStore | None = None,
                         "(a URL's query value) differs, or the two were written by versions of DocPilot that "
                         "fingerprint the configuration differently")
     tests = [
-        _paired_test(outcome, pairs, gate_only=a.gate_only or b.gate_only)
+        paired_test(outcome, pairs, gate_only=a.gate_only or b.gate_only)
         for outcome in OUTCOMES
         if any(outcome.includes(x) or outcome.includes(y) for x, y in pairs)
     ]
@@ -256,7 +256,8 @@ def compare_reports(a: Report, b: Report, *, store: ReportStore | None = None,
     )
 
 
-def _paired_test(outcome: Outcome, pairs: list[tuple[Row, Row]], *, gate_only: bool) -> PairedTest:
+def paired_test(outcome: Outcome, pairs: list[tuple[Row, Row]], *, gate_only: bool) -> PairedTest:
+    """One outcome tested on record pairs (A, B): McNemar or Wilcoxon, direction at ``ALPHA`` uncorrected."""
     empty = {"n": 0, "mean_a": None, "mean_b": None, "effect": None, "p_value": None,
              "method": None, "direction": "none"}
     if outcome.needs_model and gate_only:

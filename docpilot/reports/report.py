@@ -59,7 +59,9 @@ def code_fingerprint() -> str:
 
 def write_report(report: Report, path: str | Path) -> Path:
     """Write a report atomically (see ``docpilot.reports.output``) and return its path."""
-    return write_atomically(path, report.model_dump_json(indent=1), "report")
+    # A run of one keeps the shape reports had before variants: no empty variant fields.
+    exclude = None if report.variants else {"variants": True, "paired": True, "rows": {"__all__": {"variant"}}}
+    return write_atomically(path, report.model_dump_json(indent=1, exclude=exclude), "report")
 
 
 def load_report(path: str | Path) -> Report:

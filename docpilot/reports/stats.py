@@ -98,3 +98,24 @@ def _exact_p(ranks: np.ndarray, plus: float) -> float:
     at_most = sum(counts[: seen + 1])
     at_least = sum(counts[seen:])
     return float(min(Fraction(1), Fraction(2 * min(at_most, at_least), 2 ** ranks.size)))
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down correction of ``p_values`` for testing them all at once, in the order given.
+
+    With the m p-values sorted ascending, p(1) ≤ … ≤ p(m):
+
+        p̃(i) = min(1, max over j ≤ i of (m − j + 1) · p(j))
+
+    A test is significant at family-wise level α when p̃ < α: the chance that any of the
+    m tests calls a difference that is not there stays below α, without assuming the
+    tests are independent. Equal to statsmodels' ``multipletests(method="holm")``.
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    corrected = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        corrected[index] = running
+    return corrected

@@ -51,6 +51,9 @@ class RunContext:
     """Guards ``lanes`` and ``lead``: stages of one run run on several threads."""
     workspaces: dict[tuple, Workspace] = field(default_factory=dict)
     """The corpus, index and cache the run ranks with, by config and cache use, opened by its first stage."""
+    before_ranking: Any = None
+    """Called with a shard's traces before their rankings are looked up: a variant whose rankings another
+    thread is storing waits here for them (``run.variants``); None for a run of one."""
 
     def cancel(self) -> None:
         """Stop the run: model stages stop waiting for turns in flight, later ones stop at once."""
@@ -100,6 +103,14 @@ def context_of(job: EvalJob) -> RunContext:
             while len(_WORKERS) > _WORKER_RUNS:
                 _WORKERS.popitem(last=False)
         return context
+
+
+def cancel_run(key: str) -> None:
+    """Stop the run open under ``key`` in this process, if there is one (the variants of a run stop together)."""
+    with _LOCK:
+        context = _RUNS.get(key)
+    if context is not None:
+        context.cancel()
 
 
 def stop_all() -> None:

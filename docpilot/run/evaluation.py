@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 
 from docpilot.errors import OrchestratorError
 from docpilot.progress import Progress, current
-from docpilot.run.context import opened
+from docpilot.run.context import RunContext, opened
 from docpilot.run.job import EvalJob
 from docpilot.run.orchestrator import Orchestration, choose, configured_api
 
@@ -64,8 +64,10 @@ def evaluated(
     runner: Literal["local", "dask"] = "local",
     ready: Ready | None = None,
     meanwhile: Callable[[], object] | None = None,
+    prepare: Callable[[RunContext], object] | None = None,
 ) -> tuple[Report, str]:
-    """``evaluate``, with the report's path; ``meanwhile`` runs once the first turns are out (a caller's imports)."""
+    """``evaluate``, with the report's path; ``meanwhile`` runs once the first turns are out (a caller's imports),
+    ``prepare`` with the run's context as soon as it is open (a run of several variants: ``run.variants``)."""
     if orchestration is None:
         orchestration = choose("inline" if orchestrate is None else "auto", runner=runner)
     if orchestration.orchestrator != "inline" and orchestrate is None:
@@ -80,7 +82,9 @@ def evaluated(
             from docpilot.run.reaper import watch_children
 
             watch_children()  # Prefect's temporary server, a Dask cluster or a local server: gone if this is killed
-        stack.enter_context(opened(job, progress or current()))
+        context = stack.enter_context(opened(job, progress or current()))
+        if prepare is not None:
+            prepare(context)
         if runner != "local":
             from docpilot.run.wiring import checked_unless_all_stored
 

@@ -52,6 +52,9 @@ class EvalJob(BaseModel):
     """Where to write the report; None for the reports folder."""
     corpus_fingerprint: str | None = None
     """The corpus the run started with: every stage, here or on a worker, must rank that corpus."""
+    variant: str | None = None
+    """The variant this job runs in a run of several (``docpilot.run.variants``): its rows carry the
+    name, and its report joins the others' in one file instead of being written on its own."""
     run_key: str = Field(default_factory=lambda: uuid.uuid4().hex)
     """Which run this is, in this process: its stages find the run's state by it (``docpilot.run.context``)."""
 

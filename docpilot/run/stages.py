@@ -41,6 +41,8 @@ def _workspace(job: EvalJob) -> Workspace:
 def look_up_rankings(job: EvalJob, traces: list[Trace]) -> list[int]:
     """Fill in a shard's cached rankings, in the calling process; the positions still to rank."""
     run, workspace = _opened(job)
+    if run.before_ranking is not None:
+        run.before_ranking(traces)
     todo = pipeline.lookup_rankings(workspace, traces, refresh="retrieve" in job.refresh)
     run.progress.advance("retrieve", len(traces) - len(todo))
     return todo
@@ -142,6 +144,8 @@ def report(job: EvalJob, rows: list[Row], wall_ms: float, orchestration: dict) -
                                 **orchestration)
     finally:
         run.scored.clear()
+    if job.variant is not None:  # one column of a run of several: written with the others
+        return built, ""
     path = write_report(built, job.out or f"{job.config.reports_dir}/{built.run_id}.json")
     if not job.out:  # a report written where the user chose is not one of the folder's runs
         from docpilot.history.index import record_run

@@ -1,0 +1,218 @@
+"""A run of several variants: each one an eval of its own, all at once, sharing what they share.
+
+Every variant runs the job's records (one golden set, split and selection, one corpus),
+so their rows pair up record by record. What they share is done once:
+
+- the docs are loaded once, and an index once per retrieval setting (``open_workspace``
+  gives a variant the corpus, and the index, of a workspace already open);
+- retrieval runs once per distinct retrieval setting: the records of every setting that
+  two or more variants share are ranked and stored on a thread of their own
+  (``SharedRanking``), and each variant waits for the rankings of the shard it is about
+  to look up and finds them in the stage cache, so its first turns go out while the
+  rest is still being ranked;
+- the model calls of every variant are in flight at the same time: each variant is an
+  ``evaluate`` on a thread of its own, with its own lane, so each endpoint keeps its own
+  ``model.concurrency`` and three model-only variants take about as long as one
+  (variants that share an endpoint split its concurrency, ``variant_jobs``);
+- the stage cache is one store, so a re-run re-computes only the cells whose inputs
+  changed, and a variant added to the config calls the model for its own records only.
+
+The variants' reports are joined into one (``reports.variants.join_variants``) and
+written once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from docpilot.config.variants import Variant
+from docpilot.progress import Progress, Sink, current
+from docpilot.run.context import cancel_run
+from docpilot.run.job import EvalJob, job_records
+from docpilot.run.orchestrator import Orchestration
+from docpilot.schema import Report
+
+
+def variant_jobs(job: EvalJob, variants: list[Variant]) -> list[EvalJob]:
+    """One job per variant: the run's job with the variant's configuration, name and run key.
+
+    Variants that call the same endpoint (an ``openai`` provider at one ``base_url``)
+    split its ``model.concurrency`` between them, so the endpoint sees the bound it was
+    given, not a multiple of it; each other endpoint keeps its own.
+    """
+    jobs = [job.model_copy(update={"config": v.config, "variant": v.name, "run_key": uuid.uuid4().hex})
+            for v in variants]
+    by_endpoint: dict[str, list[int]] = {}
+    for index, one in enumerate(jobs):
+        model = one.config.model
+        if model.provider == "openai" and model.base_url:
+            by_endpoint.setdefault(model.base_url.rstrip("/"), []).append(index)
+    for indexes in by_endpoint.values():
+        if len(indexes) < 2:
+            continue
+        bound = min(jobs[i].config.model.concurrency for i in indexes)
+        for position, i in enumerate(indexes):
+            share = bound // len(indexes) + (1 if position < bound % len(indexes) else 0)
+            model = jobs[i].config.model.model_copy(update={"concurrency": max(1, share)})
+            jobs[i] = jobs[i].model_copy(update={"config": jobs[i].config.model_copy(update={"model": model})})
+    return jobs
+
+
+class SharedRanking:
+    """The rankings of one retrieval setting that several variants share, ranked once on a thread of its own.
+
+    Records are ranked in file order, a slice at a time, and stored in the stage cache;
+    a variant's stages wait (``wait``) only for the records of the shard they are about
+    to look up, so the first turns go out while the rest is still being ranked.
+    """
+
+    SLICE = 32
+
+    def __init__(self, job: EvalJob) -> None:
+        self.job = job
+        self.variant = job.variant or ""
+        self.computed: set[str] = set()
+        """Ids of the records ranked here (the others were stored already)."""
+        self._ready: set[str] = set()
+        self._error: BaseException | None = None
+        self._finished = False
+        self._condition = threading.Condition()
+        self._thread = threading.Thread(target=self._rank, name="docpilot-shared-ranking", daemon=True)
+
+    def start(self, progress: Progress) -> SharedRanking:
+        self._progress = progress
+        self._thread.start()
+        return self
+
+    def _rank(self) -> None:
+        from docpilot import progress as progress_module
+        from docpilot.assistant.workspace import open_workspace
+        from docpilot.run.pipeline import lookup_rankings, rank_shard, start_traces
+
+        try:
+            with progress_module.counting(self._progress):
+                job = self.job
+                workspace = open_workspace(job.config, use_cache=True, fingerprint=job.corpus_fingerprint)
+                traces = start_traces(job_records(job))
+                progress_module.start("retrieve", len(traces))
+                for offset in range(0, len(traces), self.SLICE):
+                    part = traces[offset: offset + self.SLICE]
+                    todo = lookup_rankings(workspace, part, refresh="retrieve" in job.refresh)
+                    progress_module.advance("retrieve", len(part) - len(todo))
+                    rank_shard(workspace, [part[p] for p in todo])
+                    with self._condition:
+                        self.computed.update(part[p].record.id for p in todo)
+                        self._ready.update(t.record.id for t in part)
+                        self._condition.notify_all()
+        except BaseException as error:  # the variants waiting say why, instead of waiting for ever
+            self._error = error
+        finally:
+            with self._condition:
+                self._finished = True
+                self._condition.notify_all()
+
+    def wait(self, traces: list, interrupt: threading.Event | None = None) -> None:
+        """Return once every one of ``traces`` has its ranking stored; raise what stopped the ranking, if anything."""
+        wanted = {t.record.id for t in traces}
+        with self._condition:
+            while not wanted <= self._ready and not self._finished:
+                if interrupt is not None and interrupt.is_set():
+                    return  # the run is stopping: its own stages stop it
+                self._condition.wait(timeout=0.2)
+        if self._error is not None:
+            raise self._error
+
+    def finish(self) -> None:
+        """Wait for the thread (after the variants, which have waited for every record already)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+def rank_shared(jobs: list[EvalJob], progress: Progress) -> dict[str, SharedRanking]:
+    """Start ranking, once, the records of every retrieval setting two or more variants share; by setting.
+
+    A run without a cache shares nothing: each variant ranks for itself.
+    """
+    groups: dict[str, list[EvalJob]] = {}
+    for job in jobs:
+        groups.setdefault(ranking_setting(job), []).append(job)
+    return {setting: SharedRanking(members[0]).start(progress) for setting, members in groups.items()
+            if len(members) > 1 and members[0].use_cache and members[0].runtime != "server"}
+
+
+def ranking_setting(job: EvalJob) -> str:
+    """What a job's rankings depend on besides the records: its docs and its retrieval settings."""
+    return job.config.retrieval.model_dump_json() + job.config.corpus.model_dump_json()
+
+
+def run_variants(job: EvalJob, variants: list[Variant], *, progress: Progress | None = None,
+                 gate_variant: str | None = None, orchestration: Orchestration | None = None,
+                 evaluate: Callable[..., tuple[Report, str]] | None = None) -> tuple[Report, str]:
+    """Run every variant of ``job`` at once and write their joined report; the report and its path.
+
+    ``progress`` shows each variant's stages under its name. ``evaluate`` runs one
+    variant's job (``run.evaluation.evaluated`` by default, inline).
+    """
+    from docpilot.reports.report import write_report
+    from docpilot.reports.variants import join_variants
+
+    if evaluate is None:
+        from docpilot.run.evaluation import evaluated as evaluate
+    progress = progress or current()
+    jobs = variant_jobs(job, variants)
+    started = time.perf_counter()
+    shared = rank_shared(jobs, Progress(_Labelled(progress.sink, "(shared)")))
+    # Rankings stored by the shared ranking: a variant refreshing retrieval would only rank them again.
+    jobs = [j.model_copy(update={"refresh": [s for s in j.refresh if s != "retrieve"]})
+            if ranking_setting(j) in shared else j for j in jobs]
+
+    def waiting_for(ranking: SharedRanking | None):
+        def prepare(context) -> None:
+            if ranking is not None:
+                context.before_ranking = lambda traces: ranking.wait(traces, context.interrupt)
+        return prepare
+
+    reports: list[Report] = []
+    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="docpilot-variant") as pool:
+        futures = [pool.submit(evaluate, j, progress=Progress(_Labelled(progress.sink, j.variant)),
+                               orchestration=orchestration, prepare=waiting_for(shared.get(ranking_setting(j))))
+                   for j in jobs]
+        try:
+            for future in futures:
+                reports.append(future.result()[0])
+            for ranking in shared.values():
+                ranking.finish()
+        except BaseException:
+            for j in jobs:  # one variant failed, or Ctrl-C: the others stop too; answered turns stay stored
+                cancel_run(j.run_key)
+            raise
+    wall_ms = (time.perf_counter() - started) * 1000
+    ranked_here = {ranking.variant: ranking.computed for ranking in shared.values()}
+    joined = join_variants(list(zip(variants, reports, strict=True)), gate_variant=gate_variant, wall_ms=wall_ms,
+                           ranked_here=ranked_here)
+    path = write_report(joined, job.out or f"{job.config.reports_dir}/{joined.run_id}.json")
+    return joined, str(path)
+
+
+class _Labelled:
+    """A progress sink that names the variant beside each stage: ``model top3``."""
+
+    def __init__(self, sink: Sink | None, name: str | None) -> None:
+        self._sink = sink
+        self._name = name or ""
+
+    def start(self, stage: str, total: int) -> None:
+        if self._sink is not None:
+            self._sink.start(f"{stage} {self._name}", total)
+
+    def advance(self, stage: str, count: int = 1) -> None:
+        if self._sink is not None:
+            self._sink.advance(f"{stage} {self._name}", count)
+
+    def close(self) -> None:
+        return None  # the shared sink is closed by whoever opened it

@@ -1,0 +1,63 @@
+"""`status`, `improve` and `improve compare` read one variant of a stored run of several (`--variant NAME`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def _docpilot(*args: str, reports) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "docpilot", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), "DOCPILOT_REPORTS_DIR": str(reports)})
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    """A run of two extractive variants of the demo's dev records, stored in a reports folder."""
+    reports = tmp_path_factory.mktemp("reports")
+    result = _docpilot("eval", "--split", "dev", "--limit", "12", "--orchestrator", "inline",
+                       "--variant", "k5", "--variant", "k1=prime.top_k=1", "--out", str(reports / "run.json"),
+                       reports=reports)
+    assert result.returncode in (0, 1), result.stderr
+    return reports, json.loads((reports / "run.json").read_text())
+
+
+def test_status_shows_the_variant_asked_for_and_the_baseline_by_default(stored):
+    reports, report = stored
+    k1 = {v["name"]: v for v in report["variants"]}["k1"]
+    shown = json.loads(_docpilot("status", "--reports", str(reports), "--variant", "k1", "--json",
+                                 reports=reports).stdout)
+    assert shown["metrics"]["answer_f1"]["value"] == k1["summary"]["answer_f1"]
+    default = json.loads(_docpilot("status", "--reports", str(reports), "--json", reports=reports).stdout)
+    assert default["metrics"]["answer_f1"]["value"] == report["variants"][0]["summary"]["answer_f1"]
+    wrong = _docpilot("status", "--reports", str(reports), "--variant", "k9", reports=reports)
+    assert wrong.returncode == 2 and "has no variant 'k9'" in wrong.stderr and "its variants: k5, k1" in wrong.stderr
+
+
+def test_improve_diagnoses_one_variants_records(stored):
+    reports, report = stored
+    result = _docpilot("improve", str(reports / "run.json"), "--variant", "k1", "--json", reports=reports)
+    assert result.returncode == 0, result.stderr
+    diagnosis = json.loads(result.stdout)
+    assert diagnosis["records"] == 12  # k1's rows only, not both variants'
+    baseline = json.loads(_docpilot("improve", str(reports / "run.json"), "--json", reports=reports).stdout)
+    k5 = json.loads(_docpilot("improve", str(reports / "run.json"), "--variant", "k5", "--json",
+                              reports=reports).stdout)
+    assert baseline["failures"] == k5["failures"] and baseline["records"] == 12  # the baseline by default
+    # One source primed instead of five changes which answers fail: k1's own failures are diagnosed.
+    assert diagnosis["failures"] != k5["failures"]
+
+
+def test_improve_compare_pairs_the_same_variant_of_two_runs(stored):
+    reports, _ = stored
+    result = _docpilot("improve", "compare", str(reports / "run.json"), str(reports / "run.json"),
+                       "--variant", "k1", "--json", reports=reports)
+    assert result.returncode == 0, result.stderr
+    comparison = json.loads(result.stdout)
+    assert comparison["records"] == 12  # one variant's records, not both variants' rows
