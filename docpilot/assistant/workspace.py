@@ -158,8 +158,8 @@ def _kin(config: Config, fingerprint: str | None, signature: tuple) -> Workspace
         kept = list(_OPEN.values())
     for workspace in reversed(kept):
         same_docs = workspace.config.corpus == config.corpus and workspace.config.cache_dir == config.cache_dir
-        current = (workspace.corpus.fingerprint == fingerprint if fingerprint is not None
-                   else workspace.signature == signature)
+        # The docs as they are on disk now, and (for a run under way) the corpus it began with.
+        current = workspace.signature == signature and fingerprint in (None, workspace.corpus.fingerprint)
         if same_docs and current:
             return workspace
     return None

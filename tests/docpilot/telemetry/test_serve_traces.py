@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,17 @@ from tests.support.otlp_receiver import otlp_receiver
 DOCS = DATA / "pipeline" / "docs"
 CACHE = tempfile.mkdtemp(prefix="docpilot-test-serve-traces-")
 TOLERANCE_MS = 0.01
+
+
+class _Heard(logging.Handler):
+    """Keeps the records a logger hands it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 def _serve(endpoint: str, **telemetry: object):
@@ -86,9 +98,18 @@ def test_a_server_without_tracing_imports_no_opentelemetry():
 
 
 def test_a_server_whose_collector_is_down_still_answers_and_says_so_once(caplog):
-    with _serve(f"http://127.0.0.1:{_closed_port()}", timeout_s=1) as url:
-        reply = httpx.post(f"{url}/v1/ask", json={"question": "How do I install Acme?", "stream": False}, timeout=30)
+    # Read at the server's own logger: `docpilot serve` may have set it not to propagate
+    # (an earlier test of this process), and then the root's capture sees nothing.
+    heard = _Heard()
+    server_log = logging.getLogger("docpilot.server")
+    server_log.addHandler(heard)
+    try:
+        with _serve(f"http://127.0.0.1:{_closed_port()}", timeout_s=1) as url:
+            reply = httpx.post(f"{url}/v1/ask", json={"question": "How do I install Acme?", "stream": False},
+                               timeout=30)
+    finally:
+        server_log.removeHandler(heard)
     assert reply.status_code == 200 and reply.json()["answer"]
-    said = [r.getMessage() for r in caplog.records if r.name == "docpilot.server" and "not sent" in r.getMessage()]
+    said = [r.getMessage() for r in heard.records if "not sent" in r.getMessage()]
     assert len(said) == 1 and "connection refused" in said[0], said
     assert not [r for r in caplog.records if r.name.startswith("opentelemetry")]
