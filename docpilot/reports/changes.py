@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from docpilot.config.variants import flatten
 from docpilot.schema import Report
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ def comparable_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def setting_changes(a: Report, b: Report) -> list[SettingChange]:
     """Every configuration key whose value differs, in sorted key order (``comparable_config`` of each)."""
-    flat_a, flat_b = _flatten(comparable_config(a.config or {})), _flatten(comparable_config(b.config or {}))
+    flat_a, flat_b = flatten(comparable_config(a.config or {})), flatten(comparable_config(b.config or {}))
     return [SettingChange(key=key, a=flat_a.get(key), b=flat_b.get(key))
             for key in sorted(flat_a.keys() | flat_b.keys()) if flat_a.get(key) != flat_b.get(key)]
 
@@ -134,17 +135,6 @@ def page_changes(a: Report, b: Report) -> PageChanges:
         "added": sorted(pages_b.keys() - pages_a.keys()),
         "removed": sorted(pages_a.keys() - pages_b.keys()),
     })
-
-
-def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            flat.update(_flatten(value, name + "."))
-        else:
-            flat[name] = value
-    return flat
 
 
 def _shown(value: Any) -> str:

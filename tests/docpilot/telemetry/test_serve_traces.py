@@ -98,10 +98,14 @@ def test_a_server_without_tracing_imports_no_opentelemetry():
 
 
 def test_a_server_whose_collector_is_down_still_answers_and_says_so_once(caplog):
-    # Read at the server's own logger: `docpilot serve` may have set it not to propagate
-    # (an earlier test of this process), and then the root's capture sees nothing.
+    # Read at the server's own logger, switched on for the test: logging set up by an
+    # earlier test of this process (a served app, Prefect) may have stopped its propagation,
+    # raised its level or disabled it, and then the root's capture sees nothing.
     heard = _Heard()
     server_log = logging.getLogger("docpilot.server")
+    was = server_log.disabled, server_log.level
+    server_log.disabled = False
+    server_log.setLevel(logging.WARNING)
     server_log.addHandler(heard)
     try:
         with _serve(f"http://127.0.0.1:{_closed_port()}", timeout_s=1) as url:
@@ -109,6 +113,7 @@ def test_a_server_whose_collector_is_down_still_answers_and_says_so_once(caplog)
                                timeout=30)
     finally:
         server_log.removeHandler(heard)
+        server_log.disabled, server_log.level = was
     assert reply.status_code == 200 and reply.json()["answer"]
     said = [r.getMessage() for r in heard.records if "not sent" in r.getMessage()]
     assert len(said) == 1 and "connection refused" in said[0], said
