@@ -49,6 +49,8 @@ class RunContext:
     """The open model lane (``lane.ModelLane``) of each workspace (by ``id``), shared by the run's model stages."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Guards ``lanes`` and ``lead``: stages of one run run on several threads."""
+    trace: Any = None
+    """The run's trace (``telemetry.runs.RunTrace``) when tracing is configured: shards send their spans to it."""
     workspaces: dict[tuple, Workspace] = field(default_factory=dict)
     """The corpus, index and cache the run ranks with, by config and cache use, opened by its first stage."""
     before_ranking: Any = None

@@ -73,7 +73,8 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
     run = context_of(job)
     lead = None if executor.remote else run.take_lead(job)
     start = lead.started if lead is not None else time.perf_counter()  # the stages' time includes the lead's
-    prepare_trace(job.config.telemetry)  # tracing configured: OpenTelemetry loads while the run goes on
+    # Tracing configured: OpenTelemetry loads while the run goes on, and each scored shard sends its spans.
+    run.trace = prepare_trace(job.config.telemetry)
     # What exists now (imports, the corpus, the index) lives for the whole run; frozen, the
     # garbage collector stops walking it again and again. The run's own objects are many
     # and short-lived: young-generation passes come less often, each over more objects,
@@ -90,7 +91,7 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
         report, path = executor.call(stages.report, job, rows, wall_ms, orchestration.report_fields())
         # The run's trace, laid out from the times its rows carry, sent when tracing is configured.
         trace_run(job.config.telemetry, report, started=report_started - wall_ms / 1000,
-                  report_started=report_started, ended=time.time())
+                  report_started=report_started, ended=time.time(), trace=run.trace)
         return report, path
     finally:
         gc.set_threshold(*threshold)

@@ -3,8 +3,9 @@
 The only module of DocPilot that imports OpenTelemetry, inside its functions, and only
 once tracing is configured (``docpilot.telemetry.settings``).
 
-An eval's spans go in one batch at its end (``send_spans``), bounded by the configured
-timeout: a collector that is down, slow or refusing costs that long at most, and one
+An eval's spans go in parts (``Sender``): each shard's records as the shard is scored,
+while later shards still wait on the model, and the run's root at its end, bounded by
+the configured timeout: a collector that is down, slow or refusing costs that long at most, and one
 warning line; the run's result and exit status do not change. The exporter's own log
 lines (a warning per retry) are kept out of the user's terminal: the one line says why.
 A server's turns go through the SDK's batch processor instead (``TurnExporter``), which
@@ -65,19 +66,28 @@ class SpanMaker:
                                          "service.version": docpilot.__version__})
         self.scope = InstrumentationScope("docpilot", docpilot.__version__)
 
-    def make(self, planned: Sequence[PlannedSpan]) -> list[Any]:
-        """One finished SDK span per planned one, all in one new trace; parents come before children."""
+    def make(self, planned: Sequence[PlannedSpan], *, trace_id: int | None = None, first_id: int | None = None,
+             outer: Any = None) -> list[Any]:
+        """One finished SDK span per planned one; parents come before children.
+
+        By default the spans are a new trace of their own. A run sends its trace in parts
+        (``runs.RunTrace``): ``trace_id`` keeps them in one trace, ``first_id`` gives the
+        first span (the run's root) the id its records already point to, and ``outer`` is
+        the parent (a ``SpanContext``) of the spans whose ``parent`` is None.
+        """
         from opentelemetry.sdk.trace import Event, ReadableSpan
         from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
         kinds = {"internal": SpanKind.INTERNAL, "server": SpanKind.SERVER, "client": SpanKind.CLIENT}
         flags = TraceFlags(TraceFlags.SAMPLED)
-        trace_id = random.getrandbits(128) or 1  # an all-zero id is invalid
+        trace_id = trace_id or random.getrandbits(128) or 1  # an all-zero id is invalid
         unset, made = Status(StatusCode.UNSET), []
         contexts = [SpanContext(trace_id, random.getrandbits(64) or 1, False, flags) for _ in planned]
+        if first_id is not None and contexts:
+            contexts[0] = SpanContext(trace_id, first_id, False, flags)
         for context, plan in zip(contexts, planned, strict=True):
             made.append(ReadableSpan(
-                name=plan.name, context=context, parent=None if plan.parent is None else contexts[plan.parent],
+                name=plan.name, context=context, parent=outer if plan.parent is None else contexts[plan.parent],
                 resource=self.resource, attributes=plan.attributes, kind=kinds[plan.kind],
                 events=[Event(e.name, e.attributes, e.at_ns) for e in plan.events],
                 status=unset if plan.error is None else Status(StatusCode.ERROR, plan.error),
@@ -86,36 +96,72 @@ class SpanMaker:
         return made
 
 
+def root_context(trace_id: int, span_id: int) -> Any:
+    """The ``SpanContext`` of a run's root span, known before the span itself is made."""
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    return SpanContext(trace_id, span_id, False, TraceFlags(TraceFlags.SAMPLED))
+
+
+class Sender:
+    """Sends the finished SDK spans of one run, part by part, from one thread, while the run goes on.
+
+    ``send`` queues a part and returns at once; ``finish`` sends the last part and waits,
+    at most ``tracing.timeout_s``, for every part to be sent. The exporter's log lines are
+    kept for the one warning ``finish`` returns.
+    """
+
+    def __init__(self, tracing: Tracing) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.tracing = tracing
+        self.maker = SpanMaker(tracing)
+        self._exporter = exporter_of(tracing)
+        self._heard = _Heard()
+        self._heard.listen()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="docpilot-traces")
+        self._outcomes: list[str] = []
+        self._count = 0
+
+    def send(self, make: Any) -> None:
+        """Queue a part: ``make()`` gives its SDK spans, made on the sending thread too."""
+        self._pool.submit(self._export, make)
+
+    def _export(self, make: Any) -> None:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        if "failed" in self._outcomes:
+            return  # one failure is enough to know: later parts would only wait on it again
+        try:
+            spans = make()
+            self._count += len(spans)
+            for first in range(0, len(spans), CHUNK):
+                if self._exporter.export(spans[first:first + CHUNK]) is not SpanExportResult.SUCCESS:
+                    self._outcomes.append("failed")
+                    return
+        except Exception as error:  # noqa: BLE001 - tracing must never end the run
+            self._heard.messages.append(str(error))
+            self._outcomes.append("failed")
+
+    def finish(self, make: Any) -> tuple[int, str | None]:
+        """Send the last part, wait for all; the spans made, and None or why they were not all sent."""
+        self.send(make)
+        done = threading.Event()
+        self._pool.submit(done.set)
+        finished = done.wait(self.tracing.timeout_s + 1.0)  # the exporter's own deadline, and a second
+        self._exporter.shutdown()  # stops retries still under way
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if not finished:
+            # Still listening: the exporter's last lines must not reach the terminal.
+            return self._count, f"no answer within {self.tracing.timeout_s:g} s"
+        self._heard.stop_listening()
+        return self._count, None if "failed" not in self._outcomes else self._heard.reason(self.tracing.url)
+
+
 def send_spans(planned: Sequence[PlannedSpan], tracing: Tracing) -> str | None:
     """Send the spans in one batch and wait at most ``tracing.timeout_s``; None, or why they were not all sent."""
-    from opentelemetry.sdk.trace.export import SpanExportResult
-
-    spans = SpanMaker(tracing).make(planned)
-    exporter = exporter_of(tracing)
-    heard = _Heard()
-    outcome: list[str] = []
-
-    def export() -> None:
-        try:
-            for first in range(0, len(spans), CHUNK):
-                if exporter.export(spans[first:first + CHUNK]) is not SpanExportResult.SUCCESS:
-                    outcome.append("failed")
-                    return
-            outcome.append("sent")
-        except Exception as error:  # noqa: BLE001 - tracing must never end the run
-            heard.messages.append(str(error))
-            outcome.append("failed")
-
-    heard.listen()
-    sender = threading.Thread(target=export, name="docpilot-traces", daemon=True)
-    sender.start()
-    sender.join(tracing.timeout_s + 1.0)  # the exporter's own deadline, and a second to notice it
-    exporter.shutdown()  # stops retries still under way
-    if sender.is_alive():
-        # Still listening: its last lines must not reach the terminal. A daemon, it ends with the process.
-        return f"no answer within {tracing.timeout_s:g} s"
-    heard.stop_listening()
-    return None if outcome == ["sent"] else heard.reason(tracing.url)
+    sender = Sender(tracing)
+    return sender.finish(lambda: sender.maker.make(planned))[1]
 
 
 class TurnExporter:

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 import sys
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 from docpilot.config.model import TelemetryConfig
 from docpilot.schema import Report, Row
-from docpilot.telemetry.settings import tracing_settings, unusable
+from docpilot.telemetry.settings import Tracing, tracing_settings, unusable
 from docpilot.telemetry.spans import AttributeValue, PlannedSpan, SpanEvent, ns
 from metrics.summary import per_record
 
@@ -30,16 +32,77 @@ STAGES = ("retrieve", "prime", "model", "render", "score")
 _KINDS = {"retrieve": "RETRIEVER", "prime": "CHAIN", "model": "LLM", "render": "CHAIN", "score": "EVALUATOR"}
 
 
-def prepare_trace(settings: TelemetryConfig) -> None:
-    """When tracing is configured, import OpenTelemetry on a thread of its own while the run goes on.
+class RunTrace:
+    """One run's trace, sent in parts: each shard's records once they are scored, the run's root at the end.
+
+    A run waits on its model most of the time. Laying out, making and encoding six spans
+    a record then costs it nothing when done for each shard as it is scored, on a thread
+    of its own, where at the end of the run every record's spans would be waited for.
+    The root's id is drawn now, so the records sent before it can name their parent.
+    """
+
+    def __init__(self, tracing: Tracing) -> None:
+        self.tracing = tracing
+        self.trace_id = random.getrandbits(128) or 1  # an all-zero id is invalid
+        self.root_id = random.getrandbits(64) or 1
+        self._sent: set[str] = set()
+        self._lock = threading.Lock()
+        self._sender: Any = None
+
+    def _open(self) -> Any:
+        with self._lock:
+            if self._sender is None:
+                from docpilot.telemetry.otlp import Sender
+
+                self._sender = Sender(self.tracing)
+            return self._sender
+
+    def add(self, rows: list[Row], *, gate_only: bool, model: Mapping) -> None:
+        """Send these scored rows' spans, from the sending thread; the call returns at once."""
+        rows = [row for row in rows if row.timeline]
+        if not rows:
+            return
+        with self._lock:
+            self._sent.update(row.id for row in rows)
+        sender = self._open()
+
+        def make() -> list[Any]:
+            from docpilot.telemetry.otlp import root_context
+
+            spans: list[PlannedSpan] = []
+            _add_records(spans, rows, _metric_values(rows, gate_only=gate_only), model, parent=None)
+            return sender.maker.make(spans, trace_id=self.trace_id, outer=root_context(self.trace_id, self.root_id))
+
+        sender.send(make)
+
+    def finish(self, report: Report, *, started: float, report_started: float, ended: float) -> str | None:
+        """Send the root, the report and the records not sent yet; wait for all. None, or the warning to print."""
+        with self._lock:
+            left = [row for row in report.rows if row.timeline and row.id not in self._sent]
+        sender = self._open()
+
+        def make() -> list[Any]:
+            spans = _root_spans(report, started=started, report_started=report_started, ended=ended)
+            _add_records(spans, left, _metric_values(left, gate_only=report.gate_only), _model_of(report), parent=0)
+            return sender.maker.make(spans, trace_id=self.trace_id, first_id=self.root_id)
+
+        count, failure = sender.finish(make)
+        if failure is None:
+            return None
+        return (f"warning: the run's {count} spans were not sent to {self.tracing.url}: {failure}; "
+                "the run itself is not affected")
+
+
+def prepare_trace(settings: TelemetryConfig) -> RunTrace | None:
+    """When tracing is configured, the run's trace, with OpenTelemetry imported on a thread of its own meanwhile.
 
     The run waits on its model most of the time; the import (a few hundred milliseconds
     of modules) then costs the run nothing, where at its end it would add to it. Not
-    configured: nothing happens. A failure is left for ``trace_run`` to report.
+    configured, or not usable (the extra missing): None, and ``trace_run`` says why.
     """
     tracing = tracing_settings(settings)
     if tracing is None or unusable(tracing) is not None:
-        return
+        return None
 
     def load() -> None:
         with contextlib.suppress(Exception):
@@ -48,11 +111,12 @@ def prepare_trace(settings: TelemetryConfig) -> None:
             preload()
 
     threading.Thread(target=load, name="docpilot-import-telemetry", daemon=True).start()
+    return RunTrace(tracing)
 
 
 def trace_run(settings: TelemetryConfig, report: Report, *, started: float, report_started: float,
-              ended: float) -> None:
-    """Send the run's trace when tracing is configured; otherwise do nothing and import nothing.
+              ended: float, trace: RunTrace | None = None) -> None:
+    """Finish the run's trace (``trace``, or one sent whole now) when tracing is configured; else do nothing.
 
     Whatever happens to the spans, the run goes on as it was: a collector that cannot
     take them, or a missing ``telemetry`` extra, costs one warning line on stderr.
@@ -62,13 +126,8 @@ def trace_run(settings: TelemetryConfig, report: Report, *, started: float, repo
         return
     problem = unusable(tracing)
     if problem is None:
-        from docpilot.telemetry.otlp import send_spans
-
-        spans = run_spans(report, started=started, report_started=report_started, ended=ended)
-        failure = send_spans(spans, tracing)
-        if failure is not None:
-            problem = (f"warning: the run's {len(spans)} spans were not sent to {tracing.url}: {failure}; "
-                       "the run itself is not affected")
+        trace = trace or RunTrace(tracing)
+        problem = trace.finish(report, started=started, report_started=report_started, ended=ended)
     if problem is not None:
         print(problem, file=sys.stderr)
 
@@ -80,26 +139,39 @@ def run_spans(report: Report, *, started: float, report_started: float, ended: f
     all scored and the report began, ``ended`` when the report was written. Rows
     without a timeline (read back from a file, or measured on a server) get no span.
     """
-    values = _metric_values(report)
+    spans = _root_spans(report, started=started, report_started=report_started, ended=ended)
+    rows = [row for row in report.rows if row.timeline]
+    _add_records(spans, rows, _metric_values(rows, gate_only=report.gate_only), _model_of(report), parent=0)
+    return spans
+
+
+def _model_of(report: Report) -> Mapping:
     model = report.config.get("model", {}) if isinstance(report.config, Mapping) else {}
-    spans = [PlannedSpan("eval", ns(started), ns(ended), attributes=_run_attributes(report, model))]
-    spans[0].attributes["openinference.span.kind"] = "CHAIN"
-    for row in report.rows:
+    return model if isinstance(model, Mapping) else {}
+
+
+def _root_spans(report: Report, *, started: float, report_started: float, ended: float) -> list[PlannedSpan]:
+    """The run's root span, then the report's."""
+    root = PlannedSpan("eval", ns(started), ns(ended), attributes=_run_attributes(report, _model_of(report)))
+    root.attributes["openinference.span.kind"] = "CHAIN"
+    return [root, PlannedSpan("report", ns(report_started), ns(ended), parent=0,
+                              attributes={"docpilot.verdict": report.verdict})]
+
+
+def _add_records(spans: list[PlannedSpan], rows: list[Row], values: Mapping[str, Mapping[str, float]],
+                 model: Mapping, *, parent: int | None) -> None:
+    """Append a span per row (under ``parent``) and, under each, a span per stage it timed."""
+    for row in rows:
         timeline = row.timeline
-        if not timeline:
-            continue
         record = len(spans)
         spans.append(PlannedSpan(
             "record", ns(min(start for start, _ in timeline.values())), ns(max(end for _, end in timeline.values())),
-            parent=0, attributes=_record_attributes(row, values.get(row.id, {})), error=row.error,
+            parent=parent, attributes=_record_attributes(row, values.get(row.id, {})), error=row.error,
         ))
         for stage in STAGES:
             when = timeline.get(stage)
             if when is not None:
                 spans.append(_stage_span(stage, when, row, record, model))
-    spans.append(PlannedSpan("report", ns(report_started), ns(ended), parent=0,
-                             attributes={"docpilot.verdict": report.verdict}))
-    return spans
 
 
 def _run_attributes(report: Report, model: Mapping) -> dict[str, AttributeValue]:
@@ -169,10 +241,12 @@ def _stage_span(stage: str, when: tuple[float, float], row: Row, parent: int, mo
     return span
 
 
-def _metric_values(report: Report) -> dict[str, dict[str, float]]:
+def _metric_values(rows: list[Row], *, gate_only: bool) -> dict[str, dict[str, float]]:
     """Each record's metric values (``metrics.summary.per_record``), by record id."""
     values: dict[str, dict[str, float]] = {}
-    for entry in per_record(report.rows, gate_only=report.gate_only):
+    if not rows:
+        return values
+    for entry in per_record(rows, gate_only=gate_only):
         if _number(entry["value"]):
             values.setdefault(str(entry["id"]), {})[str(entry["metric"])] = entry["value"]
     return values
