@@ -31,7 +31,7 @@ from docpilot.run.orchestrator import Orchestration
 from docpilot.run.pipeline import start_traces
 from docpilot.assistant.workspace import Trace
 from docpilot.schema import Report
-from docpilot.telemetry.runs import prepare_trace, trace_run
+from docpilot.telemetry.settings import tracing_settings
 
 if TYPE_CHECKING:
     from docpilot.models.probe import Ready
@@ -74,7 +74,12 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
     lead = None if executor.remote else run.take_lead(job)
     start = lead.started if lead is not None else time.perf_counter()  # the stages' time includes the lead's
     # Tracing configured: OpenTelemetry loads while the run goes on, and each scored shard sends its spans.
-    run.trace = prepare_trace(job.config.telemetry)
+    # Not configured (the usual case): the telemetry code is not even imported.
+    traced = tracing_settings(job.config.telemetry) is not None
+    if traced:
+        from docpilot.telemetry.runs import prepare_trace
+
+        run.trace = prepare_trace(job.config.telemetry)
     # What exists now (imports, the corpus, the index) lives for the whole run; frozen, the
     # garbage collector stops walking it again and again. The run's own objects are many
     # and short-lived: young-generation passes come less often, each over more objects,
@@ -89,9 +94,11 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
         wall_ms = (time.perf_counter() - start) * 1000
         report_started = time.time()
         report, path = executor.call(stages.report, job, rows, wall_ms, orchestration.report_fields())
-        # The run's trace, laid out from the times its rows carry, sent when tracing is configured.
-        trace_run(job.config.telemetry, report, started=report_started - wall_ms / 1000,
-                  report_started=report_started, ended=time.time(), trace=run.trace)
+        if traced:  # the run's trace, laid out from the times its rows carry
+            from docpilot.telemetry.runs import trace_run
+
+            trace_run(job.config.telemetry, report, started=report_started - wall_ms / 1000,
+                      report_started=report_started, ended=time.time(), trace=run.trace)
         return report, path
     finally:
         gc.set_threshold(*threshold)
