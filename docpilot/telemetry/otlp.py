@@ -158,12 +158,6 @@ class Sender:
         return self._count, None if "failed" not in self._outcomes else self._heard.reason(self.tracing.url)
 
 
-def send_spans(planned: Sequence[PlannedSpan], tracing: Tracing) -> str | None:
-    """Send the spans in one batch and wait at most ``tracing.timeout_s``; None, or why they were not all sent."""
-    sender = Sender(tracing)
-    return sender.finish(lambda: sender.maker.make(planned))[1]
-
-
 class TurnExporter:
     """A server's spans: each turn's handed over as it ends, sent in batches from a thread of the SDK's.
 

@@ -132,19 +132,6 @@ def trace_run(settings: TelemetryConfig, report: Report, *, started: float, repo
         print(problem, file=sys.stderr)
 
 
-def run_spans(report: Report, *, started: float, report_started: float, ended: float) -> list[PlannedSpan]:
-    """The spans of one eval, the run's first; times are seconds since the epoch (``time.time()``).
-
-    ``started`` is when the run's stages began, ``report_started`` when its rows were
-    all scored and the report began, ``ended`` when the report was written. Rows
-    without a timeline (read back from a file, or measured on a server) get no span.
-    """
-    spans = _root_spans(report, started=started, report_started=report_started, ended=ended)
-    rows = [row for row in report.rows if row.timeline]
-    _add_records(spans, rows, _metric_values(rows, gate_only=report.gate_only), _model_of(report), parent=0)
-    return spans
-
-
 def _model_of(report: Report) -> Mapping:
     model = report.config.get("model", {}) if isinstance(report.config, Mapping) else {}
     return model if isinstance(model, Mapping) else {}
