@@ -4,6 +4,7 @@
 standard ``OTEL_EXPORTER_OTLP_*`` variables) without importing OpenTelemetry;
 ``runs`` lays an eval's report out as spans from the times its rows already carry;
 ``turns`` does the same for one question served by ``docpilot serve``; ``otlp`` turns
-the laid-out spans into OpenTelemetry SDK spans and sends them. Only ``otlp`` imports
-OpenTelemetry, and only when tracing is on.
+the laid-out spans into OpenTelemetry SDK spans and sends them; ``outbox`` is the
+process of its own in which an eval's spans are laid out, made and sent. Only ``otlp``
+imports OpenTelemetry, only when tracing is on, and for an eval only in that process.
 """

@@ -3,10 +3,11 @@
 The only module of DocPilot that imports OpenTelemetry, inside its functions, and only
 once tracing is configured (``docpilot.telemetry.settings``).
 
-An eval's spans go in parts (``Sender``): each shard's records as the shard is scored,
-while later shards still wait on the model, and the run's root at its end, bounded by
-the configured timeout: a collector that is down, slow or refusing costs that long at most, and one
-warning line; the run's result and exit status do not change. The exporter's own log
+An eval's spans go in parts (``Sender``, in the process of ``docpilot.telemetry.outbox``):
+each shard's records as the shard is scored, while later shards still wait on the
+model, and the run's root at its end, bounded by the configured timeout: a collector
+that is down, slow or refusing costs that long at most, and one warning line; the
+run's result and exit status do not change. The exporter's own log
 lines (a warning per retry) are kept out of the user's terminal: the one line says why.
 A server's turns go through the SDK's batch processor instead (``TurnExporter``), which
 sends them from a thread of its own while the server answers.
@@ -18,7 +19,6 @@ import logging
 import random
 import re
 import socket
-import threading
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,14 +31,6 @@ _server_log = logging.getLogger("docpilot.server")
 
 CHUNK = 2_000
 """Spans per export request: a thousand-record run's ~7,000 spans go in four requests of ~0.5 MB."""
-
-
-def preload() -> None:
-    """Import what sending spans needs, ahead of the moment it is needed (``runs.prepare_trace``)."""
-    import opentelemetry.exporter.otlp.proto.common.trace_encoder  # noqa: F401
-    import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
-    import opentelemetry.sdk.resources  # noqa: F401
-    import opentelemetry.sdk.trace  # noqa: F401
 
 
 def exporter_of(tracing: Tracing) -> Any:
@@ -104,58 +96,43 @@ def root_context(trace_id: int, span_id: int) -> Any:
 
 
 class Sender:
-    """Sends the finished SDK spans of one run, part by part, from one thread, while the run goes on.
+    """Sends the finished SDK spans of one run, part by part, as they are handed over (in ``outbox``'s process).
 
-    ``send`` queues a part and returns at once; ``finish`` sends the last part and waits,
-    at most ``tracing.timeout_s``, for every part to be sent. The exporter's log lines are
-    kept for the one warning ``finish`` returns.
+    After a part that could not be sent the later ones are dropped: they would only wait
+    on the collector again. The exporter's log lines are kept for the one warning
+    ``finish`` returns.
     """
 
     def __init__(self, tracing: Tracing) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
         self.tracing = tracing
         self.maker = SpanMaker(tracing)
         self._exporter = exporter_of(tracing)
         self._heard = _Heard()
         self._heard.listen()
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="docpilot-traces")
-        self._outcomes: list[str] = []
+        self._failed = False
         self._count = 0
 
-    def send(self, make: Any) -> None:
-        """Queue a part: ``make()`` gives its SDK spans, made on the sending thread too."""
-        self._pool.submit(self._export, make)
-
-    def _export(self, make: Any) -> None:
+    def send(self, spans: Sequence[Any]) -> None:
+        """Export ``spans`` now, in requests of at most ``CHUNK``."""
         from opentelemetry.sdk.trace.export import SpanExportResult
 
-        if "failed" in self._outcomes:
-            return  # one failure is enough to know: later parts would only wait on it again
+        self._count += len(spans)
+        if self._failed:
+            return
         try:
-            spans = make()
-            self._count += len(spans)
             for first in range(0, len(spans), CHUNK):
                 if self._exporter.export(spans[first:first + CHUNK]) is not SpanExportResult.SUCCESS:
-                    self._outcomes.append("failed")
+                    self._failed = True
                     return
         except Exception as error:  # noqa: BLE001 - tracing must never end the run
             self._heard.messages.append(str(error))
-            self._outcomes.append("failed")
+            self._failed = True
 
-    def finish(self, make: Any) -> tuple[int, str | None]:
-        """Send the last part, wait for all; the spans made, and None or why they were not all sent."""
-        self.send(make)
-        done = threading.Event()
-        self._pool.submit(done.set)
-        finished = done.wait(self.tracing.timeout_s + 1.0)  # the exporter's own deadline, and a second
-        self._exporter.shutdown()  # stops retries still under way
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        if not finished:
-            # Still listening: the exporter's last lines must not reach the terminal.
-            return self._count, f"no answer within {self.tracing.timeout_s:g} s"
+    def finish(self) -> tuple[int, str | None]:
+        """The spans made, and None or why they were not all sent."""
+        self._exporter.shutdown()
         self._heard.stop_listening()
-        return self._count, None if "failed" not in self._outcomes else self._heard.reason(self.tracing.url)
+        return self._count, self._heard.reason(self.tracing.url) if self._failed else None
 
 
 class TurnExporter:

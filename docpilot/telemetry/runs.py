@@ -11,7 +11,6 @@ says so (``docpilot.cache_hit``), with the stored time beside it.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import random
 import sys
@@ -35,10 +34,11 @@ _KINDS = {"retrieve": "RETRIEVER", "prime": "CHAIN", "model": "LLM", "render": "
 class RunTrace:
     """One run's trace, sent in parts: each shard's records once they are scored, the run's root at the end.
 
-    A run waits on its model most of the time. Laying out, making and encoding six spans
-    a record then costs it nothing when done for each shard as it is scored, on a thread
-    of its own, where at the end of the run every record's spans would be waited for.
-    The root's id is drawn now, so the records sent before it can name their parent.
+    A run waits on its model most of the time, and its client wants the interpreter when
+    it does not. So the rows go, as they are, to a process of their own
+    (``docpilot.telemetry.outbox``), which lays out, makes, encodes and sends six spans a
+    record on another core while later shards still wait on the model. The root's id is
+    drawn now, so the records sent before it can name their parent.
     """
 
     def __init__(self, tracing: Tracing) -> None:
@@ -47,71 +47,58 @@ class RunTrace:
         self.root_id = random.getrandbits(64) or 1
         self._sent: set[str] = set()
         self._lock = threading.Lock()
-        self._sender: Any = None
+        self._outbox: Any = None
 
     def _open(self) -> Any:
         with self._lock:
-            if self._sender is None:
-                from docpilot.telemetry.otlp import Sender
+            if self._outbox is None:
+                from docpilot.telemetry.outbox import Outbox
 
-                self._sender = Sender(self.tracing)
-            return self._sender
+                self._outbox = Outbox(self.tracing, self.trace_id, self.root_id)
+            return self._outbox
 
     def add(self, rows: list[Row], *, gate_only: bool, model: Mapping) -> None:
-        """Send these scored rows' spans, from the sending thread; the call returns at once."""
+        """Hand these scored rows over to be sent; the call returns at once."""
         rows = [row for row in rows if row.timeline]
         if not rows:
             return
         with self._lock:
             self._sent.update(row.id for row in rows)
-        sender = self._open()
-
-        def make() -> list[Any]:
-            from docpilot.telemetry.otlp import root_context
-
-            spans: list[PlannedSpan] = []
-            _add_records(spans, rows, _metric_values(rows, gate_only=gate_only), model, parent=None)
-            return sender.maker.make(spans, trace_id=self.trace_id, outer=root_context(self.trace_id, self.root_id))
-
-        sender.send(make)
+        self._open().put(("records", rows, gate_only, dict(model)))
 
     def finish(self, report: Report, *, started: float, report_started: float, ended: float) -> str | None:
         """Send the root, the report and the records not sent yet; wait for all. None, or the warning to print."""
         with self._lock:
             left = [row for row in report.rows if row.timeline and row.id not in self._sent]
-        sender = self._open()
-
-        def make() -> list[Any]:
-            spans = _root_spans(report, started=started, report_started=report_started, ended=ended)
-            _add_records(spans, left, _metric_values(left, gate_only=report.gate_only), _model_of(report), parent=0)
-            return sender.maker.make(spans, trace_id=self.trace_id, first_id=self.root_id)
-
-        count, failure = sender.finish(make)
+        root = _root_spans(report, started=started, report_started=report_started, ended=ended)
+        count, failure = self._open().close(("finish", root, left, report.gate_only, dict(_model_of(report))))
         if failure is None:
             return None
-        return (f"warning: the run's {count} spans were not sent to {self.tracing.url}: {failure}; "
+        spans = f"{count} spans" if count else "spans"
+        return (f"warning: the run's {spans} were not sent to {self.tracing.url}: {failure}; "
                 "the run itself is not affected")
 
 
-def prepare_trace(settings: TelemetryConfig) -> RunTrace | None:
-    """When tracing is configured, the run's trace, with OpenTelemetry imported on a thread of its own meanwhile.
+def lay_out_records(rows: list[Row], *, gate_only: bool, model: Mapping, parent: int | None = None) -> list[PlannedSpan]:
+    """A span per row (under the span at ``parent``, None for the run's root sent apart), a span per stage under each."""
+    spans: list[PlannedSpan] = []
+    _add_records(spans, rows, _metric_values(rows, gate_only=gate_only), model, parent=parent)
+    return spans
 
-    The run waits on its model most of the time; the import (a few hundred milliseconds
-    of modules) then costs the run nothing, where at its end it would add to it. Not
-    configured, or not usable (the extra missing): None, and ``trace_run`` says why.
+
+def prepare_trace(settings: TelemetryConfig) -> RunTrace | None:
+    """When tracing is configured, the run's trace, its sending process started now, while the run begins.
+
+    The child's imports (a few hundred milliseconds of modules) then happen on another
+    core while the run loads its docs. Not configured, or not usable (the extra
+    missing): None, and ``trace_run`` says why.
     """
     tracing = tracing_settings(settings)
     if tracing is None or unusable(tracing) is not None:
         return None
-
-    def load() -> None:
-        with contextlib.suppress(Exception):
-            from docpilot.telemetry.otlp import preload
-
-            preload()
-
-    threading.Thread(target=load, name="docpilot-import-telemetry", daemon=True).start()
-    return RunTrace(tracing)
+    trace = RunTrace(tracing)
+    trace._open()
+    return trace
 
 
 def trace_run(settings: TelemetryConfig, report: Report, *, started: float, report_started: float,

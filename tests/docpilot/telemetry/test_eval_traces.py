@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -165,7 +166,9 @@ _FRESH_EVAL = (
     "    main(['eval', '--orchestrator', 'inline', '--limit', '5', '--out', sys.argv[1]])\n"
     "except SystemExit as exit:\n"
     "    code = exit.code\n"
-    "print(json.dumps({'code': code, 'otel': sorted(m for m in sys.modules if m.split('.')[0] == 'opentelemetry')}))\n"
+    "otel = sorted(m for m in sys.modules if m.split('.')[0] == 'opentelemetry')\n"
+    "code_of = sorted(m for m in otel if getattr(sys.modules[m], '__file__', None))\n"
+    "print(json.dumps({'code': code, 'otel': otel, 'otel_code': code_of}))\n"
 )
 
 
@@ -180,7 +183,7 @@ def _fresh_eval(tmp_path, **env: str) -> tuple[dict, str]:
 
 def test_an_eval_without_tracing_imports_no_opentelemetry(tmp_path):
     result, stderr = _fresh_eval(tmp_path)
-    assert result == {"code": 0, "otel": []}
+    assert result == {"code": 0, "otel": [], "otel_code": []}
     assert "warning" not in stderr
 
 
@@ -195,3 +198,41 @@ def test_a_missing_extra_is_one_line_that_names_it_and_the_run_goes_on(tmp_path)
     lines = [line for line in stderr.splitlines() if "docpilot[telemetry]" in line]
     assert len(lines) == 1 and "OTEL_EXPORTER_OTLP_ENDPOINT" in lines[0], stderr
     assert "Traceback" not in stderr
+
+
+def test_a_traced_eval_leaves_making_and_encoding_its_spans_to_a_process_of_its_own(tmp_path):
+    with otlp_receiver() as collector:
+        result, stderr = _fresh_eval(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=collector.url)
+        spans = list(collector.spans)
+    # The eval's own process looked the extra up (namespace packages, no code) and imported none of it.
+    assert result["code"] == 0 and result["otel_code"] == [], result
+    assert "warning" not in stderr
+    report = load_report(tmp_path / "r.json")
+    records = [span for span in spans if span.name == "record"]
+    assert sorted(span.attributes["docpilot.record.id"] for span in records) == sorted(row.id for row in report.rows)
+
+
+def test_a_sending_process_killed_mid_run_is_one_warning_that_says_so(tmp_path, monkeypatch, capfd):
+    from docpilot.telemetry import outbox
+
+    started: list[subprocess.Popen] = []
+    real_start = outbox.start_child
+
+    def start_and_kill(*args, **kwargs):
+        child = real_start(*args, **kwargs)
+        started.append(child)
+        os.kill(child.pid, signal.SIGKILL)  # a real signal: the child is gone before it reads a frame
+        child.wait()
+        return child
+
+    monkeypatch.setattr(outbox, "start_child", start_and_kill)
+    with otlp_receiver() as collector:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
+        result, report = _eval(tmp_path)
+        received = list(collector.spans)
+    err = result.stderr + capfd.readouterr().err
+    warnings = [line for line in err.splitlines() if "spans were not sent" in line]
+    assert len(started) == 1 and received == []
+    assert len(warnings) == 1 and "ended early (exit code -9)" in warnings[0], err
+    assert "Traceback" not in err
+    assert result.exit_code == 0 and report.verdict == "pass"
