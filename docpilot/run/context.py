@@ -50,7 +50,7 @@ class RunContext:
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Guards ``lanes`` and ``lead``: stages of one run run on several threads."""
     trace: Any = None
-    """The run's trace (``telemetry.runs.RunTrace``) when tracing is configured: shards send their spans to it."""
+    """The run's trace (``telemetry.tracing.RunTrace``) when tracing is configured: shards send their spans to it."""
     workspaces: dict[tuple, Workspace] = field(default_factory=dict)
     """The corpus, index and cache the run ranks with, by config and cache use, opened by its first stage."""
     before_ranking: Any = None

@@ -77,7 +77,7 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
     # Not configured (the usual case): the telemetry code is not even imported.
     traced = tracing_settings(job.config.telemetry) is not None
     if traced:
-        from docpilot.telemetry.runs import prepare_trace
+        from docpilot.telemetry.tracing import prepare_trace
 
         run.trace = prepare_trace(job.config.telemetry)
     # What exists now (imports, the corpus, the index) lives for the whole run; frozen, the
@@ -95,7 +95,7 @@ def run_stages(job: EvalJob, executor: Executor, orchestration: Orchestration) -
         report_started = time.time()
         report, path = executor.call(stages.report, job, rows, wall_ms, orchestration.report_fields())
         if traced:  # the run's trace, laid out from the times its rows carry
-            from docpilot.telemetry.runs import trace_run
+            from docpilot.telemetry.tracing import trace_run
 
             trace_run(job.config.telemetry, report, started=report_started - wall_ms / 1000,
                       report_started=report_started, ended=time.time(), trace=run.trace)
