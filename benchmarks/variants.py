@@ -76,7 +76,7 @@ def measure(records: int = 1000, latency_s: float = 0.2, concurrency: int = 32) 
         work = Path(tmp)
         golden = work / "golden.yaml"
         make_golden(golden, records)
-        urls = [servers.enter_context(serve_latency_process(Reply(latency_s=latency_s))) for _ in range(3)]
+        urls = [servers.enter_context(serve_latency_process(Reply(latency_s=latency_s, numbered=True))) for _ in range(3)]
         one_s, _ = eval_command(["--golden", str(golden), "--provider", "openai", "--model", "bench",
                                  "--base-url", urls[0], "--concurrency", str(concurrency)],
                                 work / "cache-one", work / "one.json")

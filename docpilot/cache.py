@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
 import shutil
 import sqlite3
@@ -131,6 +132,10 @@ def cache_key(stage: str, *parts: Any) -> str:
     return f"{stage}:{STAGE_VERSIONS[stage]}:{digest}"
 
 
+_FORSAKEN: list[diskcache.Cache] = []
+"""Stores a forked child inherited and replaced: kept so that they are never closed there."""
+
+
 class StageCache:
     """Stage results on disk, keyed by ``cache_key``; values are JSON-ready dicts."""
 
@@ -140,7 +145,23 @@ class StageCache:
         # No culling on every write (diskcache checks the size limit on each set by default):
         # the limit is far above any eval, and the check costs a query per stored turn.
         with _unreadable(self.directory):
-            self._store = diskcache.Cache(str(self.directory), size_limit=2**34, cull_limit=0)
+            self._opened = diskcache.Cache(str(self.directory), size_limit=2**34, cull_limit=0)
+        self._pid = os.getpid()
+
+    @property
+    def _store(self) -> diskcache.Cache:
+        """The store, opened again in a forked child (``run.forks``) the first time the child uses it.
+
+        SQLite's connections must not cross a fork: the parent goes on using its own. The
+        inherited one is kept, unused and unclosed (closing it could disturb the parent's
+        locks on the same files).
+        """
+        if self._pid != os.getpid():
+            _FORSAKEN.append(self._opened)
+            with _unreadable(self.directory):
+                self._opened = diskcache.Cache(str(self.directory), size_limit=2**34, cull_limit=0)
+            self._pid = os.getpid()
+        return self._opened
 
     # Values are stored as JSON bytes, which diskcache keeps as they are: reading one back
     # costs a fraction of unpickling it, and a re-run reads one per record and stage.

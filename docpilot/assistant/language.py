@@ -88,9 +88,19 @@ def _load_identifier():
 
 
 def detect_language(text: str | None) -> str | None:
-    """The ISO 639-1 code of a text's language; None when there are no words or too few to tell."""
+    """The ISO 639-1 code of a text's language; None when there are no words or too few to tell.
+
+    Remembered by text for the process: a run of several variants asks about each
+    question once per variant, and a turn's texts are read when it is stored and again
+    when it is scored (a quarter of a millisecond each, a second for a few thousand).
+    """
     if not text:
         return None
+    return _detect(text)
+
+
+@lru_cache(maxsize=16_384)
+def _detect(text: str) -> str | None:
     cleaned = _MARKERS.sub(" ", text)
     words = re.findall(r"[^\W\d_]{2,}", cleaned)
     if not words:

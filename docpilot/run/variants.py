@@ -23,11 +23,13 @@ written once.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from docpilot.config.variants import Variant
 from docpilot.progress import Progress, Sink, current
@@ -82,6 +84,9 @@ class SharedRanking:
         self._finished = False
         self._condition = threading.Condition()
         self._thread = threading.Thread(target=self._rank, name="docpilot-shared-ranking", daemon=True)
+        self.listeners: list[Callable[[tuple], None]] = []
+        """Told ``("ranked", ids)`` after each slice and ``("finished", error or None)`` at the end
+        (the variants in processes of their own: ``run.forks``)."""
 
     def start(self, progress: Progress) -> SharedRanking:
         self._progress = progress
@@ -108,12 +113,21 @@ class SharedRanking:
                         self.computed.update(part[p].record.id for p in todo)
                         self._ready.update(t.record.id for t in part)
                         self._condition.notify_all()
+                    self._tell(("ranked", [t.record.id for t in part]))
         except BaseException as error:  # the variants waiting say why, instead of waiting for ever
             self._error = error
         finally:
             with self._condition:
                 self._finished = True
                 self._condition.notify_all()
+            from docpilot.run.forks import portable
+
+            self._tell(("finished", None if self._error is None else portable(self._error)))
+
+    def _tell(self, message: tuple) -> None:
+        for listener in self.listeners:
+            with contextlib.suppress(OSError):  # a child that ended early no longer listens
+                listener(message)
 
     def wait(self, traces: list, interrupt: threading.Event | None = None) -> None:
         """Return once every one of ``traces`` has its ranking stored; raise what stopped the ranking, if anything."""
@@ -133,15 +147,28 @@ class SharedRanking:
             raise self._error
 
 
-def rank_shared(jobs: list[EvalJob], progress: Progress) -> dict[str, SharedRanking]:
+def rank_shared(jobs: list[EvalJob], progress: Progress,
+                listeners: dict[str, list[Callable[[tuple], None]]] | None = None) -> dict[str, SharedRanking]:
     """Start ranking, once, the records of every retrieval setting two or more variants share; by setting.
+
+    ``listeners`` are told, by setting, what is ranked (``SharedRanking.listeners``).
+    """
+    rankings = {setting: SharedRanking(members[0]) for setting, members in shared_settings(jobs).items()}
+    for setting, ranking in rankings.items():
+        ranking.listeners.extend((listeners or {}).get(setting, []))
+        ranking.start(progress)
+    return rankings
+
+
+def shared_settings(jobs: list[EvalJob]) -> dict[str, list[EvalJob]]:
+    """The retrieval settings two or more variants share, with their jobs.
 
     A run without a cache shares nothing: each variant ranks for itself.
     """
     groups: dict[str, list[EvalJob]] = {}
     for job in jobs:
         groups.setdefault(ranking_setting(job), []).append(job)
-    return {setting: SharedRanking(members[0]).start(progress) for setting, members in groups.items()
+    return {setting: members for setting, members in groups.items()
             if len(members) > 1 and members[0].use_cache and members[0].runtime != "server"}
 
 
@@ -155,32 +182,54 @@ def run_variants(job: EvalJob, variants: list[Variant], *, progress: Progress | 
                  evaluate: Callable[..., tuple[Report, str]] | None = None) -> tuple[Report, str]:
     """Run every variant of ``job`` at once and write their joined report; the report and its path.
 
-    ``progress`` shows each variant's stages under its name. ``evaluate`` runs one
-    variant's job (``run.evaluation.evaluated`` by default, inline).
+    Each variant runs in a process of its own where the platform forks (``run.forks``),
+    else, or when ``evaluate`` is given (a variant's job to report, ``run.evaluation.
+    evaluated`` by default), each on a thread of this process. ``progress`` shows each
+    variant's stages under its name.
     """
     from docpilot.reports.report import write_report
     from docpilot.reports.variants import join_variants
+    from docpilot.run.forks import can_fork
 
-    if evaluate is None:
-        from docpilot.run.evaluation import evaluated as evaluate
     progress = progress or current()
     jobs = variant_jobs(job, variants)
     started = time.perf_counter()
-    shared = rank_shared(jobs, Progress(_Labelled(progress.sink, "(shared)")))
+    if evaluate is None and can_fork():
+        reports, ranked_here = _in_processes(jobs, progress, orchestration)
+    else:
+        reports, ranked_here = _on_threads(jobs, progress, orchestration, evaluate)
+    wall_ms = (time.perf_counter() - started) * 1000
+    joined = join_variants(list(zip(variants, reports, strict=True)), gate_variant=gate_variant, wall_ms=wall_ms,
+                           ranked_here=ranked_here)
+    path = write_report(joined, job.out or f"{job.config.reports_dir}/{joined.run_id}.json")
+    return joined, str(path)
+
+
+def _waiting_for(ranking: Any) -> Callable[[Any], None]:
+    """A run context's preparation: its stages wait for ``ranking`` (when there is one) before looking rankings up."""
+    def prepare(context) -> None:
+        if ranking is not None:
+            context.before_ranking = lambda traces: ranking.wait(traces, context.interrupt)
+    return prepare
+
+
+def _without_ranking_refresh(jobs: list[EvalJob], shared: Collection[str]) -> list[EvalJob]:
     # Rankings stored by the shared ranking: a variant refreshing retrieval would only rank them again.
-    jobs = [j.model_copy(update={"refresh": [s for s in j.refresh if s != "retrieve"]})
+    return [j.model_copy(update={"refresh": [s for s in j.refresh if s != "retrieve"]})
             if ranking_setting(j) in shared else j for j in jobs]
 
-    def waiting_for(ranking: SharedRanking | None):
-        def prepare(context) -> None:
-            if ranking is not None:
-                context.before_ranking = lambda traces: ranking.wait(traces, context.interrupt)
-        return prepare
 
+def _on_threads(jobs: list[EvalJob], progress: Progress, orchestration: Orchestration | None,
+                evaluate: Callable[..., tuple[Report, str]] | None) -> tuple[list[Report], dict[str, set[str]]]:
+    """Each variant an ``evaluate`` on a thread of this process; their reports, and the records ranked here."""
+    if evaluate is None:
+        from docpilot.run.evaluation import evaluated as evaluate
+    shared = rank_shared(jobs, Progress(_Labelled(progress.sink, "(shared)")))
+    jobs = _without_ranking_refresh(jobs, shared)
     reports: list[Report] = []
     with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="docpilot-variant") as pool:
         futures = [pool.submit(evaluate, j, progress=Progress(_Labelled(progress.sink, j.variant)),
-                               orchestration=orchestration, prepare=waiting_for(shared.get(ranking_setting(j))))
+                               orchestration=orchestration, prepare=_waiting_for(shared.get(ranking_setting(j))))
                    for j in jobs]
         try:
             for future in futures:
@@ -191,12 +240,68 @@ def run_variants(job: EvalJob, variants: list[Variant], *, progress: Progress | 
             for j in jobs:  # one variant failed, or Ctrl-C: the others stop too; answered turns stay stored
                 cancel_run(j.run_key)
             raise
-    wall_ms = (time.perf_counter() - started) * 1000
-    ranked_here = {ranking.variant: ranking.computed for ranking in shared.values()}
-    joined = join_variants(list(zip(variants, reports, strict=True)), gate_variant=gate_variant, wall_ms=wall_ms,
-                           ranked_here=ranked_here)
-    path = write_report(joined, job.out or f"{job.config.reports_dir}/{joined.run_id}.json")
-    return joined, str(path)
+    return reports, {ranking.variant: ranking.computed for ranking in shared.values()}
+
+
+def _in_processes(jobs: list[EvalJob], progress: Progress,
+                  orchestration: Orchestration | None) -> tuple[list[Report], dict[str, set[str]]]:
+    """Each variant in a forked process of its own (``run.forks``); their reports, and the records ranked here.
+
+    Every child is forked before this process starts a thread of the run: the shared
+    ranking starts after, and tells the children what it has ranked.
+    """
+    from docpilot.run import forks
+
+    shared = set(shared_settings(jobs))
+    jobs = _without_ranking_refresh(jobs, shared)
+    children: list[forks.Child] = []
+    inherited: list[int] = []
+    with forks.children_stopped_on_exit(children):
+        for one in jobs:
+            children.append(forks.fork_variant(one.variant or "", _variant_in_child(one, orchestration),
+                                               shares_ranking=ranking_setting(one) in shared, inherited=inherited))
+        sinks = {child.name: _Labelled(progress.sink, child.name) for child in children}
+
+        def forward(child: forks.Child, kind: str, stage: str, count: int) -> None:
+            (sinks[child.name].start if kind == "start" else sinks[child.name].advance)(stage, count)
+
+        forks.collect(children, forward)
+        listeners: dict[str, list[Callable[[tuple], None]]] = {}
+        for one, child in zip(jobs, children, strict=True):
+            if child.ranking is not None:
+                listeners.setdefault(ranking_setting(one), []).append(child.ranking.send)
+        rankings = rank_shared(jobs, Progress(_Labelled(progress.sink, "(shared)")), listeners)
+        forks.reap(children)
+        for ranking in rankings.values():
+            ranking.finish()
+        for child in children:
+            if child.ranking is not None:
+                child.ranking.close()
+        failed = [child for child in children if child.error is not None]
+        if failed:  # the error of the variant that failed first by itself, not of one stopped because of it
+            first = ([child for child in failed if child.cause] or failed)[0]
+            raise _naming(first.error, first.name)
+    return [child.result for child in children], {r.variant: r.computed for r in rankings.values()}
+
+
+def _naming(error: BaseException, variant: str) -> BaseException:
+    """A variant's own error, its message starting with the variant's name (a run of several has several models)."""
+    from docpilot.errors import DocpilotError
+    from docpilot.run.forks import VariantProcessError
+
+    if isinstance(error, DocpilotError) and not isinstance(error, VariantProcessError) and error.args \
+            and isinstance(error.args[0], str):
+        error.args = (f"variant {variant!r}: {error.args[0]}", *error.args[1:])
+    return error
+
+
+def _variant_in_child(job: EvalJob, orchestration: Orchestration | None) -> Callable[..., Report]:
+    """What a variant's child runs: its job, its progress sent to the parent, its stages waiting on ``feed``."""
+    def run(sink: Sink, feed: Any) -> Report:
+        from docpilot.run.evaluation import evaluated
+
+        return evaluated(job, progress=Progress(sink), orchestration=orchestration, prepare=_waiting_for(feed))[0]
+    return run
 
 
 class _Labelled:

@@ -24,6 +24,7 @@ answered, as ``time.time()``), keeps connections alive, and runs in its own proc
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import socket
 import sys
@@ -113,6 +114,8 @@ class _Connection(asyncio.Protocol):
 
     def _reply(self, body: dict[str, Any]) -> bytes:
         reply = self.server.reply
+        if reply.numbered:
+            reply = dataclasses.replace(reply, answer=f"{reply.answer} Reply {self.server.requests}.")
         if not body.get("stream") or reply.stream is False:
             return self._response(200, json.dumps(_completion(body, reply)).encode())
         events = b"".join(f"data: {json.dumps(chunk)}\n\n".encode() for chunk in _chunks(body, reply))
@@ -138,7 +141,7 @@ class _Connection(asyncio.Protocol):
 def _check(reply: Reply) -> None:
     # Faults, pauses and reasoning-only scripts are the scripted server's job.
     plain = Reply(answer=reply.answer, reasoning=reply.reasoning, reasoning_field=reply.reasoning_field,
-                  pieces=reply.pieces, latency_s=reply.latency_s, stream=reply.stream)
+                  pieces=reply.pieces, latency_s=reply.latency_s, stream=reply.stream, numbered=reply.numbered)
     if reply != plain:
         raise ValueError("the latency server plays plain replies only; use tests.support.openai_server for faults")
 

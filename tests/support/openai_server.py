@@ -89,6 +89,9 @@ class Reply:
     that ignores max_tokens. Only the client closing the connection ends it."""
     running_usage: bool = False
     """Send the usage so far (words as tokens) in every chunk, as vLLM's ``continuous_usage_stats`` does."""
+    numbered: bool = False
+    """Latency server only: end each answer with the request's number, so that no two answers are alike
+    (as a real model's are not, where a fixed answer would let anything keyed on the text do its work once)."""
 
     @classmethod
     def failure(cls, status: int, message: str = "scripted failure", *, retry_after: str | None = None) -> Reply:

@@ -162,7 +162,8 @@ def test_ctrl_c_stops_every_variant_at_once_and_a_rerun_resumes_them(tmp_path):
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         running = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
-        while min(server_stats(a)["requests"], server_stats(b)["requests"]) < 5 and time.monotonic() < deadline:
+        # The probe, then 5 turns at 2 in flight: the 5th goes out once 3 are answered.
+        while min(server_stats(a)["requests"], server_stats(b)["requests"]) < 6 and time.monotonic() < deadline:
             time.sleep(0.1)
         running.send_signal(signal.SIGINT)
         _, err = running.communicate(timeout=60)
@@ -174,3 +175,67 @@ def test_ctrl_c_stops_every_variant_at_once_and_a_rerun_resumes_them(tmp_path):
     report = json.loads((tmp_path / "r.json").read_text())
     for variant in report["variants"]:  # each variant's answered turns were stored, and reused
         assert variant["cache_stats"]["model"]["reused"] >= 3, variant["name"]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads a process's children from /proc")
+def test_each_variant_runs_in_a_process_of_its_own_and_one_killed_is_a_clean_error(tmp_path):
+    import signal
+    import time
+
+    golden = tmp_path / "golden.yaml"
+    make_golden(golden, 20)
+    with serve_latency_process(Reply(latency_s=0.3)) as a, serve_latency_process(Reply(latency_s=0.3)) as b:
+        args = [sys.executable, "-m", "docpilot", "eval", "--golden", str(golden), "--provider", "openai",
+                "--model", "bench", "--concurrency", "2", "--orchestrator", "inline", "--out", str(tmp_path / "r.json"),
+                "--variant", f"a=model.base_url={a}", "--variant", f"b=model.base_url={b}"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        running = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while min(server_stats(a)["requests"], server_stats(b)["requests"]) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        children = _children(running.pid)
+        assert len(children) == 2, children  # one process per variant, each sending its own turns
+        os.kill(children[1], signal.SIGKILL)  # a real signal, as the out-of-memory killer sends
+        _, err = running.communicate(timeout=60)
+    assert running.returncode == 2, err
+    assert "the process of variant 'b' was killed by signal 9 before sending its report" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "r.json").exists()
+    assert all(not Path(f"/proc/{pid}").exists() for pid in children)  # the other variant was stopped, not orphaned
+
+
+def test_a_variant_whose_endpoint_is_down_fails_the_run_with_its_own_message(tmp_path, golden):
+    with serve_latency_process(Reply(latency_s=0.3)) as a:
+        done = _eval(tmp_path, "--golden", str(golden), "--provider", "openai", "--model", "bench",
+                     "--variant", f"up=model.base_url={a}", "--variant", "down=model.base_url=http://127.0.0.1:9/v1")
+    assert done.returncode == 2, done.stderr
+    assert "error: variant 'down': cannot connect to the model endpoint http://127.0.0.1:9/v1" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "report.json").exists()
+
+
+def test_variants_on_threads_and_in_processes_give_the_same_rows(tmp_path, golden):
+    # The threads are the way where the platform does not fork; both must report alike.
+    from docpilot.config.model import Config
+    from docpilot.config.variants import resolve
+    from docpilot.run.evaluation import evaluated
+    from docpilot.run.job import build_job
+    from docpilot.run.variants import run_variants
+
+    def rows(cache: str, **how) -> list[tuple]:
+        config = Config.model_validate({"golden": str(golden), "cache_dir": str(tmp_path / cache),
+                                        "reports_dir": str(tmp_path / "reports"), "model": {"provider": "extractive"}})
+        variants = resolve(config, [("k5", {}), ("k2", {"prime.top_k": 2})])
+        job = build_job(config, out=str(tmp_path / f"{cache}.json"))
+        report, _ = run_variants(job, variants, **how)
+        return [(r.variant, r.id, r.answer, r.retrieved, r.citations) for r in report.rows]
+
+    in_processes = rows("forked")
+    on_threads = rows("threads", evaluate=evaluated)
+    assert in_processes == on_threads and {v for v, *_ in in_processes} == {"k5", "k2"}
