@@ -17,7 +17,7 @@ dropped first (the ``wilcox`` convention).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -256,8 +256,19 @@ def compare_reports(a: Report, b: Report, *, store: ReportStore | None = None,
     )
 
 
-def paired_test(outcome: Outcome, pairs: list[tuple[Row, Row]], *, gate_only: bool) -> PairedTest:
-    """One outcome tested on record pairs (A, B): McNemar or Wilcoxon, direction at ``ALPHA`` uncorrected."""
+def outcome_scores(rows: Sequence[Row]) -> dict[str, dict[str, float]]:
+    """Each outcome's value for every row that has it, by outcome name and row id."""
+    return {outcome.name: {row.id: outcome.score(row) for row in rows if outcome.includes(row)}
+            for outcome in OUTCOMES}
+
+
+def paired_test(outcome: Outcome, pairs: list[tuple[Row, Row]], *, gate_only: bool,
+                scores: tuple[Mapping[str, float], Mapping[str, float]] | None = None) -> PairedTest:
+    """One outcome tested on record pairs (A, B): McNemar or Wilcoxon, direction at ``ALPHA`` uncorrected.
+
+    ``scores`` holds A's and B's values of the outcome by row id, worked out already
+    (``outcome_scores``); by default they are worked out here.
+    """
     empty = {"n": 0, "mean_a": None, "mean_b": None, "effect": None, "p_value": None,
              "method": None, "direction": "none"}
     if outcome.needs_model and gate_only:
@@ -268,8 +279,12 @@ def paired_test(outcome: Outcome, pairs: list[tuple[Row, Row]], *, gate_only: bo
         return PairedTest(outcome=outcome.name, test=outcome.test, **empty,
                           note="no record has this outcome in both runs")
     ids = [x.id for x, _ in kept]
-    va = [outcome.score(x) for x, _ in kept]
-    vb = [outcome.score(y) for _, y in kept]
+    if scores is None:
+        va = [outcome.score(x) for x, _ in kept]
+        vb = [outcome.score(y) for _, y in kept]
+    else:
+        va = [scores[0][x.id] for x, _ in kept]
+        vb = [scores[1][y.id] for _, y in kept]
     mean_a, mean_b = sum(va) / len(va), sum(vb) / len(vb)
     effect = mean_b - mean_a
     dropped = sum(1 for x, y in pairs if outcome.includes(x) != outcome.includes(y))

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from docpilot.config.variants import Variant
 from docpilot.errors import InputError
-from docpilot.reports.compare import ALPHA, OUTCOMES, paired_test
+from docpilot.reports.compare import ALPHA, OUTCOMES, outcome_scores, paired_test
 from docpilot.reports.report import cache_stats, new_run_id, now_iso, score
 from docpilot.reports.stats import holm
 from docpilot.schema import (
@@ -38,12 +38,14 @@ COST_FIGURES = ("cost_usd", "tokens", "latency_p50")
 
 
 def join_variants(parts: Sequence[tuple[Variant, Report]], *, gate_variant: str | None = None,
-                  wall_ms: float | None = None, ranked_here: Mapping[str, set[str]] | None = None) -> Report:
+                  wall_ms: float | None = None, ranked_here: Mapping[str, set[str]] | None = None,
+                  scores: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> Report:
     """One report of the variants' reports (``(Variant, Report)`` pairs, baseline first).
 
     ``ranked_here`` names, per variant, the records whose rankings were computed for it
     before the variants started (``run.variants.rank_shared``): its rows count them as
-    computed, not as reused from the cache.
+    computed, not as reused from the cache. ``scores`` are variants' outcome values
+    worked out already, as ``paired_verdict`` takes them.
     """
     ranked_here = ranked_here or {}
     rows: list[Row] = []
@@ -64,7 +66,7 @@ def join_variants(parts: Sequence[tuple[Variant, Report]], *, gate_variant: str 
         ))
     base = parts[0][1]
     paired = paired_verdict(rows, [r.name for r in results], {r.name: r.summary for r in results},
-                            gate_only=base.gate_only, gate_variant=gate_variant)
+                            gate_only=base.gate_only, gate_variant=gate_variant, scores=scores)
     first = results[0]
     return base.model_copy(update={
         "schema_version": VARIANTS_SCHEMA_VERSION, "run_id": new_run_id(), "created_at": now_iso(),
@@ -89,14 +91,19 @@ def rows_by_variant(rows: Sequence[Row], names: Sequence[str]) -> dict[str, list
 
 
 def paired_verdict(rows: Sequence[Row], names: Sequence[str], summaries: Mapping[str, Mapping],
-                   *, gate_only: bool, gate_variant: str | None = None, alpha: float = ALPHA) -> PairedVerdict:
+                   *, gate_only: bool, gate_variant: str | None = None, alpha: float = ALPHA,
+                   scores: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> PairedVerdict:
     """Every variant against the first on every outcome, Holm-corrected over all the tests at once.
+
+    Each variant's outcome values are worked out once (``compare.outcome_scores``), or
+    taken from ``scores`` (by variant, outcome and record id) when its processes did it.
 
     A comparison where no record differs between the two (three variants that share
     retrieval have the same ``hit@8`` on every record) is no test: it is listed with
     its note, but it is not counted in the correction, which would only grow by it.
     """
     grouped = rows_by_variant(rows, names)
+    values = {name: (scores or {}).get(name) or outcome_scores(grouped[name]) for name in names}
     baseline = names[0]
     base = {row.id: row for row in grouped[baseline]}
     raw = []
@@ -105,7 +112,8 @@ def paired_verdict(rows: Sequence[Row], names: Sequence[str], summaries: Mapping
         pairs = [(base[i], other[i]) for i in base if i in other]
         for outcome in OUTCOMES:
             if any(outcome.includes(x) or outcome.includes(y) for x, y in pairs):
-                raw.append((name, paired_test(outcome, pairs, gate_only=gate_only)))
+                raw.append((name, paired_test(outcome, pairs, gate_only=gate_only,
+                                              scores=(values[baseline][outcome.name], values[name][outcome.name]))))
     tested = [i for i, (_, t) in enumerate(raw) if t.p_value is not None and (t.better or t.worse)]
     corrected = dict(zip(tested, holm([raw[i][1].p_value for i in tested]), strict=True))
     tests, better, worse = [], {}, {}

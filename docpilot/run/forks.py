@@ -37,7 +37,6 @@ from typing import Any
 
 from docpilot.errors import DocpilotError
 from docpilot.processes import die_with_parent
-from docpilot.schema import Report
 
 _LENGTH = struct.Struct(">Q")
 _STOP_GRACE_S = 30.0
@@ -145,7 +144,8 @@ class Child:
     pid: int
     events: _Pipe
     ranking: _Pipe | None
-    result: Report | None = None
+    result: Any = None
+    """What the child's function returned (a variant's report and outcome values)."""
     error: BaseException | None = None
     stopped: bool = False
     """Asked to stop, because another variant failed or the run was interrupted."""
@@ -154,9 +154,9 @@ class Child:
     reader: threading.Thread | None = field(default=None, repr=False)
 
 
-def fork_variant(name: str, run: Callable[[Any, RankingFeed | None], Report], *, shares_ranking: bool,
+def fork_variant(name: str, run: Callable[[Any, RankingFeed | None], Any], *, shares_ranking: bool,
                  inherited: list[int]) -> Child:
-    """Fork a child that calls ``run(progress_sink, feed)`` and sends its report back; the child, seen from here.
+    """Fork a child that calls ``run(progress_sink, feed)`` and sends what it returns back; the child, seen from here.
 
     ``inherited`` holds the parent's ends of the pipes of children forked before: the
     child closes them, so that each pipe ends when its own two processes are done with it.
@@ -201,7 +201,7 @@ class _PipeSink:
         return None
 
 
-def _child_main(run: Callable[[Any, RankingFeed | None], Report], events: _Pipe, ranking: _Pipe | None) -> None:
+def _child_main(run: Callable[[Any, RankingFeed | None], Any], events: _Pipe, ranking: _Pipe | None) -> None:
     from docpilot import progress
 
     # Fresh standard streams: a thread of the parent (a progress bar's) may have held theirs.
@@ -214,8 +214,8 @@ def _child_main(run: Callable[[Any, RankingFeed | None], Report], events: _Pipe,
     signal.signal(signal.SIGINT, _stop_here)
     code = 0
     try:
-        report = run(_PipeSink(events), RankingFeed(ranking) if ranking is not None else None)
-        events.send(("done", report))
+        result = run(_PipeSink(events), RankingFeed(ranking) if ranking is not None else None)
+        events.send(("done", result))
     except BaseException as error:  # noqa: BLE001 - every ending is the parent's to report
         code = 1
         with contextlib.suppress(BaseException):

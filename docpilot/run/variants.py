@@ -194,13 +194,14 @@ def run_variants(job: EvalJob, variants: list[Variant], *, progress: Progress | 
     progress = progress or current()
     jobs = variant_jobs(job, variants)
     started = time.perf_counter()
+    scores = None
     if evaluate is None and can_fork():
-        reports, ranked_here = _in_processes(jobs, progress, orchestration)
+        reports, ranked_here, scores = _in_processes(jobs, progress, orchestration)
     else:
         reports, ranked_here = _on_threads(jobs, progress, orchestration, evaluate)
     wall_ms = (time.perf_counter() - started) * 1000
     joined = join_variants(list(zip(variants, reports, strict=True)), gate_variant=gate_variant, wall_ms=wall_ms,
-                           ranked_here=ranked_here)
+                           ranked_here=ranked_here, scores=scores)
     path = write_report(joined, job.out or f"{job.config.reports_dir}/{joined.run_id}.json")
     return joined, str(path)
 
@@ -243,9 +244,10 @@ def _on_threads(jobs: list[EvalJob], progress: Progress, orchestration: Orchestr
     return reports, {ranking.variant: ranking.computed for ranking in shared.values()}
 
 
-def _in_processes(jobs: list[EvalJob], progress: Progress,
-                  orchestration: Orchestration | None) -> tuple[list[Report], dict[str, set[str]]]:
-    """Each variant in a forked process of its own (``run.forks``); their reports, and the records ranked here.
+def _in_processes(jobs: list[EvalJob], progress: Progress, orchestration: Orchestration | None
+                  ) -> tuple[list[Report], dict[str, set[str]], dict[str, dict[str, dict[str, float]]]]:
+    """Each variant in a forked process of its own (``run.forks``); their reports, the records ranked here,
+    and each variant's outcome values for the paired tests (worked out by its process, beside the others).
 
     Every child is forked before this process starts a thread of the run: the shared
     ranking starts after, and tells the children what it has ranked.
@@ -281,7 +283,8 @@ def _in_processes(jobs: list[EvalJob], progress: Progress,
         if failed:  # the error of the variant that failed first by itself, not of one stopped because of it
             first = ([child for child in failed if child.cause] or failed)[0]
             raise _naming(first.error, first.name)
-    return [child.result for child in children], {r.variant: r.computed for r in rankings.values()}
+    return ([child.result[0] for child in children], {r.variant: r.computed for r in rankings.values()},
+            {child.name: child.result[1] for child in children})
 
 
 def _naming(error: BaseException, variant: str) -> BaseException:
@@ -295,12 +298,15 @@ def _naming(error: BaseException, variant: str) -> BaseException:
     return error
 
 
-def _variant_in_child(job: EvalJob, orchestration: Orchestration | None) -> Callable[..., Report]:
-    """What a variant's child runs: its job, its progress sent to the parent, its stages waiting on ``feed``."""
-    def run(sink: Sink, feed: Any) -> Report:
+def _variant_in_child(job: EvalJob, orchestration: Orchestration | None) -> Callable[..., tuple]:
+    """What a variant's child runs: its job, its progress sent to the parent, its stages waiting on ``feed``;
+    its report and its outcome values (``reports.compare.outcome_scores``)."""
+    def run(sink: Sink, feed: Any) -> tuple[Report, dict[str, dict[str, float]]]:
+        from docpilot.reports.compare import outcome_scores
         from docpilot.run.evaluation import evaluated
 
-        return evaluated(job, progress=Progress(sink), orchestration=orchestration, prepare=_waiting_for(feed))[0]
+        report = evaluated(job, progress=Progress(sink), orchestration=orchestration, prepare=_waiting_for(feed))[0]
+        return report, outcome_scores(report.rows)
     return run
 
 
