@@ -6,8 +6,10 @@ latency server that answers every turn ``--latency-ms`` after it arrived, see
 ``--records`` generated questions about the demo docs. Every command runs in a fresh
 process with a fresh cache, as a user runs it. Figures (the issue's targets):
 
-- ``ratio``: the three-variant command's wall time over one variant's (target ≤ 1.15):
-  the variants' turns are in flight at once, each endpoint at its own concurrency;
+- ``ratio``: the three-variant command's wall time over one variant's, medians of
+  ``--repeat`` runs of each, alternating (target ≤ 1.15): the variants' turns are in
+  flight at once, each endpoint at its own concurrency, each variant in its own process;
+  the servers end every answer with the request's number, so that no two are alike;
 - ``retrieval_runs``: how many variants ranked the records themselves, of the three
   that share retrieval settings (target 1), and ``rankings_computed`` (= records);
 - ``rerun_model_calls``: turns sent by the same command run again (target 0), counted
@@ -26,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -70,19 +73,23 @@ def turns_sent(urls: list[str], before: list[int], probes: int) -> int:
     return sum(requests_seen(url) for url in urls) - sum(before) - probes
 
 
-def measure(records: int = 1000, latency_s: float = 0.2, concurrency: int = 32) -> dict[str, object]:
+def measure(records: int = 1000, latency_s: float = 0.2, concurrency: int = 32, repeat: int = 3) -> dict[str, object]:
     """Run the benchmark; the numbers it prints."""
     with tempfile.TemporaryDirectory(prefix="docpilot-variants-") as tmp, contextlib.ExitStack() as servers:
         work = Path(tmp)
         golden = work / "golden.yaml"
         make_golden(golden, records)
         urls = [servers.enter_context(serve_latency_process(Reply(latency_s=latency_s, numbered=True))) for _ in range(3)]
-        one_s, _ = eval_command(["--golden", str(golden), "--provider", "openai", "--model", "bench",
-                                 "--base-url", urls[0], "--concurrency", str(concurrency)],
-                                work / "cache-one", work / "one.json")
         config = variants_config(work / "variants.yaml", golden, urls, concurrency)
-        cache = work / "cache-three"
-        three_s, three = eval_command(["--config", str(config)], cache, work / "three.json")
+        ones, threes = [], []
+        for attempt in range(repeat):  # alternating, each with a fresh cache
+            one_s, _ = eval_command(["--golden", str(golden), "--provider", "openai", "--model", "bench",
+                                     "--base-url", urls[0], "--concurrency", str(concurrency)],
+                                    work / f"cache-one-{attempt}", work / "one.json")
+            cache = work / f"cache-three-{attempt}"
+            three_s, three = eval_command(["--config", str(config)], cache, work / "three.json")
+            ones.append(one_s)
+            threes.append(three_s)
         ranked = [v["cache_stats"]["retrieve"]["computed"] for v in three["variants"]]
         before = [requests_seen(url) for url in urls]
         rerun_s, _ = eval_command(["--config", str(config)], cache, work / "rerun.json")
@@ -95,9 +102,10 @@ def measure(records: int = 1000, latency_s: float = 0.2, concurrency: int = 32) 
         "records": records,
         "latency_s": latency_s,
         "concurrency": concurrency,
-        "one_variant_s": round(one_s, 3),
-        "three_variants_s": round(three_s, 3),
-        "ratio": round(three_s / one_s, 3),
+        "repeat": repeat,
+        "one_variant_s": [round(t, 3) for t in ones],
+        "three_variants_s": [round(t, 3) for t in threes],
+        "ratio": round(statistics.median(threes) / statistics.median(ones), 3),
         "retrieval_runs": sum(1 for count in ranked if count),
         "rankings_computed": sum(ranked),
         "rerun_s": round(rerun_s, 3),
@@ -113,8 +121,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records", type=int, default=1000, help="questions (default 1000)")
     parser.add_argument("--latency-ms", type=float, default=200.0, help="server latency per turn (default 200)")
     parser.add_argument("--concurrency", type=int, default=32, help="turns in flight per variant (default 32)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of one and of three, alternating (default 3)")
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.records, args.latency_ms / 1000.0, args.concurrency), indent=2))
+    print(json.dumps(measure(args.records, args.latency_ms / 1000.0, args.concurrency, args.repeat), indent=2))
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ so their rows pair up record by record. What they share is done once:
   to look up and finds them in the stage cache, so its first turns go out while the
   rest is still being ranked;
 - the model calls of every variant are in flight at the same time: each variant is an
-  ``evaluate`` on a thread of its own, with its own lane, so each endpoint keeps its own
-  ``model.concurrency`` and three model-only variants take about as long as one
-  (variants that share an endpoint split its concurrency, ``variant_jobs``);
+  ``evaluate`` in a process of its own, forked once the job is built (``run.forks``;
+  on threads of this process where the platform does not fork), with its own lane, so
+  each endpoint keeps its own ``model.concurrency`` and three model-only variants take
+  about as long as one (variants that share an endpoint split its concurrency,
+  ``variant_jobs``);
 - the stage cache is one store, so a re-run re-computes only the cells whose inputs
   changed, and a variant added to the config calls the model for its own records only.
 
