@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
-from contextlib import ExitStack
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,10 +28,15 @@ from tests.support.openai_server import Reply
 RECORDS = 6
 
 
+def _env() -> dict[str, str]:
+    """This test's environment (its own cache and reports folders), with the project importable."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
 def _eval(tmp_path: Path, *args: str, out: str = "report.json") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "docpilot", "eval", "--orchestrator", "inline",
                            "--out", str(tmp_path / out), *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          timeout=300, env=_env())
 
 
 def _config(tmp_path: Path, golden: Path, urls: list[str], *, extra: str = "") -> Path:
@@ -148,29 +156,32 @@ def test_variants_on_one_endpoint_split_its_concurrency_and_others_keep_their_ow
     assert [j.variant for j in jobs] == ["a", "b", "c", "d"] and len({j.run_key for j in jobs}) == 4
 
 
-def test_ctrl_c_stops_every_variant_at_once_and_a_rerun_resumes_them(tmp_path):
-    import signal
-    import time
-
-    records = 20
+@contextmanager
+def _two_variants_under_way(tmp_path: Path, requests: int) -> Iterator[tuple[subprocess.Popen, list[str]]]:
+    """A 20-record eval of variants `a` and `b`, each on its own server, once each server saw ``requests``
+    requests; the running command and its arguments (for a re-run)."""
     golden = tmp_path / "golden.yaml"
-    make_golden(golden, records)
+    make_golden(golden, 20)
     with serve_latency_process(Reply(latency_s=0.3)) as a, serve_latency_process(Reply(latency_s=0.3)) as b:
         args = [sys.executable, "-m", "docpilot", "eval", "--golden", str(golden), "--provider", "openai",
                 "--model", "bench", "--concurrency", "2", "--orchestrator", "inline", "--out", str(tmp_path / "r.json"),
                 "--variant", f"a=model.base_url={a}", "--variant", f"b=model.base_url={b}"]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        running = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        running = subprocess.Popen(args, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
-        # The probe, then 5 turns at 2 in flight: the 5th goes out once 3 are answered.
-        while min(server_stats(a)["requests"], server_stats(b)["requests"]) < 6 and time.monotonic() < deadline:
+        while min(server_stats(a)["requests"], server_stats(b)["requests"]) < requests and time.monotonic() < deadline:
             time.sleep(0.1)
+        yield running, args
+
+
+def test_ctrl_c_stops_every_variant_at_once_and_a_rerun_resumes_them(tmp_path):
+    # The probe, then 5 turns at 2 in flight: the 5th goes out once 3 are answered.
+    with _two_variants_under_way(tmp_path, requests=6) as (running, args):
         running.send_signal(signal.SIGINT)
         _, err = running.communicate(timeout=60)
         assert running.returncode == 130, err
         assert "interrupted:" in err and "Traceback" not in err
         assert not (tmp_path / "r.json").exists()
-        again = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        again = subprocess.run(args, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
         assert again.returncode in (0, 1), again.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     for variant in report["variants"]:  # each variant's answered turns were stored, and reused
@@ -186,20 +197,7 @@ def _children(pid: int) -> list[int]:
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads a process's children from /proc")
 def test_each_variant_runs_in_a_process_of_its_own_and_one_killed_is_a_clean_error(tmp_path):
-    import signal
-    import time
-
-    golden = tmp_path / "golden.yaml"
-    make_golden(golden, 20)
-    with serve_latency_process(Reply(latency_s=0.3)) as a, serve_latency_process(Reply(latency_s=0.3)) as b:
-        args = [sys.executable, "-m", "docpilot", "eval", "--golden", str(golden), "--provider", "openai",
-                "--model", "bench", "--concurrency", "2", "--orchestrator", "inline", "--out", str(tmp_path / "r.json"),
-                "--variant", f"a=model.base_url={a}", "--variant", f"b=model.base_url={b}"]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        running = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while min(server_stats(a)["requests"], server_stats(b)["requests"]) < 4 and time.monotonic() < deadline:
-            time.sleep(0.1)
+    with _two_variants_under_way(tmp_path, requests=4) as (running, _):
         children = _children(running.pid)
         assert len(children) == 2, children  # one process per variant, each sending its own turns
         os.kill(children[1], signal.SIGKILL)  # a real signal, as the out-of-memory killer sends
