@@ -151,6 +151,7 @@ async def ask(
     language: str | None = None,
     busy_retries: int = BUSY_RETRIES,
     max_tokens: int = _DEFAULT_MAX_TOKENS,
+    traceparent: str | None = None,
 ) -> RemoteTurn:
     """Ask a server one question over its event stream, timing what arrives.
 
@@ -158,6 +159,8 @@ async def ask(
     connection dropped before any reply is retried twice; the waits count in the
     latency, as a user would wait them. Any other fault ends the turn with ``error``.
     A reply longer than ``max_tokens`` allows (``reply_char_limit``) is cut there.
+    ``traceparent`` (a W3C Trace Context header) asks a traced server to put its turn
+    under the caller's span.
     """
     endpoint = ask_url(url)
     body: dict[str, Any] = {"question": question, "stream": True}
@@ -168,6 +171,8 @@ async def ask(
     headers = {"Accept": "text/event-stream"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
+    if traceparent:
+        headers["traceparent"] = traceparent
     turn = RemoteTurn()
     started = time.perf_counter()
 

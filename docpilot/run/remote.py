@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
+from collections.abc import Callable
 
 import httpx
 
@@ -30,13 +32,20 @@ DEFAULT_CONCURRENCY = 8
 """Questions a shard keeps in flight at once (below the server's default limit of 32)."""
 
 
-def fill_trace(trace: Trace, remote: RemoteTurn) -> Trace:
+def fill_trace(trace: Trace, remote: RemoteTurn, began: float | None = None) -> Trace:
     """Put a server's answer into an eval trace, so ``render_shard`` and ``build_rows`` make its row.
 
     ``retrieve_ms`` is the client's wait for the `retrieval` event, and the turn's times
     run from there, because ``build_rows`` adds the two: the row then holds the times
     the client saw. A gate refusal ends at the refusal, so its wait is the whole turn.
+    ``began`` (``time.time()`` as the question was sent) places the retrieve and model
+    stages in the record's timeline, for its trace.
     """
+    if began is not None:
+        asked = began + (remote.retrieval_ms or 0.0) / 1000
+        trace.timeline["retrieve"] = (began, asked)
+        if remote.latency_ms is not None and remote.retrieval_ms is not None and remote.latency_ms > remote.retrieval_ms:
+            trace.timeline["model"] = (asked, began + remote.latency_ms / 1000)
     if remote.retrieval is not None:
         trace.hits = [hit.model_dump() for hit in remote.retrieval.hits]
         sources = [Source(n=s.n, section_id=s.section_id, title=s.title, text="") for s in remote.retrieval.primed]
@@ -75,6 +84,7 @@ def remote_shard(
     *,
     token: str | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
+    traceparent: Callable[[str], str] | None = None,
 ) -> tuple[list[Trace], dict[str, dict[str, float]]]:
     """Ask a server every record of a shard; the filled traces and each record's server stage timings.
 
@@ -83,33 +93,38 @@ def remote_shard(
     ``token`` defaults to ``DOCPILOT_SERVER_TOKEN``. A server that cannot be reached, or
     that serves other docs than ``ws`` (the panels are rendered against ``ws``), raises
     ConfigError before any question is sent; a question that fails is an errored trace.
+    ``traceparent`` gives, by record id, the W3C header that puts the server's turn in
+    the run's trace (``telemetry.tracing.RunTrace.traceparent``), when the run is traced.
     """
     if concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, got {concurrency}", hint="use 8")
     token = token if token is not None else (os.environ.get(TOKEN_VARIABLE, "").strip() or None)
     timeout = httpx.Timeout(ws.config.model.timeout_s + 30.0)
-    turns = asyncio.run(_ask_all(ws, traces, url, token, concurrency, timeout))
+    turns = asyncio.run(_ask_all(ws, traces, url, token, concurrency, timeout, traceparent))
     stages: dict[str, dict[str, float]] = {}
-    for trace, remote in zip(traces, turns):
-        fill_trace(trace, remote)
+    for trace, (began, remote) in zip(traces, turns):
+        fill_trace(trace, remote, began)
         if remote.timing is not None:
             stages[trace.record.id] = remote.stages_ms()
     return traces, stages
 
 
 async def _ask_all(
-    ws: Workspace, traces: list[Trace], url: str, token: str | None, concurrency: int, timeout: httpx.Timeout
-) -> list[RemoteTurn]:
+    ws: Workspace, traces: list[Trace], url: str, token: str | None, concurrency: int, timeout: httpx.Timeout,
+    traceparent: Callable[[str], str] | None,
+) -> list[tuple[float, RemoteTurn]]:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     gate = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
         await _check_server(client, url, ws)
 
-        async def one(trace: Trace) -> RemoteTurn:
+        async def one(trace: Trace) -> tuple[float, RemoteTurn]:
             record = trace.record
             async with gate:
-                return await ask(client, url, record.question, record.scope, token, language=record.language,
-                                 max_tokens=ws.config.model.max_tokens)
+                began = time.time()
+                return began, await ask(client, url, record.question, record.scope, token, language=record.language,
+                                        max_tokens=ws.config.model.max_tokens,
+                                        traceparent=traceparent(record.id) if traceparent is not None else None)
 
         return await asyncio.gather(*(one(t) for t in traces))
 

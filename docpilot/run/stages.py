@@ -98,7 +98,10 @@ def remote(job: EvalJob, traces: list[Trace]) -> list[Trace]:
     """Ask the assistant's HTTP server a shard's questions: retrieve, prime and model, over the network."""
     from docpilot.run.remote import remote_shard
 
-    traces, stages = remote_shard(_workspace(job), traces, job.url, concurrency=job.config.model.concurrency)
+    run, workspace = _opened(job)
+    traceparent = run.trace.traceparent if run.trace is not None else None  # the server's turns join the run's trace
+    traces, stages = remote_shard(workspace, traces, job.url, concurrency=job.config.model.concurrency,
+                                  traceparent=traceparent)
     for trace in traces:
         trace.stages_ms = stages.get(trace.record.id, {})
     return traces

@@ -280,7 +280,8 @@ def create_app(
                 workspace, model, question, request_id=request_id, started=started, searches=searches
             )
             if tracer is not None:
-                events = tracer.traced(events, request_id=request_id, started=started)
+                events = tracer.traced(events, request_id=request_id, started=started,
+                                       parent=request.headers.get("traceparent"))
             if question.stream:
                 taken = False  # the stream gives the slot back when it ends
                 return _EventStream(_sse(events, request_id, answers), slots.give_back, request_id)

@@ -74,7 +74,7 @@ class SpanMaker:
         flags = TraceFlags(TraceFlags.SAMPLED)
         trace_id = trace_id or random.getrandbits(128) or 1  # an all-zero id is invalid
         unset, made = Status(StatusCode.UNSET), []
-        contexts = [SpanContext(trace_id, random.getrandbits(64) or 1, False, flags) for _ in planned]
+        contexts = [SpanContext(trace_id, plan.span_id or random.getrandbits(64) or 1, False, flags) for plan in planned]
         if first_id is not None and contexts:
             contexts[0] = SpanContext(trace_id, first_id, False, flags)
         for context, plan in zip(contexts, planned, strict=True):
@@ -88,11 +88,12 @@ class SpanMaker:
         return made
 
 
-def root_context(trace_id: int, span_id: int) -> Any:
-    """The ``SpanContext`` of a run's root span, known before the span itself is made."""
+def root_context(trace_id: int, span_id: int, *, remote: bool = False) -> Any:
+    """The ``SpanContext`` of a span known before it is made here: a run's root, or (``remote``) a span of another
+    process, such as the eval's record whose question a server answers."""
     from opentelemetry.trace import SpanContext, TraceFlags
 
-    return SpanContext(trace_id, span_id, False, TraceFlags(TraceFlags.SAMPLED))
+    return SpanContext(trace_id, span_id, remote, TraceFlags(TraceFlags.SAMPLED))
 
 
 class Sender:
@@ -163,9 +164,15 @@ class TurnExporter:
         self._processor = BatchSpanProcessor(Reported())
         self._maker = SpanMaker(tracing)
 
-    def emit(self, planned: Sequence[PlannedSpan]) -> None:
-        """Hand one turn's spans over; the batch processor sends them a little later."""
-        for span in self._maker.make(planned):
+    def emit(self, planned: Sequence[PlannedSpan], parent: tuple[int, int] | None = None) -> None:
+        """Hand one turn's spans over; the batch processor sends them a little later.
+
+        ``parent`` (trace id, span id), from the request's ``traceparent``, puts the turn in
+        the caller's trace, under its span; without it the turn is a trace of its own.
+        """
+        made = self._maker.make(planned) if parent is None else \
+            self._maker.make(planned, trace_id=parent[0], outer=root_context(*parent, remote=True))
+        for span in made:
             self._processor.on_end(span)
 
     def close(self, timeout_s: float = 5.0) -> None:

@@ -140,11 +140,11 @@ def main() -> None:
     for frame in frames:
         if frame[0] == "records":
             _, rows, gate_only, model = frame
-            sender.send(sender.maker.make(lay_out_records(rows, gate_only=gate_only, model=model), trace_id=trace_id,
-                                          outer=outer))
+            spans = lay_out_records(rows, gate_only=gate_only, model=model, trace_id=trace_id)
+            sender.send(sender.maker.make(spans, trace_id=trace_id, outer=outer))
         elif frame[0] == "finish":
             _, spans, rows, gate_only, model = frame
-            spans.extend(lay_out_records(rows, gate_only=gate_only, model=model, parent=0))
+            spans.extend(lay_out_records(rows, gate_only=gate_only, model=model, trace_id=trace_id, parent=0))
             sender.send(sender.maker.make(spans, trace_id=trace_id, first_id=root_id))
     count, failure = sender.finish()
     sys.stdout.write(json.dumps({"spans": count, "failure": failure}) + "\n")

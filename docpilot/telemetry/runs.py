@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 
 from docpilot.schema import Report, Row
-from docpilot.telemetry.spans import AttributeValue, PlannedSpan, SpanEvent, ns
+from docpilot.telemetry.spans import AttributeValue, PlannedSpan, SpanEvent, derived_id, ns
 from metrics.summary import per_record
 
 STAGES = ("retrieve", "prime", "model", "render", "score")
@@ -25,11 +25,21 @@ STAGES = ("retrieve", "prime", "model", "render", "score")
 _KINDS = {"retrieve": "RETRIEVER", "prime": "CHAIN", "model": "LLM", "render": "CHAIN", "score": "EVALUATOR"}
 
 
-def lay_out_records(rows: list[Row], *, gate_only: bool, model: Mapping, parent: int | None = None) -> list[PlannedSpan]:
-    """A span per row (under the span at ``parent``, None for the run's root sent apart), a span per stage under each."""
+def lay_out_records(rows: list[Row], *, gate_only: bool, model: Mapping, trace_id: int,
+                    parent: int | None = None) -> list[PlannedSpan]:
+    """A span per row (under the span at ``parent``, None for the run's root sent apart), a span per stage under each.
+
+    Each record's span has the id ``record_span_id`` gives, so that a server asked the
+    record's question (``--runtime server``) could name it as its turn's parent first.
+    """
     spans: list[PlannedSpan] = []
-    _add_records(spans, rows, _metric_values(rows, gate_only=gate_only), model, parent=parent)
+    _add_records(spans, rows, _metric_values(rows, gate_only=gate_only), model, parent=parent, trace_id=trace_id)
     return spans
+
+
+def record_span_id(trace_id: int, record_id: str) -> int:
+    """The span id of a record's span in the run's trace, known before the span is made."""
+    return derived_id(trace_id, "record", record_id)
 
 
 def model_of(report: Report) -> Mapping:
@@ -47,7 +57,7 @@ def root_spans(report: Report, *, started: float, report_started: float, ended: 
 
 
 def _add_records(spans: list[PlannedSpan], rows: list[Row], values: Mapping[str, Mapping[str, float]],
-                 model: Mapping, *, parent: int | None) -> None:
+                 model: Mapping, *, parent: int | None, trace_id: int) -> None:
     """Append a span per row (under ``parent``) and, under each, a span per stage it timed."""
     for row in rows:
         timeline = row.timeline
@@ -55,6 +65,7 @@ def _add_records(spans: list[PlannedSpan], rows: list[Row], values: Mapping[str,
         spans.append(PlannedSpan(
             "record", ns(min(start for start, _ in timeline.values())), ns(max(end for _, end in timeline.values())),
             parent=parent, attributes=_record_attributes(row, values.get(row.id, {})), error=row.error,
+            span_id=record_span_id(trace_id, row.id),
         ))
         for stage in STAGES:
             when = timeline.get(stage)

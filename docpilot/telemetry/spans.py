@@ -7,6 +7,8 @@ is written down whole (name, start, end, parent, attributes, events) and handed 
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -39,6 +41,32 @@ class PlannedSpan:
     error: str | None = None
     """Set when the work the span stands for failed: its status is then an error with this description."""
     kind: Literal["internal", "server", "client"] = "internal"
+    span_id: int | None = None
+    """A span id fixed ahead (``derived_id``), for a span something outside the trace names before it is
+    made: an eval's record span, which the server of ``--runtime server`` makes the parent of its turn."""
+
+
+def derived_id(trace_id: int, *names: str) -> int:
+    """A span id worked out from the trace and names (a record's id): the same wherever it is worked out, never 0."""
+    digest = hashlib.sha256(":".join([f"{trace_id:032x}", *names]).encode()).digest()
+    return int.from_bytes(digest[:8], "big") or 1
+
+
+def traceparent(trace_id: int, span_id: int) -> str:
+    """The W3C Trace Context header naming a span as the parent of work done elsewhere (sampled)."""
+    return f"00-{trace_id:032x}-{span_id:016x}-01"
+
+
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+
+
+def parse_traceparent(header: str | None) -> tuple[int, int] | None:
+    """The (trace id, parent span id) of a W3C ``traceparent`` header; None when it is absent or invalid."""
+    found = _TRACEPARENT.fullmatch((header or "").strip().lower())
+    if found is None or found.group(1) == "ff":
+        return None
+    trace_id, span_id = int(found.group(2), 16), int(found.group(3), 16)
+    return (trace_id, span_id) if trace_id and span_id else None
 
 
 def ns(seconds: float) -> int:

@@ -16,8 +16,9 @@ from typing import Any
 
 from docpilot.config.model import TelemetryConfig
 from docpilot.schema import Report, Row
-from docpilot.telemetry.runs import model_of, root_spans
+from docpilot.telemetry.runs import model_of, record_span_id, root_spans
 from docpilot.telemetry.settings import Tracing, tracing_settings, unusable
+from docpilot.telemetry.spans import traceparent
 
 
 class RunTrace:
@@ -45,6 +46,10 @@ class RunTrace:
 
                 self._outbox = Outbox(self.tracing, self.trace_id, self.root_id)
             return self._outbox
+
+    def traceparent(self, record_id: str) -> str:
+        """The ``traceparent`` header that makes a server's turn for this record a child of the record's span."""
+        return traceparent(self.trace_id, record_span_id(self.trace_id, record_id))
 
     def add(self, rows: list[Row], *, gate_only: bool, model: Mapping) -> None:
         """Hand these scored rows over to be sent; the call returns at once."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from docpilot.config.model import TelemetryConfig
 from docpilot.telemetry.settings import Tracing, tracing_settings, unusable
-from docpilot.telemetry.spans import AttributeValue, PlannedSpan, SpanEvent, ns
+from docpilot.telemetry.spans import AttributeValue, PlannedSpan, SpanEvent, ns, parse_traceparent
 
 _log = logging.getLogger("docpilot.server")
 
@@ -131,10 +131,14 @@ class TurnTracer:
         if exporter is not None:
             exporter.close()
 
-    async def traced(self, events: AsyncIterator[Any], *, request_id: str, started: float) -> AsyncIterator[Any]:
+    async def traced(self, events: AsyncIterator[Any], *, request_id: str, started: float,
+                     parent: str | None = None) -> AsyncIterator[Any]:
         """``events`` as they are, noting when each passed; the turn's spans go out when it ends.
 
-        ``started`` is the request's arrival on the ``time.perf_counter()`` clock.
+        ``started`` is the request's arrival on the ``time.perf_counter()`` clock. ``parent``
+        is the request's ``traceparent`` header: a valid one puts the turn in the caller's
+        trace, under the caller's span (an eval's record, with ``--runtime server``); an
+        absent or malformed one leaves the turn a trace of its own.
         """
         turn = TurnTimes(arrived=time.time() - (time.perf_counter() - started))
         try:
@@ -147,12 +151,12 @@ class TurnTracer:
             raise
         finally:
             turn.ended = time.time()
-            self._emit(turn, request_id)
+            self._emit(turn, request_id, parse_traceparent(parent))
 
-    def _emit(self, turn: TurnTimes, request_id: str) -> None:
+    def _emit(self, turn: TurnTimes, request_id: str, parent: tuple[int, int] | None) -> None:
         if self._exporter is None:
             return
         try:
-            self._exporter.emit(turn_spans(turn, request_id=request_id, model=self.model))
+            self._exporter.emit(turn_spans(turn, request_id=request_id, model=self.model), parent)
         except Exception:  # noqa: BLE001 - a span that cannot be made must not fail the answer
             _log.warning("request %s: its trace could not be made", request_id, exc_info=True)

@@ -236,3 +236,26 @@ def test_a_sending_process_killed_mid_run_is_one_warning_that_says_so(tmp_path, 
     assert len(warnings) == 1 and "ended early (exit code -9)" in warnings[0], err
     assert "Traceback" not in err
     assert result.exit_code == 0 and report.verdict == "pass"
+
+
+def test_with_the_server_runtime_each_served_turn_sits_under_its_records_span(tmp_path, monkeypatch):
+    # The eval starts `docpilot serve` itself; the server, traced by the same settings, is
+    # asked each question with a traceparent naming the record's span.
+    with otlp_receiver() as collector:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
+        out = tmp_path / "r.json"
+        result = CliRunner().invoke(main, ["eval", *BASE, "--runtime", "server", "--out", str(out)],
+                                    catch_exceptions=False)
+        report = load_report(out)
+        asked = [row for row in report.rows if row.kind != "attack"]
+        spans = collector.wait_for(len(asked) * 2, timeout_s=10)
+    assert result.exit_code == 0, result.output
+    (root,) = [span for span in spans if span.name == "eval"]
+    records = {span.attributes["docpilot.record.id"]: span for span in spans if span.name == "record"}
+    turns = [span for span in spans if span.name == "turn"]
+    assert len(turns) == len(asked) and set(records) == {row.id for row in report.rows}
+    by_span = {span.span_id: span for span in records.values()}
+    for turn in turns:
+        record = by_span[turn.parent_id]  # the record whose question the server answered
+        assert turn.trace_id == root.trace_id
+        assert record.start_ns <= turn.start_ns and turn.end_ns <= record.end_ns + 5_000_000  # clocks of two processes

@@ -118,3 +118,23 @@ def test_a_server_whose_collector_is_down_still_answers_and_says_so_once(caplog)
     said = [r.getMessage() for r in heard.records if "not sent" in r.getMessage()]
     assert len(said) == 1 and "connection refused" in said[0], said
     assert not [r for r in caplog.records if r.name.startswith("opentelemetry")]
+
+
+def test_a_traceparent_puts_the_turn_under_the_callers_span_and_a_malformed_one_is_ignored():
+    caller_trace, caller_span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    headers = [{"traceparent": f"00-{caller_trace}-{caller_span}-01"},
+               {"traceparent": f"00-{'0' * 32}-{caller_span}-01"},  # an all-zero trace id is invalid
+               {"traceparent": "not a traceparent"}]
+    with otlp_receiver() as collector:
+        with _serve(collector.url) as url:
+            replies = [httpx.post(f"{url}/v1/ask", json={"question": "How do I install Acme?", "stream": False},
+                                  headers=h, timeout=30) for h in headers]
+        spans = collector.wait_for(3 * 5, timeout_s=5)
+    assert all(reply.status_code == 200 for reply in replies)
+    turns = {t.attributes["docpilot.request_id"]: t for t in spans if t.name == "turn"}
+    joined, zero, malformed = (turns[reply.json()["request_id"]] for reply in replies)
+    assert (joined.trace_id, joined.parent_id) == (caller_trace, caller_span)
+    for alone in (zero, malformed):
+        assert alone.parent_id == "" and alone.trace_id != caller_trace
+    # The stages stay under their turn, in its trace.
+    assert all(s.trace_id == caller_trace for s in spans if s.parent_id == joined.span_id)
