@@ -46,8 +46,26 @@ def preload() -> None:
     Loading takes about a second, most of it decompression that leaves other threads
     running.
     """
-    if _load_identifier.cache_info().currsize == 0:
-        threading.Thread(target=_load_in_background, name="docpilot-langid", daemon=True).start()
+    global _preloading
+    if _load_identifier.cache_info().currsize == 0 and _preloading is None:
+        _preloading = threading.Thread(target=_load_in_background, name="docpilot-langid", daemon=True)
+        _preloading.start()
+
+
+_preloading: threading.Thread | None = None
+
+
+def load_now() -> None:
+    """Have the language model loaded when this returns, with no thread of this module left running.
+
+    For a process about to fork children that will detect languages (the variants of a
+    run, ``run.forks``): they share the loaded model instead of each spending a second
+    of CPU on loading it again, and a fork must not copy a thread's half-done work.
+    """
+    thread = _preloading
+    if thread is not None:
+        thread.join()
+    _identifier()
 
 
 def _load_in_background() -> None:

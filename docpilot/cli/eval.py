@@ -248,6 +248,10 @@ def eval_command(
     if variants:
         orchestration = _inline_for_variants(orchestrator, orchestration, runner, runtime)
         inline, quick_exit = True, "inline"
+        if not gate_only:  # loaded while the job is built, for the variants' processes to share
+            from docpilot.assistant.language import preload as preload_language
+
+            preload_language()
     if runtime == "server" and url:
         from docpilot.api.token import check_token
 

@@ -31,6 +31,7 @@ import signal
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,19 +187,42 @@ def fork_variant(name: str, run: Callable[[Any, RankingFeed | None], Any], *, sh
 
 
 class _PipeSink:
-    """A child's progress sink: each step goes to the parent, which shows it under the variant's name."""
+    """A child's progress sink: its steps go to the parent, which shows them under the variant's name.
+
+    Steps are sent at most every ``EVERY_S`` per stage, added up (a message per turn
+    would cost the child and the parent a few thousand pickles and system calls), and
+    what is left when the child ends (``flush``).
+    """
+
+    EVERY_S = 0.1
 
     def __init__(self, pipe: _Pipe) -> None:
         self._pipe = pipe
+        self._lock = threading.Lock()
+        self._pending: dict[str, int] = {}
+        self._sent_at = 0.0
 
     def start(self, stage: str, total: int) -> None:
+        self.flush()
         self._pipe.send(("start", stage, total))
 
     def advance(self, stage: str, count: int = 1) -> None:
-        self._pipe.send(("advance", stage, count))
+        with self._lock:
+            self._pending[stage] = self._pending.get(stage, 0) + count
+            due = time.monotonic() - self._sent_at >= self.EVERY_S
+        if due:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the steps not sent yet."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            self._sent_at = time.monotonic()
+        for stage, count in pending.items():
+            self._pipe.send(("advance", stage, count))
 
     def close(self) -> None:
-        return None
+        self.flush()
 
 
 def _child_main(run: Callable[[Any, RankingFeed | None], Any], events: _Pipe, ranking: _Pipe | None) -> None:
@@ -213,8 +237,10 @@ def _child_main(run: Callable[[Any, RankingFeed | None], Any], events: _Pipe, ra
     signal.signal(signal.SIGTERM, _stop_here)
     signal.signal(signal.SIGINT, _stop_here)
     code = 0
+    sink = _PipeSink(events)
     try:
-        result = run(_PipeSink(events), RankingFeed(ranking) if ranking is not None else None)
+        result = run(sink, RankingFeed(ranking) if ranking is not None else None)
+        sink.flush()
         events.send(("done", result))
     except BaseException as error:  # noqa: BLE001 - every ending is the parent's to report
         code = 1

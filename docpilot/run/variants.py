@@ -255,7 +255,12 @@ def _in_processes(jobs: list[EvalJob], progress: Progress, orchestration: Orches
     ranking starts after, and tells the children what it has ranked.
     """
     from docpilot.run import forks
+    from docpilot.run.evaluation import calls_model
 
+    if any(calls_model(one) for one in jobs):
+        from docpilot.assistant.language import load_now
+
+        load_now()  # once here, for every child: each loading it would cost a second of CPU
     shared = set(shared_settings(jobs))
     jobs = _without_ranking_refresh(jobs, shared)
     children: list[forks.Child] = []
