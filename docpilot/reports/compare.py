@@ -256,10 +256,41 @@ def compare_reports(a: Report, b: Report, *, store: ReportStore | None = None,
     )
 
 
-def outcome_scores(rows: Sequence[Row]) -> dict[str, dict[str, float]]:
-    """Each outcome's value for every row that has it, by outcome name and row id."""
-    return {outcome.name: {row.id: outcome.score(row) for row in rows if outcome.includes(row)}
-            for outcome in OUTCOMES}
+def outcome_scores(rows: Sequence[Row], ahead: OutcomesAhead | None = None) -> dict[str, dict[str, float]]:
+    """Each outcome's value for every row that has it, by outcome name and row id (``ahead``'s where it has them)."""
+    known = ahead._values if ahead is not None else {}
+    held = ahead._rows if ahead is not None else {}
+    scores: dict[str, dict[str, float]] = {}
+    for outcome in OUTCOMES:
+        before, values = known.get(outcome.name, {}), scores.setdefault(outcome.name, {})
+        for row in rows:
+            if (key := id(row)) in before and held.get(key) is row:
+                values[row.id] = before[key]
+            elif outcome.includes(row):
+                values[row.id] = outcome.score(row)
+    return scores
+
+
+class OutcomesAhead:
+    """Rows' outcome values worked out as each shard is scored, while the model still answers later ones.
+
+    As ``metrics.summary.Ahead`` does for the summary: a value is used only for the very
+    row object it came from (``outcome_scores``); a copy is worked out afresh.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[int, Row] = {}
+        self._values: dict[str, dict[int, float]] = {}
+
+    def add(self, rows: Sequence[Row]) -> None:
+        """Work out the outcomes of these scored rows now."""
+        for outcome in OUTCOMES:
+            values = self._values.setdefault(outcome.name, {})
+            for row in rows:
+                if outcome.includes(row):
+                    values[id(row)] = outcome.score(row)
+        for row in rows:
+            self._rows[id(row)] = row
 
 
 def paired_test(outcome: Outcome, pairs: list[tuple[Row, Row]], *, gate_only: bool,

@@ -56,6 +56,9 @@ class RunContext:
     before_ranking: Any = None
     """Called with a shard's traces before their rankings are looked up: a variant whose rankings another
     thread is storing waits here for them (``run.variants``); None for a run of one."""
+    after_scoring: Any = None
+    """Called with a shard's rows once they are scored: a variant's process works out their paired-test
+    outcomes then, while the model answers later shards (``run.variants``); None for a run of one."""
 
     def cancel(self) -> None:
         """Stop the run: model stages stop waiting for turns in flight, later ones stop at once."""

@@ -121,6 +121,8 @@ def score(job: EvalJob, traces: list[Trace]) -> list[Row]:
     run, workspace = _opened(job)
     rows = pipeline.build_rows(traces, corpus_language=corpus_language(workspace.corpus), model=job.config.model)
     run.scored.add(rows)
+    if run.after_scoring is not None:
+        run.after_scoring(rows)
     if run.trace is not None:  # sent while later shards still wait on the model
         run.trace.add(rows, gate_only=False, model={"name": job.config.model.name})
     return rows

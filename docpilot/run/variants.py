@@ -260,7 +260,9 @@ def _in_processes(jobs: list[EvalJob], progress: Progress, orchestration: Orches
     if any(calls_model(one) for one in jobs):
         from docpilot.assistant.language import load_now
 
-        load_now()  # once here, for every child: each loading it would cost a second of CPU
+        # Once here, for every child (each loading it would cost a second of CPU), and with the
+        # thread that loads it ended: a child forked while it held its lock would wait for ever.
+        load_now()
     shared = set(shared_settings(jobs))
     jobs = _without_ranking_refresh(jobs, shared)
     children: list[forks.Child] = []
@@ -309,11 +311,18 @@ def _variant_in_child(job: EvalJob, orchestration: Orchestration | None) -> Call
     """What a variant's child runs: its job, its progress sent to the parent, its stages waiting on ``feed``;
     its report and its outcome values (``reports.compare.outcome_scores``)."""
     def run(sink: Sink, feed: Any) -> tuple[Report, dict[str, dict[str, float]]]:
-        from docpilot.reports.compare import outcome_scores
+        from docpilot.reports.compare import OutcomesAhead, outcome_scores
         from docpilot.run.evaluation import evaluated
 
-        report = evaluated(job, progress=Progress(sink), orchestration=orchestration, prepare=_waiting_for(feed))[0]
-        return report, outcome_scores(report.rows)
+        ahead = OutcomesAhead()
+        waiting = _waiting_for(feed)
+
+        def prepare(context) -> None:
+            waiting(context)
+            context.after_scoring = ahead.add  # each shard's outcomes while later shards wait on the model
+
+        report = evaluated(job, progress=Progress(sink), orchestration=orchestration, prepare=prepare)[0]
+        return report, outcome_scores(report.rows, ahead)
     return run
 
 

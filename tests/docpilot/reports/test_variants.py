@@ -127,3 +127,18 @@ def test_the_paired_verdict_pairs_records_by_id():
     paired = paired_verdict(rows, ["a", "b"], {"a": {}, "b": {}}, gate_only=True)
     hit = next(t for t in paired.tests if t.outcome == "hit@8")
     assert hit.n == 1 and hit.worse == 1
+
+
+def test_outcomes_worked_out_ahead_are_those_worked_out_after_and_a_copy_is_worked_out_afresh():
+    from docpilot.reports.compare import OutcomesAhead, outcome_scores
+
+    rows = [_row(i, hit=i % 3 != 0) for i in range(12)]
+    ahead = OutcomesAhead()
+    ahead.add(rows[:6])
+    ahead.add(rows[6:])
+    assert outcome_scores(rows, ahead) == outcome_scores(rows)
+    # A row copied with other sections retrieved is not the row its value came from.
+    moved = rows[1].model_copy(update={"retrieved": ["nowhere#else"]})
+    again = outcome_scores([moved, *rows[2:]], ahead)
+    assert again == outcome_scores([moved, *rows[2:]])
+    assert again["hit@8"][moved.id] == 0.0 and outcome_scores(rows)["hit@8"][moved.id] == 1.0
