@@ -40,15 +40,17 @@ _CORPUS_SAMPLE_CHARS = 20_000  # plenty for a sure detection, little enough to b
 _LOADING = threading.Lock()
 
 
-def preload() -> None:
+def preload(*, urgent: bool = False) -> None:
     """Load the language model in the background; a run that will detect languages starts it early.
 
     Loading takes about a second, most of it decompression that leaves other threads
-    running.
+    running. It runs at a lower priority unless ``urgent`` (something will wait for it:
+    ``load_now``).
     """
     global _preloading
     if _load_identifier.cache_info().currsize == 0 and _preloading is None:
-        _preloading = threading.Thread(target=_load_in_background, name="docpilot-langid", daemon=True)
+        _preloading = threading.Thread(target=_load_in_background, args=(not urgent,), name="docpilot-langid",
+                                       daemon=True)
         _preloading.start()
 
 
@@ -68,11 +70,12 @@ def load_now() -> None:
     _identifier()
 
 
-def _load_in_background() -> None:
+def _load_in_background(lower: bool = True) -> None:
     # At a lower priority (Linux sets it per thread): the load is a second of CPU, and
     # the turns of a run that just started, and the model server beside it, come first.
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    if lower:
+        with contextlib.suppress(AttributeError, OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
     # Only a head start: a load that fails here (a full disk) is made again by the first
     # detection, whose error the run reports; a thread's exception would be a traceback.
     with contextlib.suppress(Exception):

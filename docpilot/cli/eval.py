@@ -251,7 +251,7 @@ def eval_command(
         if not gate_only:  # loaded while the job is built, for the variants' processes to share
             from docpilot.assistant.language import preload as preload_language
 
-            preload_language()
+            preload_language(urgent=True)
     if runtime == "server" and url:
         from docpilot.api.token import check_token
 
