@@ -26,15 +26,21 @@ helper: it polls what the helper offers as a sign of life, and fails at once whe
 the helper exits. Processes that libraries start (Dask's workers, Prefect's
 own temporary server) are the library's: Dask's workers watch a pipe to their parent,
 and ``docpilot.run.reaper`` covers the rest for an eval.
+
+Between an eval and the processes it starts for itself, messages go through a
+``MessagePipe``: length-prefixed pickles.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import pickle
 import queue
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -42,7 +48,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 T = TypeVar("T")
 
@@ -194,3 +200,62 @@ def _forget_launcher() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_launcher)
+
+
+class MessagePipe:
+    """One end of a pipe between DocPilot's own processes, carrying length-prefixed pickles.
+
+    Used between an eval and the processes it starts for itself (a variant's, the one
+    that sends its spans): both ends run this code, so a message is any picklable value.
+    A lock keeps the messages of several threads whole. ``encode`` lets a caller pickle a
+    message at once and ``write`` it later, from another thread.
+    """
+
+    _LENGTH = struct.Struct(">Q")
+
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_fd(cls, fd: int, mode: str) -> MessagePipe:
+        """The pipe end ``fd`` (``"r"`` or ``"w"``), unbuffered; closing the pipe closes ``fd``."""
+        return cls(os.fdopen(fd, mode + "b", buffering=0))
+
+    @staticmethod
+    def encode(message: Any) -> bytes:
+        """A message as it travels: its length, then its pickle."""
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        return MessagePipe._LENGTH.pack(len(data)) + data
+
+    def send(self, message: Any) -> None:
+        self.write(self.encode(message))
+
+    def write(self, encoded: bytes) -> None:
+        """Send a message ``encode`` made."""
+        view = memoryview(encoded)
+        with self._lock:
+            while view:
+                written = self._file.write(view)
+                view = view[written if written is not None else len(view):]
+            self._file.flush()
+
+    def receive(self) -> Any:
+        """The next message; EOFError when the other end is closed."""
+        header = self._read(self._LENGTH.size)
+        return pickle.loads(self._read(self._LENGTH.unpack(header)[0]))
+
+    def _read(self, size: int) -> bytes:
+        parts, left = [], size
+        while left:
+            part = self._file.read(left)
+            if not part:
+                raise EOFError
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._file.close()
+

@@ -28,7 +28,6 @@ import contextlib
 import os
 import pickle
 import signal
-import struct
 import sys
 import threading
 import time
@@ -37,9 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from docpilot.errors import DocpilotError
-from docpilot.processes import die_with_parent
+from docpilot.processes import MessagePipe, die_with_parent
 
-_LENGTH = struct.Struct(">Q")
 _STOP_GRACE_S = 30.0
 """How long a stopped child may take to store what it has and end before it is killed."""
 
@@ -49,51 +47,13 @@ def can_fork() -> bool:
     return hasattr(os, "fork")
 
 
-class _Pipe:
-    """One end of a pipe carrying length-prefixed pickles; a lock keeps threads' messages whole."""
-
-    def __init__(self, fd: int, mode: str) -> None:
-        self.fd = fd
-        self._file = os.fdopen(fd, mode + "b", buffering=0)
-        self._lock = threading.Lock()
-
-    def send(self, message: Any) -> None:
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        with self._lock:
-            self._write(_LENGTH.pack(len(data)) + data)
-
-    def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[self._file.write(view):]
-
-    def receive(self) -> Any:
-        """The next message; EOFError when the other end is closed."""
-        header = self._read(_LENGTH.size)
-        return pickle.loads(self._read(_LENGTH.unpack(header)[0]))
-
-    def _read(self, size: int) -> bytes:
-        parts, left = [], size
-        while left:
-            part = self._file.read(left)
-            if not part:
-                raise EOFError
-            parts.append(part)
-            left -= len(part)
-        return b"".join(parts)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._file.close()
-
-
 class RankingFeed:
     """A child's view of a ranking its parent does: which records are ranked, as the parent says.
 
     ``wait`` has ``SharedRanking.wait``'s meaning, so a child's stages wait the same way.
     """
 
-    def __init__(self, pipe: _Pipe) -> None:
+    def __init__(self, pipe: MessagePipe) -> None:
         self._pipe = pipe
         self._ready: set[str] = set()
         self._finished = False
@@ -143,8 +103,8 @@ class Child:
 
     name: str
     pid: int
-    events: _Pipe
-    ranking: _Pipe | None
+    events: MessagePipe
+    ranking: MessagePipe | None
     result: Any = None
     """What the child's function returned (a variant's report and outcome values)."""
     error: BaseException | None = None
@@ -174,14 +134,15 @@ def fork_variant(name: str, run: Callable[[Any, RankingFeed | None], Any], *, sh
                 if fd >= 0:
                     with contextlib.suppress(OSError):
                         os.close(fd)
-            _child_main(run, _Pipe(events_write, "w"), _Pipe(ranking_read, "r") if shares_ranking else None)
+            feed = MessagePipe.from_fd(ranking_read, "r") if shares_ranking else None
+            _child_main(run, MessagePipe.from_fd(events_write, "w"), feed)
         finally:
             os._exit(70)  # only reached if the child's own ending failed
     os.close(events_write)
     if shares_ranking:
         os.close(ranking_read)
-    child = Child(name=name, pid=pid, events=_Pipe(events_read, "r"),
-                  ranking=_Pipe(ranking_write, "w") if shares_ranking else None)
+    child = Child(name=name, pid=pid, events=MessagePipe.from_fd(events_read, "r"),
+                  ranking=MessagePipe.from_fd(ranking_write, "w") if shares_ranking else None)
     inherited.extend(fd for fd in (events_read, ranking_write) if fd >= 0)
     return child
 
@@ -196,7 +157,7 @@ class _PipeSink:
 
     EVERY_S = 0.1
 
-    def __init__(self, pipe: _Pipe) -> None:
+    def __init__(self, pipe: MessagePipe) -> None:
         self._pipe = pipe
         self._lock = threading.Lock()
         self._pending: dict[str, int] = {}
@@ -225,7 +186,7 @@ class _PipeSink:
         self.flush()
 
 
-def _child_main(run: Callable[[Any, RankingFeed | None], Any], events: _Pipe, ranking: _Pipe | None) -> None:
+def _child_main(run: Callable[[Any, RankingFeed | None], Any], events: MessagePipe, ranking: MessagePipe | None) -> None:
     from docpilot import progress
 
     # Fresh standard streams: a thread of the parent (a progress bar's) may have held theirs.

@@ -8,7 +8,7 @@ the run hands over each scored shard's rows as they are (pickled: 20 ms for a
 thousand) and goes on; the child does the rest on another core, and the run's only
 wait is for the last part at its end.
 
-The parent writes length-prefixed pickled frames to the child's standard input, from
+The parent writes pickled frames (``processes.MessagePipe``) to the child's standard input, from
 a thread of its own so that a child still starting never blocks the run:
 
 1. ``("hello", tracing, trace_id, root_id)``, once;
@@ -29,20 +29,17 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import queue
-import struct
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from docpilot.processes import start_child, stop_child
+from docpilot.processes import MessagePipe, start_child, stop_child
 from docpilot.telemetry.settings import Tracing
 
-_LENGTH = struct.Struct(">Q")
 _STARTUP_S = 5.0
 """How long the child may take, beyond the collector's timeout, to import, encode the last part and say so."""
 
@@ -68,25 +65,20 @@ class Outbox:
         self.put(("hello", tracing, trace_id, root_id))
 
     def put(self, frame: tuple) -> None:
-        """Queue one frame for the child; returns at once."""
+        """Queue one frame for the child, pickled now; returns at once."""
         if self._child is not None:
-            self._frames.put(pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL))
+            self._frames.put(MessagePipe.encode(frame))
 
     def _write(self) -> None:
         assert self._child is not None and self._child.stdin is not None
-        pipe = self._child.stdin
+        pipe = MessagePipe(self._child.stdin)
         try:
             while (frame := self._frames.get()) is not None:
-                pipe.write(_LENGTH.pack(len(frame)))
                 pipe.write(frame)
-                pipe.flush()
         except (BrokenPipeError, OSError):
             pass  # the child ended early: ``close`` reports what it said
         finally:
-            try:
-                pipe.close()
-            except OSError:
-                pass
+            pipe.close()
 
     def close(self, last: tuple) -> tuple[int, str | None]:
         """Hand over the last frame and wait for the child's word: the spans made, and None or why not all were sent.
@@ -116,13 +108,13 @@ class Outbox:
                        + (f": {said[-1]}" if said else ""))
 
 
-def _frames(stream: BinaryIO) -> Any:
-    """The frames on ``stream``, unpickled, until it ends."""
-    while header := stream.read(_LENGTH.size):
-        if len(header) < _LENGTH.size:
+def _frames(pipe: MessagePipe) -> Any:
+    """The frames on ``pipe``, until it ends."""
+    while True:
+        try:
+            yield pipe.receive()
+        except EOFError:
             return
-        body = stream.read(_LENGTH.unpack(header)[0])
-        yield pickle.loads(body)
 
 
 def main() -> None:
@@ -130,7 +122,7 @@ def main() -> None:
     from docpilot.telemetry.otlp import Sender, root_context
     from docpilot.telemetry.runs import lay_out_records
 
-    frames = _frames(sys.stdin.buffer)
+    frames = _frames(MessagePipe(sys.stdin.buffer))
     hello = next(frames, None)
     if hello is None or hello[0] != "hello":
         return
