@@ -308,7 +308,10 @@ def _rows(run: RunContext, job: EvalJob, executor: Executor, lead: Lead | None) 
         # A first shard of one round of turns gets the model going while the rest are ranked.
         first = None if job.gate_only else job.config.model.concurrency
         for index, shard in enumerate(shards(records, job.config.shard_size, first=first)):
-            if lead is not None and index < len(lead.shards):  # ranked, primed and being answered already
+            # Ranked, primed and being answered already; only as the same records (a lead cut with
+            # other settings would leave records out): any other shard is the run's own work.
+            if lead is not None and index < len(lead.shards) \
+                    and [t.record.id for t in lead.shards[index][0]] == [r.id for r in shard]:
                 traces, _, sent = lead.shards[index]
                 # The lead's rankings are this run's: ranking again would embed each question
                 # twice, and a paid embedder bills each time. The lead counted none of them.

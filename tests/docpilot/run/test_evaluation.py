@@ -16,7 +16,7 @@ from docpilot.errors import OrchestratorError
 from docpilot.models.registry import flag_overrides
 from docpilot.progress import LineSink, Progress
 from docpilot.run.evaluation import evaluate
-from docpilot.run.job import EvalJob, build_job
+from docpilot.run.job import EvalJob, build_job, job_records
 from docpilot.run.orchestrator import choose
 from docpilot.schema import Report, Selection
 from tests.conftest import DATA, ROOT
@@ -113,3 +113,22 @@ def test_a_run_under_prefect_without_its_flow_is_refused_before_any_work(tmp_pat
     with pytest.raises(OrchestratorError, match="flows.eval.run_eval"):
         evaluate(pipeline_job(tmp_path), orchestration=choose("prefect"))
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_lead_cut_with_other_settings_than_the_runs_loses_no_record(tmp_path):
+    # Regression: the run took the lead's shards by position. A probe that handed back a
+    # config with another concurrency (a variant's whole endpoint instead of its share) cut
+    # the run's shards elsewhere, and records 12 to 15 were left out of the report, silently.
+    from docpilot.models.probe import Ready
+    from tests.support.latency_server import serve_latency_process
+    from tests.support.openai_server import Reply
+
+    with serve_latency_process(Reply(latency_s=0.05, numbered=True)) as url:
+        job = _demo_job(tmp_path)
+        model = job.config.model.model_copy(update={"provider": "openai", "name": "bench", "base_url": url,
+                                                    "concurrency": 4})
+        job = job.model_copy(update={"config": job.config.model_copy(update={"shard_size": 8, "model": model})})
+        other = job.config.model_copy(update={"model": model.model_copy(update={"concurrency": 8})})
+        report = evaluate(job, ready=Ready(lambda: other))
+    assert [row.id for row in report.rows] == [record.id for record in job_records(job)]
+    assert len(report.rows) == 16 and all(row.error is None for row in report.rows)
