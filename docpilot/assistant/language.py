@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import re
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 from functools import lru_cache
@@ -44,8 +48,8 @@ def preload(*, urgent: bool = False) -> None:
     """Load the language model in the background; a run that will detect languages starts it early.
 
     Loading takes about a second, most of it decompression that leaves other threads
-    running. It runs at a lower priority unless ``urgent`` (something will wait for it:
-    ``load_now``).
+    running. It runs at a lower priority unless ``urgent`` (the run's first turns will
+    soon wait for it).
     """
     global _preloading
     if _load_identifier.cache_info().currsize == 0 and _preloading is None:
@@ -57,17 +61,91 @@ def preload(*, urgent: bool = False) -> None:
 _preloading: threading.Thread | None = None
 
 
-def load_now() -> None:
-    """Have the language model loaded when this returns, with no thread of this module left running.
+class _Unpacked:
+    """The language model loaded by a helper process and written, pickled, into a file no other process can open.
 
-    For a process about to fork children that will detect languages (the variants of a
-    run, ``run.forks``): they share the loaded model instead of each spending a second
-    of CPU on loading it again, and a fork must not copy a thread's half-done work.
+    The file is unlinked from the start: it goes when the last process holding it ends.
+    Its first 8 bytes hold the pickle's length, written after the pickle (0 until then,
+    and for good if the helper failed). The helper holds the write end of ``done``, so
+    a read of ``done`` ends, in every process holding it, when the helper does.
     """
-    thread = _preloading
-    if thread is not None:
-        thread.join()
-    _identifier()
+
+    def __init__(self) -> None:
+        self.file = tempfile.TemporaryFile(prefix="docpilot-langid-")  # noqa: SIM115 (closed by ``close``)
+        done, self._done_write = os.pipe()
+        self.done = os.fdopen(done, "rb", buffering=0)
+        from docpilot.processes import start_child
+
+        self.helper = start_child(
+            [sys.executable, "-c", "import sys; from docpilot.assistant.language import _write_identifier; "
+             "_write_identifier(int(sys.argv[1]))", str(self.file.fileno())],
+            death_signal=signal.SIGKILL, pass_fds=(self.file.fileno(), self._done_write),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        os.close(self._done_write)
+
+    def read(self):
+        """The helper's identifier once it has ended; None when it failed."""
+        with contextlib.suppress(OSError):
+            while self.done.read(1):
+                pass
+        fd = self.file.fileno()
+        size = int.from_bytes(os.pread(fd, 8, 0), "little")
+        if not size:
+            return None
+        parts, offset = [], 8
+        while offset < 8 + size:
+            part = os.pread(fd, 8 + size - offset, offset)
+            if not part:
+                return None
+            parts.append(part)
+            offset += len(part)
+        return pickle.loads(b"".join(parts))
+
+    def close(self) -> None:
+        """Close this process's handles and end the helper (parent side, once its children are done)."""
+        self.done.close()
+        self.file.close()
+        if self.helper.poll() is None:
+            self.helper.kill()
+        self.helper.wait()
+
+
+_unpacked: _Unpacked | None = None
+
+
+def load_for_forks() -> bool:
+    """Start loading the language model in a helper process, for the children this process is about to fork.
+
+    Each child reads the loaded model from the helper (a pickle, a few tens of
+    milliseconds) the first time it detects a language, instead of spending a second of
+    CPU on LZMA decompression, and this process need not wait for the load before
+    forking (it starts no thread, so there is no lock a child could inherit held). A
+    helper that fails costs only that: each child then loads the model itself. Whether
+    this call started the helper (``end_load_for_forks`` is then the caller's).
+    """
+    global _unpacked
+    if _unpacked is not None or ready():
+        return False
+    _unpacked = _Unpacked()
+    return True
+
+
+def end_load_for_forks() -> None:
+    """Close what ``load_for_forks`` opened, once the children are done."""
+    global _unpacked
+    if _unpacked is not None:
+        unpacked, _unpacked = _unpacked, None
+        unpacked.close()
+
+
+def _write_identifier(fd: int) -> None:
+    """The helper of ``load_for_forks``: load the model as usual and write it, pickled, into ``fd``."""
+    payload = pickle.dumps(_load_identifier(), protocol=pickle.HIGHEST_PROTOCOL)
+    with os.fdopen(fd, "wb", closefd=False) as out:
+        out.write(bytes(8))
+        out.write(payload)
+    os.pwrite(fd, len(payload).to_bytes(8, "little"), 0)
 
 
 def _load_in_background(lower: bool = True) -> None:
@@ -94,6 +172,11 @@ def _identifier():
 
 @lru_cache(maxsize=1)
 def _load_identifier():
+    if _unpacked is not None:
+        with contextlib.suppress(Exception):  # the helper's copy is only a shortcut: load as usual without it
+            identifier = _unpacked.read()
+            if identifier is not None:
+                return identifier
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     try:

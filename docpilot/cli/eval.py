@@ -248,10 +248,6 @@ def eval_command(
     if variants:
         orchestration = _inline_for_variants(orchestrator, orchestration, runner, runtime)
         inline, quick_exit = True, "inline"
-        if not gate_only:  # loaded while the job is built, for the variants' processes to share
-            from docpilot.assistant.language import preload as preload_language
-
-            preload_language(urgent=True)
     if runtime == "server" and url:
         from docpilot.api.token import check_token
 
@@ -259,8 +255,13 @@ def eval_command(
     # The model this process calls: none for --gate-only, nor when a running server is measured.
     # Its endpoint is probed while the records, the docs and the index load, and must
     # answer before the first record is sent (the local provider's server starts then).
-    calls_model = not gate_only and not (runtime == "server" and url) and not variants  # variants probe their own
-    endpoint = ready_endpoint(config) if calls_model else contextlib.nullcontext(Ready(lambda: config))
+    calls_model = not gate_only and not (runtime == "server" and url)
+    if variants:  # each variant's endpoint, and the language model their processes share
+        from docpilot.run.variants import variants_ahead
+
+        endpoint = variants_ahead(variants, calls_model=calls_model)
+    else:
+        endpoint = ready_endpoint(config) if calls_model else contextlib.nullcontext(Ready(lambda: config))
     # Progress shows from the start: preparing the job opens the retriever, and building a
     # missing index with an embedder can take minutes.
     with progress.shown() as shown, endpoint as ready:
@@ -278,7 +279,7 @@ def eval_command(
                 from docpilot.run.variants import run_variants
 
                 report, path = run_variants(job, variants, progress=shown, gate_variant=gate_variant,
-                                            orchestration=orchestration)
+                                            orchestration=orchestration, ready=ready)
             else:
                 report, path = evaluated(
                     job, progress=shown, orchestration=orchestration, runner=runner, ready=ready,

@@ -145,10 +145,12 @@ def ready_endpoint(config: Config) -> Iterator[Ready]:
         else:
             probed.set_result(None)
 
-    threading.Thread(target=probe, name="docpilot-probe", daemon=True).start()
+    thread = threading.Thread(target=probe, name="docpilot-probe", daemon=True)
+    thread.start()
 
     def checked() -> Config:
         probed.result()
+        thread.join()  # ended, not only done: a process may fork once it has its answer (``run.variants``)
         return config
 
     yield Ready(checked)

@@ -29,9 +29,9 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from docpilot.config.variants import Variant
 from docpilot.progress import Progress, Sink, current
@@ -39,6 +39,9 @@ from docpilot.run.context import cancel_run
 from docpilot.run.job import EvalJob, job_records
 from docpilot.run.orchestrator import Orchestration
 from docpilot.schema import Report
+
+if TYPE_CHECKING:
+    from docpilot.models.probe import Ready
 
 
 def variant_jobs(job: EvalJob, variants: list[Variant]) -> list[EvalJob]:
@@ -179,15 +182,42 @@ def ranking_setting(job: EvalJob) -> str:
     return job.config.retrieval.model_dump_json() + job.config.corpus.model_dump_json()
 
 
+@contextlib.contextmanager
+def variants_ahead(variants: list[Variant], *, calls_model: bool = True) -> Iterator[dict[str, Ready]]:
+    """For the block (the job being built), what a run of several variants starts early; by variant, its ``Ready``.
+
+    Every endpoint's probe is sent at once (``models.probe.ready_endpoint``), so that
+    no variant spends a round trip on it once the run starts, and, where the variants
+    will run in processes of their own, the language model starts loading in a helper
+    process (``assistant.language.load_for_forks``). ``calls_model=False`` (a gate-only
+    run, a running server measured) starts neither.
+    """
+    from docpilot.assistant import language
+    from docpilot.models.probe import ready_endpoint
+    from docpilot.run.forks import can_fork
+
+    if not calls_model:
+        yield {}
+        return
+    with contextlib.ExitStack() as stack:
+        if can_fork():
+            if language.load_for_forks():
+                stack.callback(language.end_load_for_forks)
+        else:
+            language.preload(urgent=True)
+        yield {v.name: stack.enter_context(ready_endpoint(v.config)) for v in variants}
+
+
 def run_variants(job: EvalJob, variants: list[Variant], *, progress: Progress | None = None,
                  gate_variant: str | None = None, orchestration: Orchestration | None = None,
-                 evaluate: Callable[..., tuple[Report, str]] | None = None) -> tuple[Report, str]:
+                 evaluate: Callable[..., tuple[Report, str]] | None = None,
+                 ready: dict[str, Ready] | None = None) -> tuple[Report, str]:
     """Run every variant of ``job`` at once and write their joined report; the report and its path.
 
     Each variant runs in a process of its own where the platform forks (``run.forks``),
     else, or when ``evaluate`` is given (a variant's job to report, ``run.evaluation.
     evaluated`` by default), each on a thread of this process. ``progress`` shows each
-    variant's stages under its name.
+    variant's stages under its name; ``ready`` holds the probes ``variants_ahead`` sent.
     """
     from docpilot.reports.report import write_report
     from docpilot.reports.variants import join_variants
@@ -197,15 +227,39 @@ def run_variants(job: EvalJob, variants: list[Variant], *, progress: Progress | 
     jobs = variant_jobs(job, variants)
     started = time.perf_counter()
     scores = None
+    readies = _checked(jobs, ready or {})
     if evaluate is None and can_fork():
-        reports, ranked_here, scores = _in_processes(jobs, progress, orchestration)
+        reports, ranked_here, scores = _in_processes(jobs, progress, orchestration, readies)
     else:
-        reports, ranked_here = _on_threads(jobs, progress, orchestration, evaluate)
+        reports, ranked_here = _on_threads(jobs, progress, orchestration, evaluate, readies)
     wall_ms = (time.perf_counter() - started) * 1000
     joined = join_variants(list(zip(variants, reports, strict=True)), gate_variant=gate_variant, wall_ms=wall_ms,
                            ranked_here=ranked_here, scores=scores)
     path = write_report(joined, job.out or f"{job.config.reports_dir}/{joined.run_id}.json")
     return joined, str(path)
+
+
+def _checked(jobs: list[EvalJob], ready: dict[str, Ready]) -> dict[str, Ready | None]:
+    """Each variant's probe, waited for here, before a variant starts (and before any fork: its thread has ended).
+
+    An endpoint that cannot serve stops the run here, its error naming the variant. A
+    ``local`` provider's server is not started here: the variant starts it itself.
+    """
+    from docpilot.models.probe import Ready
+
+    checked: dict[str, Ready | None] = {}
+    for one in jobs:
+        probe = ready.get(one.variant or "")
+        if probe is None or probe.costly():
+            checked[one.variant or ""] = None
+            continue
+        try:
+            probe()
+        except BaseException as error:
+            raise _naming(error, one.variant or "") from None
+        # The job's own config: the variant's share of a shared endpoint's concurrency included.
+        checked[one.variant or ""] = Ready(lambda config=one.config: config)
+    return checked
 
 
 def _waiting_for(ranking: Any) -> Callable[[Any], None]:
@@ -223,7 +277,8 @@ def _without_ranking_refresh(jobs: list[EvalJob], shared: Collection[str]) -> li
 
 
 def _on_threads(jobs: list[EvalJob], progress: Progress, orchestration: Orchestration | None,
-                evaluate: Callable[..., tuple[Report, str]] | None) -> tuple[list[Report], dict[str, set[str]]]:
+                evaluate: Callable[..., tuple[Report, str]] | None, readies: dict[str, Ready | None]
+                ) -> tuple[list[Report], dict[str, set[str]]]:
     """Each variant an ``evaluate`` on a thread of this process; their reports, and the records ranked here."""
     if evaluate is None:
         from docpilot.run.evaluation import evaluated as evaluate
@@ -232,7 +287,8 @@ def _on_threads(jobs: list[EvalJob], progress: Progress, orchestration: Orchestr
     reports: list[Report] = []
     with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="docpilot-variant") as pool:
         futures = [pool.submit(evaluate, j, progress=Progress(_Labelled(progress.sink, j.variant)),
-                               orchestration=orchestration, prepare=_waiting_for(shared.get(ranking_setting(j))))
+                               orchestration=orchestration, prepare=_waiting_for(shared.get(ranking_setting(j))),
+                               ready=readies.get(j.variant or ""))
                    for j in jobs]
         try:
             for future in futures:
@@ -246,7 +302,8 @@ def _on_threads(jobs: list[EvalJob], progress: Progress, orchestration: Orchestr
     return reports, {ranking.variant: ranking.computed for ranking in shared.values()}
 
 
-def _in_processes(jobs: list[EvalJob], progress: Progress, orchestration: Orchestration | None
+def _in_processes(jobs: list[EvalJob], progress: Progress, orchestration: Orchestration | None,
+                  readies: dict[str, Ready | None]
                   ) -> tuple[list[Report], dict[str, set[str]], dict[str, dict[str, dict[str, float]]]]:
     """Each variant in a forked process of its own (``run.forks``); their reports, the records ranked here,
     and each variant's outcome values for the paired tests (worked out by its process, beside the others).
@@ -254,23 +311,23 @@ def _in_processes(jobs: list[EvalJob], progress: Progress, orchestration: Orches
     Every child is forked before this process starts a thread of the run: the shared
     ranking starts after, and tells the children what it has ranked.
     """
+    from docpilot.assistant import language
     from docpilot.run import forks
     from docpilot.run.evaluation import calls_model
 
-    if any(calls_model(one) for one in jobs):
-        from docpilot.assistant.language import load_now
-
-        # Once here, for every child (each loading it would cost a second of CPU), and with the
-        # thread that loads it ended: a child forked while it held its lock would wait for ever.
-        load_now()
     shared = set(shared_settings(jobs))
     jobs = _without_ranking_refresh(jobs, shared)
     children: list[forks.Child] = []
     inherited: list[int] = []
-    with forks.children_stopped_on_exit(children):
+    with contextlib.ExitStack() as stack:
+        # Started early by ``variants_ahead``; here for Python callers, who call this directly.
+        if any(calls_model(one) for one in jobs) and language.load_for_forks():
+            stack.callback(language.end_load_for_forks)
+        stack.enter_context(forks.children_stopped_on_exit(children))
         for one in jobs:
-            children.append(forks.fork_variant(one.variant or "", _variant_in_child(one, orchestration),
-                                               shares_ranking=ranking_setting(one) in shared, inherited=inherited))
+            run = _variant_in_child(one, orchestration, readies.get(one.variant or ""))
+            children.append(forks.fork_variant(one.variant or "", run, shares_ranking=ranking_setting(one) in shared,
+                                               inherited=inherited))
         sinks = {child.name: _Labelled(progress.sink, child.name) for child in children}
 
         def forward(child: forks.Child, kind: str, stage: str, count: int) -> None:
@@ -307,7 +364,8 @@ def _naming(error: BaseException, variant: str) -> BaseException:
     return error
 
 
-def _variant_in_child(job: EvalJob, orchestration: Orchestration | None) -> Callable[..., tuple]:
+def _variant_in_child(job: EvalJob, orchestration: Orchestration | None, ready: Ready | None
+                      ) -> Callable[..., tuple]:
     """What a variant's child runs: its job, its progress sent to the parent, its stages waiting on ``feed``;
     its report and its outcome values (``reports.compare.outcome_scores``)."""
     def run(sink: Sink, feed: Any) -> tuple[Report, dict[str, dict[str, float]]]:
@@ -321,7 +379,8 @@ def _variant_in_child(job: EvalJob, orchestration: Orchestration | None) -> Call
             waiting(context)
             context.after_scoring = ahead.add  # each shard's outcomes while later shards wait on the model
 
-        report = evaluated(job, progress=Progress(sink), orchestration=orchestration, prepare=prepare)[0]
+        report = evaluated(job, progress=Progress(sink), orchestration=orchestration, prepare=prepare,
+                           ready=ready)[0]
         return report, outcome_scores(report.rows, ahead)
     return run
 

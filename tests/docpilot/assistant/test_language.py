@@ -40,3 +40,57 @@ def test_the_expected_language_is_the_records_then_the_questions_then_the_corpus
 
 def test_the_corpus_language_comes_from_its_text():
     assert corpus_language(load_corpus(DATA / "pipeline" / "docs")) == "en"
+
+
+_FORKED = r"""
+import json, os, signal, sys
+from docpilot.assistant import language
+import py3langid.langid
+
+texts = json.loads(sys.argv[1])
+language.load_for_forks()
+if sys.argv[2] == "kill-helper":
+    os.kill(language._unpacked.helper.pid, signal.SIGKILL)
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    if sys.argv[2] == "helper-only":  # the child must not load the model itself
+        py3langid.langid.LanguageIdentifier.from_model_file = None
+    found = [language._identifier().classify(t) for t in texts]
+    os.write(write, json.dumps([[lang, float(p)] for lang, p in found]).encode())
+    os._exit(0)
+os.close(write)
+out = b""
+while chunk := os.read(read, 1 << 16):
+    out += chunk
+os.waitpid(pid, 0)
+language.end_load_for_forks()
+print(out.decode())
+"""
+
+_TEXTS = ["Will it rain tomorrow?", "Kann ich Temperaturen in Fahrenheit eingeben?",
+          "Run the evaluation with the gate only flag to measure retrieval alone.", "¿Dónde está la estación?"]
+
+
+def _classified_in_a_fork(mode: str) -> list[list]:
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _FORKED, json.dumps(_TEXTS), mode], capture_output=True, text=True,
+                          timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+def test_a_forked_child_reads_the_model_the_helper_loaded_and_detects_as_the_model_does():
+    from docpilot.assistant.language import _identifier
+
+    here = [[lang, float(p)] for lang, p in (_identifier().classify(t) for t in _TEXTS)]
+    assert _classified_in_a_fork("helper-only") == here
+
+
+def test_a_helper_that_died_leaves_each_child_to_load_the_model_itself():
+    from docpilot.assistant.language import _identifier
+
+    here = [[lang, float(p)] for lang, p in (_identifier().classify(t) for t in _TEXTS)]
+    assert _classified_in_a_fork("kill-helper") == here

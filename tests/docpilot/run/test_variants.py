@@ -109,9 +109,10 @@ def test_variants_share_retrieval_answer_at_once_and_a_rerun_sends_no_turn(tmp_p
                                                       "    model.max_tokens: 99\n")
     grown = _eval(tmp_path, "--config", str(added), out="grown.json")
     assert grown.returncode in (0, 1), grown.stderr
-    computed = {v["name"]: v["cache_stats"]["model"]["computed"]
-                for v in json.loads((tmp_path / "grown.json").read_text())["variants"]}
+    grown_report = json.loads((tmp_path / "grown.json").read_text())
+    computed = {v["name"]: v["cache_stats"]["model"]["computed"] for v in grown_report["variants"]}
     assert computed == {"m1": 0, "m2": 0, "m3": 0, "m4": RECORDS}
+    assert [r["variant"] for r in grown_report["rows"]] == [m for m in ("m1", "m2", "m3", "m4") for _ in range(RECORDS)]
     # m4 shares m1's server: m1's probe and m4's probe and turns.
     assert [server_stats(url)["requests"] for url in servers] == [2 * RECORDS + 4, RECORDS + 3, RECORDS + 3]
 
@@ -189,10 +190,12 @@ def test_ctrl_c_stops_every_variant_at_once_and_a_rerun_resumes_them(tmp_path):
 
 
 def _children(pid: int) -> list[int]:
+    """The processes forked by ``pid`` (its command line), not the helpers it started (another one)."""
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         found += [int(c) for c in (task / "children").read_text().split()]
-    return found
+    own = Path(f"/proc/{pid}/cmdline").read_bytes()
+    return [child for child in found if Path(f"/proc/{child}/cmdline").read_bytes() == own]
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads a process's children from /proc")
