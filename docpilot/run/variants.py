@@ -315,6 +315,7 @@ def _in_processes(jobs: list[EvalJob], progress: Progress, orchestration: Orches
     from docpilot.run import forks
     from docpilot.run.evaluation import calls_model
 
+    _import_stages()
     shared = set(shared_settings(jobs))
     jobs = _without_ranking_refresh(jobs, shared)
     children: list[forks.Child] = []
@@ -351,6 +352,17 @@ def _in_processes(jobs: list[EvalJob], progress: Progress, orchestration: Orches
             raise _naming(first.error, first.name)
     return ([child.result[0] for child in children], {r.variant: r.computed for r in rankings.values()},
             {child.name: child.result[1] for child in children})
+
+
+def _import_stages() -> None:
+    """Import here, once, the modules every variant's process runs its stages with, instead of in each child."""
+    import importlib
+
+    for module in ("docpilot.run.wiring", "docpilot.run.stages", "docpilot.run.rows", "docpilot.assistant.turn",
+                   "docpilot.assistant.guard", "docpilot.models.prices", "metrics.slices"):
+        importlib.import_module(module)
+    with contextlib.suppress(ImportError):  # the lane's event loop, where it is installed
+        importlib.import_module("uvloop")
 
 
 def _naming(error: BaseException, variant: str) -> BaseException:
