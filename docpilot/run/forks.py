@@ -8,7 +8,7 @@ docs, the index and the imports the parent loaded are the children's without loa
 them again (the pages are shared until written).
 
 The parent forks every child before it starts a thread, so no lock another thread held
-is copied locked, then ranks the records the variants share (``SharedRanking``) and
+is copied locked, then ranks the records the variants share (``run.shared_ranking``) and
 tells each child, through a pipe, which records are ranked; a child's stages wait for
 those of the shard they look up, as the threads of one process do. Each child sends,
 through a pipe of its own, its progress and at its end its report (or its error),
