@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Protocol, TextIO
 
@@ -112,18 +113,28 @@ def advance(stage: str, count: int = 1) -> None:
 
 
 class LineSink:
-    """Plain lines for logs and CI: one per stage each time another tenth is done."""
+    """Plain lines for logs and CI: one per stage each time another tenth is done.
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    A stage that has run for ``ETA_AFTER_S`` or more (building an index with a local
+    embedder takes minutes) also says how long it has taken and about how long is left,
+    at the rate so far: ``embed: 2560/13194 chunks, 41 s so far, about 2 min 50 s left``.
+    """
+
+    ETA_AFTER_S = 2.0
+
+    def __init__(self, stream: TextIO | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream or sys.stderr
+        self._clock = clock
         self._totals: dict[str, int] = {}
         self._done: dict[str, int] = {}
         self._shown: dict[str, int] = {}
+        self._began: dict[str, float] = {}
 
     def start(self, stage: str, total: int) -> None:
         self._totals[stage] = total
         self._done.setdefault(stage, 0)
         self._shown.setdefault(stage, 0)
+        self._began.setdefault(stage, self._clock())
 
     def advance(self, stage: str, count: int = 1) -> None:
         total = self._totals.get(stage) or 0
@@ -131,7 +142,11 @@ class LineSink:
         tenth = done * 10 // total if total else 10
         if tenth > self._shown.get(stage, -1):
             self._shown[stage] = tenth
-            print(f"{stage}: {done}/{total} {_UNITS.get(stage, 'records')}", file=self.stream, flush=True)
+            line = f"{stage}: {done}/{total} {_UNITS.get(stage, 'records')}"
+            elapsed = self._clock() - self._began.get(stage, self._clock())
+            if elapsed >= self.ETA_AFTER_S and 0 < done < total:
+                line += f", {_duration(elapsed)} so far, about {_duration(elapsed / done * (total - done))} left"
+            print(line, file=self.stream, flush=True)
 
     def close(self) -> None:
         pass
@@ -148,11 +163,13 @@ class BarSink:
             Progress,
             TextColumn,
             TimeElapsedColumn,
+            TimeRemainingColumn,
         )
 
+        # Elapsed, then what is left at the rate so far: an index built with a local embedder takes minutes.
         self._progress = Progress(
             TextColumn("{task.description:<9}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), transient=True,
+            TimeRemainingColumn(), console=Console(stderr=True), transient=True,
         )
         self._tasks: dict[str, int] = {}
         self._progress.start()
@@ -174,6 +191,16 @@ class BarSink:
         self._progress.stop()
         if refresher is not None:
             refresher.join()
+
+
+def _duration(seconds: float) -> str:
+    """A time as a person reads it: ``8 s``, ``2 min 50 s``, ``1 h 5 min``."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
 def sink_for(stream: TextIO | None = None) -> Sink:

@@ -55,3 +55,58 @@ def test_an_eval_reports_progress_on_stderr_only(tmp_path):
     assert result.exit_code == 0
     assert "model: 6/6 records" in result.stderr and "retrieve: 6/6 records" in result.stderr
     assert "6/6 records" not in result.stdout
+
+
+def test_a_long_stage_says_how_long_it_took_so_far_and_about_how_long_is_left():
+    # An index built with MiniLM takes minutes: the log says when it will be done.
+    now = [100.0]
+    stream = io.StringIO()
+    sink = progress.LineSink(stream, clock=lambda: now[0])
+    sink.start("embed", 1000)
+    now[0] += 1.0
+    sink.advance("embed", 100)  # a second in: too early to tell
+    now[0] += 19.0
+    sink.advance("embed", 100)  # 200 in 20 s: 800 more take 80 s
+    now[0] += 160.0
+    sink.advance("embed", 400)  # 600 in 180 s: 400 more take 2 min
+    sink.advance("embed", 400)
+    assert stream.getvalue().splitlines() == [
+        "embed: 100/1000 chunks",
+        "embed: 200/1000 chunks, 20 s so far, about 1 min 20 s left",
+        "embed: 600/1000 chunks, 3 min 0 s so far, about 2 min 0 s left",
+        "embed: 1000/1000 chunks",
+    ]
+
+
+def test_the_bar_shows_the_time_left(tmp_path):
+    # On a real terminal (a pseudo-terminal): rich's bar shows the time left as "-:--:--"
+    # until it knows the rate, then as a countdown such as "0:00:01".
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    script = (
+        "import time\nfrom docpilot import progress\nbar = progress.sink_for()\nbar.start('embed', 4)\n"
+        "for _ in range(3):\n    time.sleep(0.6)\n    bar.advance('embed')\ntime.sleep(0.3)\nbar.close()\n"
+    )
+    leader, follower = pty.openpty()
+    child = subprocess.Popen([sys.executable, "-c", script], stderr=follower, cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100", "TERM": "xterm"})
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            piece = os.read(leader, 4096)
+        except OSError:  # the terminal closed: the child is gone
+            break
+        if not piece:
+            break
+        shown += piece
+    child.wait(timeout=30)
+    os.close(leader)
+    text = shown.decode(errors="replace")
+    assert "-:--:--" in text  # the time left, before the rate is known
+    assert "embed" in text and "3/4" in text
