@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
 
+from tests.support.scratch import scratch_folder
+
 # Prefect reads its settings when first imported, so its home is set for the whole process.
-os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="docpilot-prefect-")
+os.environ["PREFECT_HOME"] = scratch_folder("docpilot-prefect-")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from docpilot.run.remote import local_server, remote_shard
 from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.server.app import create_app, serve_in_thread
 from tests.support.model_stage import model_shard
+from tests.support.scratch import scratch_folder
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pipeline"
 TOKEN = "remote-test-token-42"
@@ -38,7 +38,7 @@ SHARED = ("retrieved", "scores", "primed", "answer", "reasoning", "citations", "
 
 
 # The search index is saved under cache_dir; keep it out of the checkout.
-CACHE = tempfile.mkdtemp(prefix="docpilot-test-remote-")
+CACHE = scratch_folder("docpilot-test-remote-")
 
 
 def _config(**settings: object) -> Config:

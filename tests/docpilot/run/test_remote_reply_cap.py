@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -30,9 +29,10 @@ from docpilot.api.client import RemoteTurn, ask
 from docpilot.assistant.workspace import open_workspace
 from docpilot.server.app import create_app, serve_in_thread
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
+from tests.support.scratch import scratch_folder
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pipeline"
-CACHE = tempfile.mkdtemp(prefix="docpilot-test-reply-cap-")  # the search index, out of the checkout
+CACHE = scratch_folder("docpilot-test-reply-cap-")  # the search index, out of the checkout
 QUESTION = "How do I install Acme?"
 
 

@@ -9,7 +9,6 @@ it, as a server that folds chunks into sections loosely would send).
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,9 +25,10 @@ from docpilot.config.model import Config
 from docpilot.models.registry import build_model
 from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.server.app import create_app, serve_in_thread
+from tests.support.scratch import scratch_folder
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pipeline"
-CACHE = tempfile.mkdtemp(prefix="docpilot-test-rows-")  # the search index is saved here, out of the checkout
+CACHE = scratch_folder("docpilot-test-rows-")  # the search index is saved here, out of the checkout
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +15,10 @@ from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.schema import Row
 from docpilot.server.app import create_app, serve_in_thread
 from metrics.citations import scope_violations
+from tests.support.scratch import scratch_folder
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pipeline"
-CACHE = tempfile.mkdtemp(prefix="docpilot-test-scope-")  # the search index is saved here, out of the checkout
+CACHE = scratch_folder("docpilot-test-scope-")  # the search index is saved here, out of the checkout
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -29,6 +28,7 @@ from docpilot.schema import GoldenRecord
 from docpilot.server.app import create_app, serve_in_thread
 from tests.docpilot.retrieval.test_embedders import WordHashEmbedder
 from tests.support.model_stage import model_shard
+from tests.support.scratch import scratch_folder
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "pipeline" / "docs"
 TOKEN = "test-token-0123456789"
@@ -39,7 +39,7 @@ UNANSWERABLE = "How much does the enterprise plan cost per month?"
 
 
 # The search index is saved under cache_dir; keep it out of the checkout.
-CACHE = tempfile.mkdtemp(prefix="docpilot-test-server-")
+CACHE = scratch_folder("docpilot-test-server-")
 
 
 def _config(**settings: object) -> Config:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-import tempfile
 
 import httpx
 import pytest
@@ -17,9 +16,10 @@ from docpilot.server.app import create_app, serve_in_thread
 from tests.conftest import DATA, ROOT
 from tests.docpilot.telemetry.test_eval_traces import _closed_port
 from tests.support.otlp_receiver import otlp_receiver
+from tests.support.scratch import scratch_folder
 
 DOCS = DATA / "pipeline" / "docs"
-CACHE = tempfile.mkdtemp(prefix="docpilot-test-serve-traces-")
+CACHE = scratch_folder("docpilot-test-serve-traces-")
 TOLERANCE_MS = 0.01
 
 
