@@ -14,6 +14,7 @@ import contextlib
 import os
 import pickle
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -70,6 +71,9 @@ class _Unpacked:
     a read of ``done`` ends, in every process holding it, when the helper does.
     """
 
+    WAIT_S = 30.0
+    """How long a process waits for the helper (a load takes about a second) before loading the model itself."""
+
     def __init__(self) -> None:
         self.file = tempfile.TemporaryFile(prefix="docpilot-langid-")  # noqa: SIM115 (closed by ``close``)
         done, self._done_write = os.pipe()
@@ -85,10 +89,11 @@ class _Unpacked:
         os.close(self._done_write)
 
     def read(self):
-        """The helper's identifier once it has ended; None when it failed."""
-        with contextlib.suppress(OSError):
-            while self.done.read(1):
-                pass
+        """The helper's identifier once it has ended; None when it failed, or has not ended within ``WAIT_S``."""
+        with contextlib.suppress(OSError, ValueError):
+            ended, _, _ = select.select([self.done], [], [], self.WAIT_S)
+            if not ended:
+                return None  # stuck: the model is loaded here instead
         fd = self.file.fileno()
         size = int.from_bytes(os.pread(fd, 8, 0), "little")
         if not size:
