@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import re
-import select
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from docpilot.errors import StorageError
+
+if TYPE_CHECKING:
+    from docpilot.assistant.shared_model import SharedModel
 
 # Restricting the candidates keeps short questions from being read as rare languages.
 CANDIDATES = (
@@ -62,95 +61,35 @@ def preload(*, urgent: bool = False) -> None:
 _preloading: threading.Thread | None = None
 
 
-class _Unpacked:
-    """The language model loaded by a helper process and written, pickled, into a file no other process can open.
-
-    The file is unlinked from the start: it goes when the last process holding it ends.
-    Its first 8 bytes hold the pickle's length, written after the pickle (0 until then,
-    and for good if the helper failed). The helper holds the write end of ``done``, so
-    a read of ``done`` ends, in every process holding it, when the helper does.
-    """
-
-    WAIT_S = 30.0
-    """How long a process waits for the helper (a load takes about a second) before loading the model itself."""
-
-    def __init__(self) -> None:
-        self.file = tempfile.TemporaryFile(prefix="docpilot-langid-")  # noqa: SIM115 (closed by ``close``)
-        done, self._done_write = os.pipe()
-        self.done = os.fdopen(done, "rb", buffering=0)
-        from docpilot.processes import start_child
-
-        self.helper = start_child(
-            [sys.executable, "-c", "import sys; from docpilot.assistant.language import _write_identifier; "
-             "_write_identifier(int(sys.argv[1]))", str(self.file.fileno())],
-            death_signal=signal.SIGKILL, pass_fds=(self.file.fileno(), self._done_write),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        os.close(self._done_write)
-
-    def read(self):
-        """The helper's identifier once it has ended; None when it failed, or has not ended within ``WAIT_S``."""
-        with contextlib.suppress(OSError, ValueError):
-            ended, _, _ = select.select([self.done], [], [], self.WAIT_S)
-            if not ended:
-                return None  # stuck: the model is loaded here instead
-        fd = self.file.fileno()
-        size = int.from_bytes(os.pread(fd, 8, 0), "little")
-        if not size:
-            return None
-        parts, offset = [], 8
-        while offset < 8 + size:
-            part = os.pread(fd, 8 + size - offset, offset)
-            if not part:
-                return None
-            parts.append(part)
-            offset += len(part)
-        return pickle.loads(b"".join(parts))
-
-    def close(self) -> None:
-        """Close this process's handles and end the helper (parent side, once its children are done)."""
-        self.done.close()
-        self.file.close()
-        if self.helper.poll() is None:
-            self.helper.kill()
-        self.helper.wait()
-
-
-_unpacked: _Unpacked | None = None
+_shared: SharedModel | None = None
 
 
 def load_for_forks() -> bool:
     """Start loading the language model in a helper process, for the children this process is about to fork.
 
-    Each child reads the loaded model from the helper (a pickle, a few tens of
-    milliseconds) the first time it detects a language, instead of spending a second of
-    CPU on LZMA decompression, and this process need not wait for the load before
-    forking (it starts no thread, so there is no lock a child could inherit held). A
-    helper that fails costs only that: each child then loads the model itself. Whether
-    this call started the helper (``end_load_for_forks`` is then the caller's).
+    Each child maps the tables the helper loaded (``assistant.shared_model``: a few
+    milliseconds, one copy in memory for all) the first time it detects a language,
+    instead of spending a second of CPU on LZMA decompression, and this process need
+    not wait for the load before forking (it starts no thread, so there is no lock a
+    child could inherit held). A helper that fails costs only that: each child then
+    loads the model itself. Whether this call started the helper (``end_load_for_forks``
+    is then the caller's).
     """
-    global _unpacked
-    if _unpacked is not None or ready():
+    global _shared
+    if _shared is not None or ready():
         return False
-    _unpacked = _Unpacked()
+    from docpilot.assistant.shared_model import SharedModel
+
+    _shared = SharedModel()
     return True
 
 
 def end_load_for_forks() -> None:
     """Close what ``load_for_forks`` opened, once the children are done."""
-    global _unpacked
-    if _unpacked is not None:
-        unpacked, _unpacked = _unpacked, None
-        unpacked.close()
-
-
-def _write_identifier(fd: int) -> None:
-    """The helper of ``load_for_forks``: load the model as usual and write it, pickled, into ``fd``."""
-    payload = pickle.dumps(_load_identifier(), protocol=pickle.HIGHEST_PROTOCOL)
-    with os.fdopen(fd, "wb", closefd=False) as out:
-        out.write(bytes(8))
-        out.write(payload)
-    os.pwrite(fd, len(payload).to_bytes(8, "little"), 0)
+    global _shared
+    if _shared is not None:
+        shared, _shared = _shared, None
+        shared.close()
 
 
 def _load_in_background(lower: bool = True) -> None:
@@ -177,11 +116,16 @@ def _identifier():
 
 @lru_cache(maxsize=1)
 def _load_identifier():
-    if _unpacked is not None:
-        with contextlib.suppress(Exception):  # the helper's copy is only a shortcut: load as usual without it
-            identifier = _unpacked.read()
+    if _shared is not None:
+        with contextlib.suppress(Exception):  # the helper's tables are only a shortcut: load as usual without them
+            identifier = _shared.identifier(list(CANDIDATES))
             if identifier is not None:
                 return identifier
+    return load_model()
+
+
+def load_model():
+    """py3langid's model, loaded from its packed file and restricted to ``CANDIDATES``."""
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     try:

@@ -50,7 +50,7 @@ import py3langid.langid
 texts = json.loads(sys.argv[1])
 language.load_for_forks()
 if sys.argv[2] == "kill-helper":
-    os.kill(language._unpacked.helper.pid, signal.SIGKILL)
+    os.kill(language._shared.helper.pid, signal.SIGKILL)
 read, write = os.pipe()
 pid = os.fork()
 if pid == 0:
