@@ -25,7 +25,8 @@ free port meanwhile can take it. ``wait_until_ready`` is the one wait for a star
 helper: it polls what the helper offers as a sign of life, and fails at once when
 the helper exits. Processes that libraries start (Dask's workers, Prefect's
 own temporary server) are the library's: Dask's workers watch a pipe to their parent,
-and ``docpilot.run.reaper`` covers the rest for an eval.
+and ``docpilot.run.reaper`` covers the rest for an eval, and removes the temporary
+folders made for its helpers (``scratch_folder``).
 
 Between an eval and the processes it starts for itself, messages go through a
 ``MessagePipe``: length-prefixed pickles.
@@ -43,6 +44,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -51,6 +53,27 @@ from concurrent.futures import Future
 from typing import Any, BinaryIO, TypeVar
 
 T = TypeVar("T")
+
+_SCRATCH_LISTENERS: list[Callable[[str], None]] = []
+
+
+def scratch_folder(prefix: str) -> str:
+    """A new temporary folder for a helper (a Prefect server's home, a local server's config and log).
+
+    Whoever listens (``docpilot.run.reaper``'s watcher, for an eval) is told of it before
+    the helper starts, and removes it should this process be killed before it could.
+    """
+    folder = tempfile.mkdtemp(prefix=prefix)
+    for listener in list(_SCRATCH_LISTENERS):
+        with contextlib.suppress(OSError):  # a watcher gone already only costs the clean-up
+            listener(folder)
+    return folder
+
+
+def on_scratch_folder(listener: Callable[[str], None]) -> None:
+    """Have ``listener`` told of every folder ``scratch_folder`` makes from now on."""
+    _SCRATCH_LISTENERS.append(listener)
+
 
 _PR_SET_PDEATHSIG = 1
 

@@ -34,7 +34,7 @@ import prefect
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from docpilot.errors import OrchestratorError
-from docpilot.processes import reserved_port, start_child, stop_child, wait_until_ready
+from docpilot.processes import reserved_port, scratch_folder, start_child, stop_child, wait_until_ready
 
 _HOST = "127.0.0.1"
 
@@ -104,7 +104,7 @@ def start_prefect_server(*, services: bool = False, timeout_s: float = STARTUP_T
 
 
 def _start(services: bool, timeout_s: float, *, seed: bool) -> PrefectServer:
-    home = Path(tempfile.mkdtemp(prefix="docpilot-prefect-server-"))
+    home = Path(scratch_folder("docpilot-prefect-server-"))  # removed by the eval's watcher should the eval be killed
     database = home / "prefect.db"
     seeded = seed and _seed_database(database)
     env = {k: v for k, v in os.environ.items() if k not in _INHERITED_NOT}

@@ -17,8 +17,13 @@ briefly it ran before the eval died, and however far below the eval it is, since
 orphan is no longer anyone's descendant. An eval that exits on its own stops its
 helpers itself and then the watcher, at exit, so nothing is left running either way.
 Each process is recognised by its process id and its start time together, so a
-process id reused by the system after a helper ended is never touched. Linux only (it
-reads ``/proc``); elsewhere it does nothing.
+process id reused by the system after a helper ended is never touched. The eval also
+tells the watcher, through its standard input, of every temporary folder it makes for
+a helper (``processes.scratch_folder``: a Prefect server's home, a local server's
+config and log), before the helper starts; once the helpers are stopped, the watcher
+removes those the eval did not live to remove, and only folders of DocPilot's own
+(``docpilot-…``) directly in the system's temporary folder. Linux only (it reads
+``/proc``); elsewhere it does nothing.
 
     python -m docpilot.run.reaper <pid> <mark>     the watcher itself
 """
@@ -29,13 +34,16 @@ import atexit
 import contextlib
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import BinaryIO
 
-from docpilot.processes import stop_child
+from docpilot.processes import on_scratch_folder, stop_child
 
 __all__ = ["GRACE_S", "MARK_VARIABLE", "POLL_S", "descendants", "marked", "stop_child", "watch", "watch_children"]
 
@@ -60,15 +68,23 @@ def watch_children() -> None:
     mark = f"{me}.{stat[1]}"  # process id and start time: no other process will ever have both
     watcher = subprocess.Popen(
         [sys.executable, "-m", "docpilot.run.reaper", str(me), mark],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,  # Ctrl-C in the terminal must not stop the watcher before the eval
         close_fds=True,
     )  # fmt: skip
+    on_scratch_folder(lambda folder: _tell(watcher, folder))
     # After the watcher started, so it does not carry the mark it looks for.
     os.environ[MARK_VARIABLE] = " ".join(filter(None, [os.environ.get(MARK_VARIABLE, ""), mark]))
     # Registered before any helper starts, so it runs after their own exit handlers (such
     # as Prefect's, which stops its temporary server): the watcher goes last.
     atexit.register(_stop_watcher, watcher)
+
+
+def _tell(watcher: subprocess.Popen, folder: str) -> None:
+    """Tell the watcher of a temporary folder made for a helper: one line of its standard input."""
+    if watcher.stdin is not None and watcher.poll() is None:
+        watcher.stdin.write(os.fsencode(folder) + b"\n")
+        watcher.stdin.flush()
 
 
 def _stop_watcher(watcher: subprocess.Popen) -> None:
@@ -130,6 +146,22 @@ def marked(mark: str) -> dict[int, int]:
     return found
 
 
+def _told_folders(stream: BinaryIO) -> list[Path]:
+    """The folders the eval told of (``_tell``) that the watcher may remove: DocPilot's own, in the temporary folder.
+
+    Read once the eval is gone, without waiting: what it wrote is in the pipe already.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        os.set_blocking(stream.fileno(), False)
+    data = b""
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        while chunk := stream.read(65536):
+            data += chunk
+    temporary = Path(tempfile.gettempdir()).resolve()
+    folders = [Path(os.fsdecode(line)) for line in data.splitlines() if line]
+    return [f for f in folders if f.name.startswith("docpilot-") and f.resolve().parent == temporary]
+
+
 def _alive(pid: int, started: int) -> bool:
     stat = _stat(pid)
     return stat is not None and stat[1] == started and stat[0] != "Z"
@@ -168,11 +200,13 @@ def _noted_until_gone(parent: int, started: int) -> dict[int, int]:
     return known
 
 
-def watch(parent: int, mark: str) -> None:
-    """Wait until ``parent`` is gone, then stop what it left running: its descendants and what carries ``mark``."""
+def watch(parent: int, mark: str, told: BinaryIO | None = None) -> None:
+    """Wait until ``parent`` is gone, then stop what it left running: its descendants and what carries ``mark``;
+    then remove the temporary folders ``parent`` told of on ``told`` (its helpers')."""
     me = os.getpid()
     started = int(mark.rpartition(".")[2])
     left = _noted_until_gone(parent, started)
+    folders = _told_folders(told) if told is not None else []
     signalled: set[tuple[int, int]] = set()
     deadline = time.monotonic() + GRACE_S
     while True:
@@ -189,8 +223,13 @@ def watch(parent: int, mark: str) -> None:
         time.sleep(0.1)
     for pid in left:
         _signal(pid, signal.SIGKILL)
+    for pid, begun in left.items():  # a helper killed just now may still be writing into its folder
+        while _alive(pid, begun) and time.monotonic() < deadline + GRACE_S:
+            time.sleep(0.05)
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
     with contextlib.suppress(KeyboardInterrupt):
-        watch(int(sys.argv[1]), sys.argv[2])
+        watch(int(sys.argv[1]), sys.argv[2], sys.stdin.buffer)

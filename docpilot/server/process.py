@@ -14,7 +14,7 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +23,7 @@ import yaml
 from docpilot.config.loading import ENV_PREFIX, SECRET_VARIABLES, public_config
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError
-from docpilot.processes import start_child, stop_child, wait_until_ready
+from docpilot.processes import scratch_folder, start_child, stop_child, wait_until_ready
 from docpilot.api.schema import TOKEN_VARIABLE
 
 _READY = re.compile(r"listening on (http://\S+)")
@@ -60,7 +60,9 @@ def local_server(
         with serve_in_thread(app, host=host) as url:
             yield url
         return
-    with tempfile.TemporaryDirectory(prefix="docpilot-serve-") as folder:
+    # Removed here when the block ends, or by the eval's watcher should this process be killed.
+    folder = scratch_folder("docpilot-serve-")
+    try:
         config_path = Path(folder) / "docpilot.yaml"
         config_path.write_text(yaml.safe_dump(public_config(config), sort_keys=False), encoding="utf-8")
         log_path = Path(folder) / "serve.log"
@@ -76,6 +78,8 @@ def local_server(
             yield _wait_ready(process, log_path, start_timeout_s)
         finally:
             stop_child(process)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _child_env() -> dict[str, str]:

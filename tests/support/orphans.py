@@ -17,6 +17,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import psutil
 
@@ -90,3 +91,13 @@ def _describe(process: psutil.Process) -> str:
         return f"{process.pid}: {' '.join(process.cmdline())[:200]}"
     except psutil.Error:
         return f"{process.pid}: (gone)"
+
+
+def left_in(folder: Path, pattern: str, within_s: float = 15.0) -> list[str]:
+    """The entries of ``folder`` that match ``pattern`` after ``within_s`` seconds; [] as soon as there are none."""
+    deadline = time.monotonic() + within_s
+    while True:
+        found = sorted(path.name for path in folder.glob(pattern))
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)

@@ -14,13 +14,22 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from tests.support.orphans import marked_env, survivors, wait_for_descendant
+from tests.support.orphans import left_in, marked_env, survivors, wait_for_descendant
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 
 _PREFECT_PARENT = """
 import time
 from tasks.prefect_server import start_prefect_server
+start_prefect_server()
+time.sleep(600)
+"""
+
+_WATCHED_PREFECT_PARENT = """
+import time
+from docpilot.run.reaper import watch_children
+from tasks.prefect_server import start_prefect_server
+watch_children()  # as an eval on Dask does before its server starts
 start_prefect_server()
 time.sleep(600)
 """
@@ -59,6 +68,24 @@ def test_kill_9_as_a_local_cluster_starts_its_workers_leaves_no_worker():
         run.send_signal(signal.SIGKILL)
         run.wait(10)
         assert survivors(mark) == []
+    finally:
+        run.kill()
+        run.wait()
+
+
+# Regression: the server's temporary home (its database and log) stayed behind in /tmp.
+def test_kill_9_of_a_watched_process_removes_its_prefect_servers_home(tmp_path):
+    temporary = tmp_path / "tmp"  # the parent's temporary folder, where the server's home goes
+    temporary.mkdir()
+    mark, env = marked_env(TMPDIR=str(temporary))
+    run = subprocess.Popen([sys.executable, "-c", _WATCHED_PREFECT_PARENT], cwd=ROOT, env=env)
+    try:
+        wait_for_descendant(run.pid, lambda command: "prefect server start" in command)
+        assert len(list(temporary.glob("docpilot-prefect-server-*"))) == 1
+        run.send_signal(signal.SIGKILL)
+        run.wait(10)
+        assert survivors(mark) == []
+        assert left_in(temporary, "docpilot-prefect-server-*") == []
     finally:
         run.kill()
         run.wait()

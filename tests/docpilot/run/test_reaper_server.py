@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA, ROOT
-from tests.support.orphans import marked_env, survivors, wait_for_children, wait_for_descendant
+from tests.support.orphans import left_in, marked_env, survivors, wait_for_children, wait_for_descendant
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 
@@ -29,7 +29,9 @@ def _is_serve(command: str) -> bool:
 # served child had no parent-death signal of its own.
 @pytest.mark.parametrize("moment", ["as-the-server-starts", "once-its-workers-are-up"])
 def test_kill_9_of_an_eval_in_the_server_runtime_leaves_no_server(tmp_path: Path, moment: str):
-    mark, env = marked_env()
+    temporary = tmp_path / "tmp"  # the eval's temporary folder, where the server's config and log go
+    temporary.mkdir()
+    mark, env = marked_env(TMPDIR=str(temporary))
     pipeline = DATA / "pipeline"
     command = [sys.executable, "-m", "docpilot", "eval", "--runtime", "server", "--docs", str(pipeline / "docs"),
                "--golden", str(pipeline / "golden.yaml"), "--out", str(tmp_path / "r.json")]  # fmt: skip
@@ -41,6 +43,7 @@ def test_kill_9_of_an_eval_in_the_server_runtime_leaves_no_server(tmp_path: Path
         run.send_signal(signal.SIGKILL)
         run.wait(10)
         assert survivors(mark) == []
+        assert left_in(temporary, "docpilot-serve-*") == []  # nor its folder (regression: it stayed in /tmp)
     finally:
         run.kill()
         run.wait()
