@@ -202,7 +202,7 @@ def _in_processes(jobs: list[EvalJob], progress: Progress, orchestration: Orches
     children: list[forks.Child] = []
     inherited: list[int] = []
     with contextlib.ExitStack() as stack:
-        # Started early by ``variants_ahead``; here for Python callers, who call this directly.
+        # Started early by ``variants_ahead`` for the CLI; here for a caller of ``run_variants`` that did not.
         if any(calls_model(one) for one in jobs) and language.load_for_forks():
             stack.callback(language.end_load_for_forks)
         stack.enter_context(forks.children_stopped_on_exit(children))

@@ -12,9 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import subprocess
 import sys
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
