@@ -12,7 +12,14 @@ The table gives recall@8 and MRR of each split before and after, and the entries
 chosen, so a reader can judge whether a docs writer would have made them. Every step
 is the real command in a fresh process, as a user would run it.
 
+``--ceiling`` also measures how far the same rules could move test at most: on another
+copy of the docs, `improve --apply` runs on the *test* run itself (the golden set's
+split labels swapped, so the test questions are the ones entries are chosen on), and
+the test split is evaluated again. Entries chosen on dev are held to the same rules
+and see none of the test questions, so they can hardly transfer more than that.
+
     python -m benchmarks.improve_transfer                       # data in ../shared/data
+    python -m benchmarks.improve_transfer --ceiling
     python -m benchmarks.improve_transfer --data PATH --json
 """
 
@@ -21,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,25 +56,37 @@ def _eval(split: str, docs: Path, golden: Path, out: Path, env: dict[str, str]) 
     return json.loads(out.read_text(encoding="utf-8"))["summary"]
 
 
+def _copy_docs(source: Path, docs: Path) -> Path:
+    shutil.copytree(source, docs)
+    for path in [docs, *docs.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    return docs
+
+
+def _environment(work: Path) -> dict[str, str]:
+    return {**os.environ, "DOCPILOT_CACHE_DIR": str(work / "cache"), "DOCPILOT_REPORTS_DIR": str(work / "reports"),
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+
+
+def _apply(report: Path, docs: Path, env: dict[str, str]) -> list[dict]:
+    applied = _docpilot("improve", str(report), "--docs", str(docs), "--apply", "--json", env=env)
+    if applied.returncode != 0:
+        raise SystemExit(f"improve --apply failed ({applied.returncode}): {applied.stderr.strip()}")
+    return json.loads(applied.stdout)["changes"]
+
+
 def measure(name: str, data: Path, work: Path) -> dict:
     """Before and after figures of one corpus, and the entries chosen on its dev split."""
     docs_rel, golden_name = SUITES[name]
     source = data / docs_rel
     if not source.is_dir():
         return {"corpus": name, "absent": str(source)}
-    docs = work / name / "docs"
-    shutil.copytree(source, docs)
-    for path in [docs, *docs.rglob("*")]:
-        path.chmod(path.stat().st_mode | 0o200)
+    docs = _copy_docs(source, work / name / "docs")
     golden = ROOT / "benchmarks" / "data" / golden_name
-    env = {**os.environ, "DOCPILOT_CACHE_DIR": str(work / name / "cache"),
-           "DOCPILOT_REPORTS_DIR": str(work / name / "reports"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = _environment(work / name)
     reports = work / name / "reports"
     before = {split: _eval(split, docs, golden, reports / f"{split}-before.json", env) for split in ("dev", "test")}
-    applied = _docpilot("improve", str(reports / "dev-before.json"), "--docs", str(docs), "--apply", "--json", env=env)
-    if applied.returncode != 0:
-        raise SystemExit(f"improve --apply failed ({applied.returncode}): {applied.stderr.strip()}")
-    changes = json.loads(applied.stdout)["changes"]
+    changes = _apply(reports / "dev-before.json", docs, env)
     after = {split: _eval(split, docs, golden, reports / f"{split}-after.json", env) for split in ("dev", "test")}
     compared = _docpilot("improve", "compare", str(reports / "test-before.json"), str(reports / "test-after.json"),
                          "--json", env=env)
@@ -80,13 +100,43 @@ def measure(name: str, data: Path, work: Path) -> dict:
     }
 
 
+def ceiling(name: str, data: Path, work: Path) -> dict | None:
+    """Test figures after the entries ``improve --apply`` chooses on the test split itself, and those entries."""
+    docs_rel, golden_name = SUITES[name]
+    source = data / docs_rel
+    if not source.is_dir():
+        return None
+    base = work / f"{name}-ceiling"
+    docs = _copy_docs(source, base / "docs")
+    text = (ROOT / "benchmarks" / "data" / golden_name).read_text(encoding="utf-8")
+    swapped = re.sub(r"(?m)^(\s*split:\s*)(dev|test)\s*$", lambda m: m[1] + ("test" if m[2] == "dev" else "dev"), text)
+    golden = base / "golden.yaml"
+    golden.write_text(swapped, encoding="utf-8")
+    env = _environment(base)
+    reports = base / "reports"
+    before = _eval("dev", docs, golden, reports / "before.json", env)
+    changes = _apply(reports / "before.json", docs, env)
+    after = _eval("dev", docs, golden, reports / "after.json", env)
+    return {
+        "before": {m: before[m] for m in ("recall@8", "mrr")},
+        "after": {m: after[m] for m in ("recall@8", "mrr")},
+        "entries": [{"word": c["word"], "added": c["added"], "reason": c["reason"]} for c in changes],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding fastapi-docs, prefect-docs")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="also choose entries on the test split itself: the most the rules could move test")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="docpilot-transfer-") as tmp:
         results = [measure(name, args.data, Path(tmp)) for name in SUITES]
+        if args.ceiling:
+            for result in results:
+                if "absent" not in result:
+                    result["ceiling"] = ceiling(result["corpus"], args.data, Path(tmp))
     if args.json:
         print(json.dumps(results, indent=2))
         return
@@ -99,12 +149,23 @@ def main() -> None:
             b, a = result["before"][split], result["after"][split]
             print(f"{result['corpus']:<9} {split:<5} {b['recall@8']:>15.3f} {a['recall@8']:>7.3f} "
                   f"{b['mrr']:>11.3f} {a['mrr']:>7.3f}")
+        if result.get("ceiling"):
+            b, a = result["ceiling"]["before"], result["ceiling"]["after"]
+            print(f"{result['corpus']:<9} {'test*':<5} {b['recall@8']:>15.3f} {a['recall@8']:>7.3f} "
+                  f"{b['mrr']:>11.3f} {a['mrr']:>7.3f}")
+    if any(r.get("ceiling") for r in results):
+        print("test*: after entries chosen on the test split itself, by the same rules (the ceiling)")
     for result in results:
         if "absent" in result:
             continue
         print(f"\n{result['corpus']}: {len(result['entries'])} entries chosen on dev")
         for entry in result["entries"]:
             print(f"  \"{entry['word']}\" → {entry['added']}: {entry['reason']}")
+        if result.get("ceiling"):
+            entries = result["ceiling"]["entries"]
+            print(f"{result['corpus']}: {len(entries)} entries chosen on test itself (the ceiling)")
+            for entry in entries:
+                print(f"  \"{entry['word']}\" → {entry['added']}: {entry['reason']}")
 
 
 if __name__ == "__main__":
