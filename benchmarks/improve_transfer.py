@@ -28,19 +28,32 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 SUITES = {
-    "fastapi": ("fastapi-docs/docs/en/docs", "fastapi-golden.yaml"),
-    "prefect": ("prefect-docs/docs", "prefect-golden.yaml"),
+    "fastapi": ("fastapi-docs/docs/en/docs", ROOT / "benchmarks" / "data" / "fastapi-golden.yaml"),
+    "prefect": ("prefect-docs/docs", ROOT / "benchmarks" / "data" / "prefect-golden.yaml"),
 }
+"""Corpus → (its docs folder under the data folder, its golden set)."""
+
+
+def swap_splits(golden: str) -> str:
+    """A golden set's YAML with every record in ``dev`` put in ``test`` and the reverse, nothing else changed."""
+    records = yaml.safe_load(golden)
+    if not isinstance(records, list):
+        raise SystemExit("a golden set here is a YAML list of records")
+    for record in records:
+        if isinstance(record, dict) and record.get("split") in ("dev", "test"):
+            record["split"] = "test" if record["split"] == "dev" else "dev"
+    return yaml.safe_dump(records, sort_keys=False, allow_unicode=True)
 
 
 def _docpilot(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -77,12 +90,11 @@ def _apply(report: Path, docs: Path, env: dict[str, str]) -> list[dict]:
 
 def measure(name: str, data: Path, work: Path) -> dict:
     """Before and after figures of one corpus, and the entries chosen on its dev split."""
-    docs_rel, golden_name = SUITES[name]
+    docs_rel, golden = SUITES[name]
     source = data / docs_rel
     if not source.is_dir():
         return {"corpus": name, "absent": str(source)}
     docs = _copy_docs(source, work / name / "docs")
-    golden = ROOT / "benchmarks" / "data" / golden_name
     env = _environment(work / name)
     reports = work / name / "reports"
     before = {split: _eval(split, docs, golden, reports / f"{split}-before.json", env) for split in ("dev", "test")}
@@ -102,16 +114,14 @@ def measure(name: str, data: Path, work: Path) -> dict:
 
 def ceiling(name: str, data: Path, work: Path) -> dict | None:
     """Test figures after the entries ``improve --apply`` chooses on the test split itself, and those entries."""
-    docs_rel, golden_name = SUITES[name]
+    docs_rel, original = SUITES[name]
     source = data / docs_rel
     if not source.is_dir():
         return None
     base = work / f"{name}-ceiling"
     docs = _copy_docs(source, base / "docs")
-    text = (ROOT / "benchmarks" / "data" / golden_name).read_text(encoding="utf-8")
-    swapped = re.sub(r"(?m)^(\s*split:\s*)(dev|test)\s*$", lambda m: m[1] + ("test" if m[2] == "dev" else "dev"), text)
     golden = base / "golden.yaml"
-    golden.write_text(swapped, encoding="utf-8")
+    golden.write_text(swap_splits(original.read_text(encoding="utf-8")), encoding="utf-8")
     env = _environment(base)
     reports = base / "reports"
     before = _eval("dev", docs, golden, reports / "before.json", env)

@@ -1,9 +1,9 @@
 """Would ONNX Runtime, in float32 or int8, embed chunks faster than DocPilot's numpy MiniLM?
 
-The issue of a first index build's cost is the forward pass (benchmarks/minilm_speed.py).
-This builds all-MiniLM-L6-v2 as an ONNX graph from the same weights DocPilot reads
-(standard ONNX operators, opset 18: mean pooling and unit length included), lets ONNX
-Runtime fuse it, quantizes a copy to int8 the way ONNX Runtime's ``quantize_dynamic``
+A first index build's cost is the forward pass (benchmarks/minilm_speed.py). This
+builds all-MiniLM-L6-v2 as an ONNX graph from the same weights DocPilot reads (standard
+ONNX operators, opset 18: mean pooling and unit length included), lets ONNX Runtime
+fuse it, quantizes a copy to int8 the way ONNX Runtime's ``quantize_dynamic``
 does (int8 weights, activations quantized per product), and embeds the same seeded
 sample of a docs folder's chunks with the three, alternating rounds:
 
@@ -37,7 +37,7 @@ if not __package__:  # run as a file: make the repository's packages importable
 
 from benchmarks.minilm_speed import flops
 from docpilot.corpus.pages import load_corpus
-from docpilot.retrieval.bert import BertEncoder
+from docpilot.retrieval.bert import BertEncoder, _cores
 from docpilot.retrieval.embedders import _installed_minilm_folder
 from docpilot.retrieval.index import dense_text
 from docpilot.retrieval.model_files import read_safetensors
@@ -213,7 +213,7 @@ def main() -> None:
         tmp_path = Path(tmp)
         onnx_graph(folder, tmp_path / "minilm.onnx")
         quantize_dynamic(str(tmp_path / "minilm.onnx"), str(tmp_path / "minilm-int8.onnx"), weight_type=QuantType.QInt8)
-        threads = len(__import__("os").sched_getaffinity(0))
+        threads = _cores()
         passes = {"numpy": lambda: encoder.encode(texts)}
         for name in ("minilm", "minilm-int8"):
             sess = session(tmp_path / f"{name}.onnx", threads)
