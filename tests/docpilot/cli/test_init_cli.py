@@ -9,6 +9,7 @@ import yaml
 from click.testing import CliRunner
 
 from docpilot.cli import main
+from docpilot.config.loading import load_config
 from docpilot.corpus.pages import load_corpus
 from tests.conftest import DATA
 
@@ -40,6 +41,21 @@ def test_init_writes_files_that_check_and_run(project):
     assert check.exit_code == 0, check.output
     evaluated = run("eval", "--gate-only", "--orchestrator", "inline", "--json")
     assert evaluated.exit_code == 0, evaluated.output
+
+
+def test_the_configs_commented_retrieval_block_loads_as_hybrid_with_minilm(project):
+    assert run("init", "--docs", "mydocs").exit_code == 0
+    path = project / "configs" / "docpilot.yaml"
+    text = path.read_text(encoding="utf-8")
+    assert load_config(path).retrieval.retriever == "bm25"  # as written: the default
+    commented = {"# retrieval:": "retrieval:", "#   retriever: hybrid": "   retriever: hybrid",
+                 "#   embedder: minilm": "   embedder: minilm"}
+    lines = text.splitlines()
+    uncommented = [next((new for old, new in commented.items() if line.startswith(old)), line) for line in lines]
+    assert sum(line != old for line, old in zip(uncommented, lines, strict=True)) == 3
+    path.write_text("\n".join(uncommented) + "\n", encoding="utf-8")
+    settings = load_config(path).retrieval
+    assert (settings.retriever, settings.embedder) == ("hybrid", "minilm")
 
 
 def test_init_never_overwrites_without_force(project):
