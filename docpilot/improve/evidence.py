@@ -59,7 +59,11 @@ able actually anymore basically certain cannot can could may might must shall sh
 get gets two lot far don doesn didn isn aren wasn weren won wouldn shouldn couldn haven hasn
 """.split())
 
-STOP_WORDS = STOPWORDS | _FUNCTION_WORDS
+# Words a question uses for the docs themselves ("what do the docs say about", the wording of
+# `docpilot init`'s starter questions): they name where to look, never what the question is about.
+_DOCS_WORDS = frozenset({"doc", "docs", "documentation", "documented"})
+
+STOP_WORDS = STOPWORDS | _FUNCTION_WORDS | _DOCS_WORDS
 """Words never proposed as the user's side of a vocabulary entry, nor as words for a heading."""
 
 
