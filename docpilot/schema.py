@@ -60,6 +60,12 @@ class GoldenRecord(_Strict):
     """For negatives: why the right outcome is a refusal."""
     tags: list[str] = Field(default_factory=list)
     """Free labels for slicing results."""
+    origin: str | None = None
+    """Drafts only: what wrote the question (`template:<name>`, or `model:<provider>/<model>`); dropped on accept."""
+    source: str | None = None
+    """Drafts only: the section the draft was drawn from, as its gold entry names it; dropped on accept."""
+    source_digest: str | None = None
+    """Drafts only: digest of that section's text when drafted, so a check can say the section changed since."""
 
     @property
     def kind(self) -> Kind:
