@@ -147,7 +147,8 @@ class ErrorEvent(_Strict):
     code: str
     """`model_error`, `model_timeout`, `model_unfinished` (the model service ended the turn without
     finishing it), `model_empty`, `reply_too_long` (the model's reply ran past `max_tokens` and was
-    cut) or `internal`, and for refused requests the HTTP reason."""
+    cut), `shutdown` (the server stopped before the answer was done) or `internal`, and for refused
+    requests the HTTP reason."""
     message: str
     """What went wrong, without internals."""
     request_id: str | None = None
@@ -263,8 +264,11 @@ class HealthTotals(_Strict):
 class Health(_Strict):
     """The answer to `GET /healthz`."""
 
-    status: Literal["ok", "degraded"] = "ok"
-    """`ok` when every worker serves; `degraded` while one is down or starting, and `total.capacity` is less."""
+    status: Literal["ok", "degraded", "draining"] = "ok"
+    """`ok` when every worker serves; `degraded` while one is down or starting, and `total.capacity` is less;
+    `draining` once the server was told to stop (answered with 503)."""
+    draining: bool = False
+    """The server was told to stop: it takes no new question and finishes the answers under way."""
     version: str = __version__
     """DocPilot's version."""
     corpus: str

@@ -43,26 +43,34 @@ from docpilot.models.registry import PROVIDERS, provider_help
     help="On a loopback host: also answer requests for this host name (a reverse proxy's); repeatable.",
 )
 @click.option("--access-log", is_flag=True, help="Log one line per request (query values redacted).")
+@click.option(
+    "--graceful-timeout",
+    type=click.FloatRange(0, 86_400),
+    metavar="SECONDS",
+    help="On SIGTERM or Ctrl-C, how long the answers under way may take to finish before they are cut "
+    "(default: server.graceful_timeout, 30).",
+)
 @handle_errors
 def serve_command(
     host, port, config_path, docs, provider, model, base_url, no_auth, max_concurrency, queue_depth, workers,
-    allow_hosts, access_log,
+    allow_hosts, access_log, graceful_timeout,
 ):
     """Answer questions over HTTP: POST /v1/ask streams the answer as server-sent events.
 
     The bearer token is read from DOCPILOT_SERVER_TOKEN. The docs and the model are
-    loaded once, before the first request. Exit status: 2 on a usage, config or input
-    error (such as --no-auth on a public host, or no token).
+    loaded once, before the first request. SIGTERM or Ctrl-C drains: no new question is
+    taken and the answers under way finish (a second signal stops at once). Exit
+    status: 2 on a usage, config or input error (such as --no-auth on a public host, or
+    no token).
     """
     from docpilot.extras import require_extra
 
     require_extra("serve", "docpilot serve (the HTTP server)")
-    from docpilot.config.loading import load_config
-    from docpilot.models.registry import flag_overrides
-    from docpilot.models.probe import ready_endpoint
-    from docpilot.models.registry import build_model
     from docpilot import progress
     from docpilot.assistant.workspace import open_workspace
+    from docpilot.config.loading import load_config
+    from docpilot.models.probe import ready_endpoint
+    from docpilot.models.registry import build_model, flag_overrides
     from docpilot.server.app import bind, create_app, run_server, url_of
     from docpilot.server.auth import is_loopback, server_token
     from docpilot.server.serving import default_workers
@@ -94,4 +102,5 @@ def serve_command(
             f"worker{'s' if workers > 1 else ''}, {queue_depth} more queued)",
             err=False,
         )
-        run_server(app, sockets, access_log=access_log)
+        grace_s = config.server.graceful_timeout if graceful_timeout is None else graceful_timeout
+        run_server(app, sockets, access_log=access_log, grace_s=grace_s)

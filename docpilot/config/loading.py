@@ -120,9 +120,9 @@ def public_config(config: Config) -> dict[str, Any]:
     """The configuration as plain JSON-ready data, for reports (it never holds secrets).
 
     Where traces go (``telemetry``) changes nothing a run measures, and its headers may
-    name a tenant: it stays out.
+    name a tenant: it stays out, as does how ``docpilot serve`` stops (``server``).
     """
-    return config.model_dump(mode="json", exclude={"telemetry"})
+    return config.model_dump(mode="json", exclude={"telemetry", "server"})
 
 
 def _value_problems(data: dict[Any, Any], where: Mapping[_Key, _Origin], *, keys_reported: bool) -> list[Problem]:

@@ -188,6 +188,14 @@ class TelemetryConfig(_Strict):
     """Longest wait for the collector when an eval's spans are sent; past it they are dropped with a warning."""
 
 
+class ServerConfig(_Strict):
+    """`docpilot serve` (docs/runtimes.md#serve)."""
+
+    graceful_timeout: float = _number(30.0, ge=0, le=DAY_S)
+    """Seconds the answers under way may take to finish once the server is told to stop (SIGTERM,
+    Ctrl-C); past it they are cut, each stream ending with a `shutdown` error event."""
+
+
 class Config(_Strict):
     """All of DocPilot's settings."""
 
@@ -215,6 +223,8 @@ class Config(_Strict):
     """Records per orchestrated task."""
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     """Where traces of runs and served turns go."""
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    """How `docpilot serve` stops."""
     variants: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
     """Name → overrides of `model`, `prime`, `retrieval` or `guard` keys (nested or dotted, such as
     `prime.top_k: 3`): each variant runs beside the others on the same records, the first is the

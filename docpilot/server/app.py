@@ -38,13 +38,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from docpilot.models.base import Model
-from docpilot.assistant.workspace import Workspace
-from docpilot.server.admission import DEFAULT_MAX_CONCURRENCY, DEFAULT_QUEUE_DEPTH, Slots
-from docpilot.server.answering import AnswerLoop
-from docpilot.server.auth import BearerAuth
-from docpilot.server.guards import foreign_request, is_json
-from docpilot.server.roster import Roster
 from docpilot.api.schema import (
     MAX_BODY_BYTES,
     MAX_QUESTION_CHARS,
@@ -57,6 +50,14 @@ from docpilot.api.schema import (
     ModelInfo,
     openapi_document,
 )
+from docpilot.assistant.workspace import Workspace
+from docpilot.models.base import Model
+from docpilot.server.admission import DEFAULT_MAX_CONCURRENCY, DEFAULT_QUEUE_DEPTH, Slots
+from docpilot.server.answering import AnswerLoop
+from docpilot.server.auth import BearerAuth
+from docpilot.server.draining import Cut, Drain
+from docpilot.server.guards import foreign_request, is_json
+from docpilot.server.roster import Roster
 from docpilot.server.searching import SearchPool
 from docpilot.server.serving import bind, run_server, serve_in_thread, url_of
 from docpilot.server.turn import Event, answer_events
@@ -67,6 +68,8 @@ __all__ = ["bind", "create_app", "run_server", "serve_in_thread", "url_of"]
 _log = logging.getLogger("docpilot.server")
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _INTERNAL = "the server failed to answer; the request id names the failure in the server's log"
+_SHUTDOWN = "the server is stopping and its grace period for answers under way is over; ask again"
+_CLOSE = {"Connection": "close"}  # while draining: the client's next request goes to another server
 
 
 class _Problem(Exception):
@@ -124,18 +127,27 @@ class _EventStream(StreamingResponse):
             release()
 
 
-async def _sse(events: AsyncIterator[Event], request_id: str, answers: AnswerLoop) -> AsyncIterator[bytes]:
+async def _sse(
+    events: AsyncIterator[Event], request_id: str, answers: AnswerLoop, drain: Drain
+) -> AsyncIterator[bytes]:
     """The events as SSE frames, every frame ready at the same moment sent in one write.
 
     The events are produced on the answer loop: while the model streams, each piece
     goes out when it arrives, and what a model produces without waiting (the extractive
     model's whole reply) leaves in one write instead of one system call per word.
+    Should the server's drain cut the answer, the stream ends with a ``shutdown``
+    error event and ``done``, never silently.
     """
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
     here = asyncio.get_running_loop()
 
     def put(frame: bytes | None) -> None:
         here.call_soon_threadsafe(queue.put_nowait, frame)
+
+    def cut() -> None:
+        queue.put_nowait(_frame("error", ErrorEvent(code="shutdown", message=_SHUTDOWN, request_id=request_id)))
+        queue.put_nowait(_frame("done", DoneEvent(request_id=request_id)))
+        queue.put_nowait(None)
 
     async def produce() -> None:
         try:
@@ -150,18 +162,23 @@ async def _sse(events: AsyncIterator[Event], request_id: str, answers: AnswerLoo
             put(None)
 
     producer = asyncio.wrap_future(answers.submit(produce()))
+    forget = drain.watch(cut)
     try:
         while True:
             frames = [await queue.get()]
             while not queue.empty():
                 frames.append(queue.get_nowait())
-            ended = frames[-1] is None
-            chunk = b"".join(frame for frame in frames if frame is not None)
+            ended = None in frames
+            if ended:
+                forget()
+                frames = frames[: frames.index(None)]  # a cut stream's end may come before the producer's
+            chunk = b"".join(frames)  # type: ignore[arg-type]
             if chunk:
                 yield chunk
             if ended:
                 return
     finally:
+        forget()
         # A client that went away stops the model here: its work runs in the producer.
         producer.cancel()
         with anyio.CancelScope(shield=True):
@@ -247,52 +264,86 @@ def create_app(
     The app owns the model from here on: it closes it (``aclose``) when the server stops.
     ``app.state.slots.in_flight`` counts the questions being answered; ``app.state.roster``
     holds every worker's figures (one worker, unless ``run_server`` forks more) and
-    ``app.state.worker`` the number of the worker this process is.
+    ``app.state.worker`` the number of the worker this process is; ``app.state.drain``
+    says whether the process is draining (``docpilot.server.draining``).
     """
-    auth = BearerAuth(token)
-    slots = Slots(max_concurrency, queue_depth)
-    answers = AnswerLoop()
-    searches = SearchPool(workspace)
-    settings = workspace.config.model
-    tracer = turn_tracer(workspace.config.telemetry, settings.name)  # None unless tracing is configured
-    openapi = openapi_document(
-        max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, max_concurrency=max_concurrency
+    service = _Service(
+        workspace,
+        model,
+        token=token,
+        slots=Slots(max_concurrency, queue_depth),
+        max_body_bytes=max_body_bytes,
+        max_question_chars=max_question_chars,
+        local_hosts=allowed_hosts if local else None,
     )
+    app = Starlette(
+        routes=[
+            Route("/v1/ask", service.ask, methods=["POST"]),
+            Route("/healthz", service.healthz, methods=["GET"]),
+            Route("/openapi.json", service.openapi_json, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+        lifespan=service.lifespan,
+    )
+    app.state.slots = service.slots
+    app.state.drain = service.drain
+    app.state.roster = Roster(1)
+    app.state.worker = 0
+    return app
 
-    async def ask(request: Request) -> Response:
+
+class _Service:
+    """What the endpoints of one serving process share: the workspace, the model, the slots and the threads."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        model: Model,
+        *,
+        token: str | None,
+        slots: Slots,
+        max_body_bytes: int,
+        max_question_chars: int,
+        local_hosts: frozenset[str] | None,
+    ) -> None:
+        self.workspace, self.model = workspace, model
+        self.auth = BearerAuth(token)
+        self.slots = slots
+        self.drain = Drain()
+        self.answers = AnswerLoop()
+        self.searches = SearchPool(workspace)
+        self.max_body_bytes, self.max_question_chars = max_body_bytes, max_question_chars
+        self.local_hosts = local_hosts  # None: a public server, which checks no Host
+        self.tracer = turn_tracer(workspace.config.telemetry, workspace.config.model.name)  # None: not traced
+        self.openapi = openapi_document(
+            max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, max_concurrency=slots.limit
+        )
+
+    async def ask(self, request: Request) -> Response:
         started = time.perf_counter()
         request_id = uuid.uuid4().hex[:16]
         taken = False
         try:
-            if local and (foreign := foreign_request(request, allowed_hosts)) is not None:
-                raise _Problem(403, *foreign)
-            denied = auth.denial(request, request_id)
+            denied = self._refusal(request, request_id)
             if denied is not None:
                 return denied
-            if not is_json(request.headers.get("content-type")):
-                raise _Problem(415, "unsupported_media_type", "send the body as Content-Type: application/json")
-            question = _parse(await _read_body(request, max_body_bytes), max_question_chars)
-            if not await slots.take():
-                busy = f"{slots.limit} questions are being answered and {slots.waiting} wait; retry in a second"
+            question = _parse(await _read_body(request, self.max_body_bytes), self.max_question_chars)
+            if not await self.slots.take():
+                busy = f"{self.slots.limit} questions are being answered and {self.slots.waiting} wait; retry in a second"
                 raise _Problem(503, "busy", busy, {"Retry-After": "1"})
             taken = True
-            events = answer_events(
-                workspace, model, question, request_id=request_id, started=started, searches=searches
-            )
-            if tracer is not None:
-                events = tracer.traced(events, request_id=request_id, started=started,
-                                       parent=request.headers.get("traceparent"))
+            if self.drain.cutting:
+                self.drain.cut_late()  # it waited in line past the grace period
+                raise Cut
+            events = self._events(question, request, request_id, started)
             if question.stream:
                 taken = False  # the stream gives the slot back when it ends
-                return _EventStream(_sse(events, request_id, answers), slots.give_back, request_id)
-            result = await answers.run(_collect(events, request_id))
-            status = 502 if result.error is not None else 200
-            headers = {"X-Request-Id": request_id}
-            if result.timing is not None:
-                headers["Server-Timing"] = _server_timing(result.timing)
-            return JSONResponse(result.model_dump(mode="json"), status_code=status, headers=headers)
+                return _EventStream(_sse(events, request_id, self.answers, self.drain), self._release, request_id)
+            return await self._answer(events, request_id)
         except _Problem as problem:
             return _error_response(problem.status, problem.code, problem.message, request_id, problem.headers)
+        except Cut:
+            return _error_response(503, "shutdown", _SHUTDOWN, request_id, _CLOSE)
         except ClientDisconnect:
             return Response(status_code=499)  # nobody is left to read it
         except Exception:
@@ -300,76 +351,112 @@ def create_app(
             return _error_response(500, "internal", _INTERNAL, request_id)
         finally:
             if taken:
-                slots.give_back()
+                self._release()
 
-    async def healthz(request: Request) -> Response:
-        if local and (foreign := foreign_request(request, allowed_hosts)) is not None:
+    def _refusal(self, request: Request, request_id: str) -> Response | None:
+        """Why the request is refused before its body is read: another site, no token, the wrong type, a drain."""
+        if self.local_hosts is not None and (foreign := foreign_request(request, self.local_hosts)) is not None:
+            raise _Problem(403, *foreign)
+        denied = self.auth.denial(request, request_id)
+        if denied is not None:
+            return denied
+        if self.drain.draining:
+            stopping = "the server is stopping and takes no new questions; ask again, another server will answer"
+            raise _Problem(503, "draining", stopping, {"Retry-After": "1", **_CLOSE})
+        if not is_json(request.headers.get("content-type")):
+            raise _Problem(415, "unsupported_media_type", "send the body as Content-Type: application/json")
+        return None
+
+    def _events(self, question: AskRequest, request: Request, request_id: str, started: float) -> AsyncIterator[Event]:
+        events = answer_events(
+            self.workspace, self.model, question, request_id=request_id, started=started, searches=self.searches
+        )
+        if self.tracer is not None:
+            events = self.tracer.traced(
+                events, request_id=request_id, started=started, parent=request.headers.get("traceparent")
+            )
+        return events
+
+    async def _answer(self, events: AsyncIterator[Event], request_id: str) -> Response:
+        """The whole answer as one JSON body (``stream: false``)."""
+        result = await self.drain.unless_cut(self.answers.run(_collect(events, request_id)))
+        status = 502 if result.error is not None else 200
+        headers = {"X-Request-Id": request_id}
+        if result.timing is not None:
+            headers["Server-Timing"] = _server_timing(result.timing)
+        if self.drain.draining:
+            headers.update(_CLOSE)
+        return JSONResponse(result.model_dump(mode="json"), status_code=status, headers=headers)
+
+    def _release(self) -> None:
+        self.slots.give_back()
+        self.drain.answer_ended()
+
+    async def healthz(self, request: Request) -> Response:
+        if self.local_hosts is not None and (foreign := foreign_request(request, self.local_hosts)) is not None:
             return _error_response(403, *foreign, "-")
         roster: Roster = request.app.state.roster
-        worker: int = request.app.state.worker
         workers, total = roster.report()
+        settings = self.workspace.config.model
+        if self.drain.draining:
+            status = "draining"
+        else:
+            status = "ok" if total.workers_up == total.workers else "degraded"
         health = Health(
-            status="ok" if total.workers_up == total.workers else "degraded",
-            corpus=workspace.corpus.fingerprint,
-            pages=len(workspace.corpus.pages),
+            status=status,
+            draining=self.drain.draining,
+            corpus=self.workspace.corpus.fingerprint,
+            pages=len(self.workspace.corpus.pages),
             model=ModelInfo(provider=settings.provider, name=settings.name),
-            auth="bearer" if auth.enabled else "off",
-            in_flight=slots.in_flight,
-            max_concurrency=slots.configured,
-            waiting=slots.waiting,
-            turned_away=slots.turned_away,
-            worker=worker,
+            auth="bearer" if self.auth.enabled else "off",
+            in_flight=self.slots.in_flight,
+            max_concurrency=self.slots.configured,
+            waiting=self.slots.waiting,
+            turned_away=self.slots.turned_away,
+            worker=request.app.state.worker,
             total=total,
             workers=workers,
         )
+        # A load balancer reads 503 as "send no more here"; the process still finishes its answers.
+        if self.drain.draining:
+            return JSONResponse(health.model_dump(), status_code=503, headers=_CLOSE)
         return JSONResponse(health.model_dump())
 
-    async def openapi_json(request: Request) -> Response:
-        return JSONResponse(openapi)
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        status = exc.status_code if isinstance(exc, HTTPException) else 500
-        message = "no such endpoint; see /openapi.json" if status == 404 else str(getattr(exc, "detail", "error"))
-        headers = dict(getattr(exc, "headers", None) or {})  # a 405 names the methods allowed in Allow
-        return _error_response(status, "not_found" if status == 404 else "http_error", message, "-", headers)
-
-    async def internal_error(request: Request, exc: Exception) -> Response:
-        _log.error("unhandled failure on %s", request.url.path, exc_info=exc)
-        return _error_response(500, "internal", _INTERNAL, "-")
+    async def openapi_json(self, request: Request) -> Response:
+        return JSONResponse(self.openapi)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         # Streamed replies run in an anyio task group; opening one now loads anyio's asyncio
         # backend (tens of milliseconds) before the first question instead of during it.
         async with anyio.create_task_group():
             pass
-        answers.start()  # here, not in create_app: a forked worker needs threads of its own
-        searches.start(slots.limit)  # the worker's share of the slots is set by now
-        if tracer is not None:
-            tracer.start()  # here too: the exporter's sending thread must be this process's
+        self.answers.start()  # here, not in create_app: a forked worker needs threads of its own
+        self.searches.start(self.slots.limit)  # the worker's share of the slots is set by now
+        if self.tracer is not None:
+            self.tracer.start()  # here too: the exporter's sending thread must be this process's
         roster: Roster = app.state.roster
         worker: int = app.state.worker
+        slots = self.slots
         slots.on_change = lambda: roster.publish(worker, slots)
         roster.up(worker, slots)
         try:
             yield
         finally:
-            searches.stop()
-            if tracer is not None:
-                await asyncio.to_thread(tracer.stop)  # the spans still waiting, a few seconds at most
-            close = getattr(model, "aclose", None)
-            await answers.stop(close() if close is not None else None)
+            self.searches.stop()
+            if self.tracer is not None:
+                await asyncio.to_thread(self.tracer.stop)  # the spans still waiting, a few seconds at most
+            close = getattr(self.model, "aclose", None)
+            await self.answers.stop(close() if close is not None else None)
 
-    app = Starlette(
-        routes=[
-            Route("/v1/ask", ask, methods=["POST"]),
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/openapi.json", openapi_json, methods=["GET"]),
-        ],
-        exception_handlers={HTTPException: http_error, Exception: internal_error},
-        lifespan=lifespan,
-    )
-    app.state.slots = slots
-    app.state.roster = Roster(1)
-    app.state.worker = 0
-    return app
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    message = "no such endpoint; see /openapi.json" if status == 404 else str(getattr(exc, "detail", "error"))
+    headers = dict(getattr(exc, "headers", None) or {})  # a 405 names the methods allowed in Allow
+    return _error_response(status, "not_found" if status == 404 else "http_error", message, "-", headers)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    _log.error("unhandled failure on %s", request.url.path, exc_info=exc)
+    return _error_response(500, "internal", _INTERNAL, "-")

@@ -35,7 +35,10 @@ class _Row(ctypes.Structure):
     # Whole 64-bit fields: each is written by one process with one store, so a reader never sees half of it.
     _fields_ = [
         (name, ctypes.c_int64)
-        for name in ("pid", "state", "in_flight", "waiting", "capacity", "turned_away", "restarts", "exit_status")
+        for name in (
+            "pid", "state", "in_flight", "waiting", "capacity", "turned_away", "restarts", "exit_status",
+            "finished", "cut",
+        )
     ]
 
 
@@ -93,6 +96,15 @@ class Roster:
     def restarted(self, index: int) -> None:
         """Worker ``index`` is being started again after it ended."""
         self._rows[index].restarts += 1
+
+    def drained(self, index: int, finished: int, cut: int) -> None:
+        """Worker ``index`` (this process) drained: ``finished`` answers ran to their end, ``cut`` were cut."""
+        row = self._rows[index]
+        row.finished, row.cut = finished, cut
+
+    def drain_totals(self) -> tuple[int, int]:
+        """The answers finished and cut over every worker's drain."""
+        return sum(row.finished for row in self._rows), sum(row.cut for row in self._rows)
 
     def pids(self) -> list[int]:
         """The process ids of the workers, 0 for one not yet forked."""

@@ -11,7 +11,8 @@ connection cap, so the totals are what the options say. With more than one worke
 the first process answers nothing itself: it supervises them, starting again any
 that ends, and stops them on SIGTERM or Ctrl-C; the kernel stops them should it be
 killed outright (``docpilot.server.supervisor``). The cores are split for numpy's
-matrix products too (``share_blas_threads``).
+matrix products too (``share_blas_threads``). Every serving process stops by
+draining its answers under way (``docpilot.server.draining``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import contextlib
 import copy
 import os
 import resource
+import signal
 import socket
 import sys
 import threading
@@ -31,6 +33,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from docpilot.errors import ConfigError
+from docpilot.server.draining import CUT_GRACE_S, DEFAULT_GRACE_S, DrainingServer
 from docpilot.server.guards import AccessLogRedactor
 from docpilot.server.protocol import Limits, guarded_protocol
 from docpilot.server.roster import Roster
@@ -103,8 +106,10 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _uvicorn(app: Starlette, limits: Limits, *, access_log: bool, log_config: dict | None) -> uvicorn.Server:
-    config = uvicorn.Config(
+def _config(
+    app: Starlette, limits: Limits, *, access_log: bool, log_config: dict | None, shutdown_s: float
+) -> uvicorn.Config:
+    return uvicorn.Config(
         app,
         http=guarded_protocol(limits),  # type: ignore[arg-type]
         access_log=access_log,
@@ -114,10 +119,12 @@ def _uvicorn(app: Starlette, limits: Limits, *, access_log: bool, log_config: di
         # Longer than clients keep idle connections (4 to 5 s), so the server never closes
         # one just as a client reuses it.
         timeout_keep_alive=30,
-        timeout_graceful_shutdown=3,
+        # What uvicorn's own shutdown waits for responses still being sent: after a drain, none.
+        timeout_graceful_shutdown=shutdown_s,
     )
-    return uvicorn.Server(config)
 
+
+_DEFAULT_LIMITS = Limits()
 
 _SPARE_FILES = 256
 """Descriptors kept free of connections: the docs, the cache, the log and the workers need some."""
@@ -142,13 +149,19 @@ def _connection_cap(connections: int) -> int:
 
 
 def run_server(
-    app: Starlette, sockets: list[socket.socket], *, access_log: bool = False, limits: Limits = Limits()
+    app: Starlette,
+    sockets: list[socket.socket],
+    *,
+    access_log: bool = False,
+    limits: Limits = _DEFAULT_LIMITS,
+    grace_s: float = DEFAULT_GRACE_S,
 ) -> None:
-    """Serve ``app`` until interrupted (Ctrl-C or SIGTERM): one worker per socket from ``bind``.
+    """Serve ``app`` until told to stop (Ctrl-C or SIGTERM): one worker per socket from ``bind``.
 
     One socket: this process serves. More: this process supervises a forked worker per
     socket (``docpilot.server.supervisor``), and every worker's figures meet in
-    ``app.state.roster``.
+    ``app.state.roster``. Told to stop, every worker drains its answers under way for
+    at most ``grace_s`` (``docpilot.server.draining``).
     """
     log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     # The server's own lines (failures by request id) go where uvicorn's go, in its format.
@@ -179,22 +192,33 @@ def run_server(
         slots.limit = share(total_slots, workers, index)
         slots.queue_depth = share(total_queue, workers, index)
         app.state.worker = index
-        _uvicorn(app, worker_limits, access_log=access_log, log_config=log_config).run(sockets=[mine])
+        config = _config(app, worker_limits, access_log=access_log, log_config=log_config, shutdown_s=CUT_GRACE_S)
+        DrainingServer(
+            config,
+            app.state.drain,
+            grace_s=grace_s,
+            idle=lambda: slots.in_flight == 0 and slots.waiting == 0,
+            under_way=lambda: slots.in_flight + slots.waiting,
+            # A supervised worker drains on the supervisor's SIGTERM; the supervisor logs the drain.
+            signals=(signal.SIGTERM,) if workers > 1 else (signal.SIGTERM, signal.SIGINT),
+            announce=workers == 1,
+            report=lambda drain: roster.drained(index, drain.finished, drain.cut),
+        ).run(sockets=[mine])
 
     if workers == 1:
         roster.starting(0)
         serve(0)
         return
-    supervise(serve, workers, roster)
+    supervise(serve, workers, roster, grace_s=grace_s, closed=lambda index: sockets[index].close())
 
 
 @contextlib.contextmanager
 def serve_in_thread(
-    app: Starlette, *, host: str = "127.0.0.1", port: int = 0, limits: Limits = Limits()
+    app: Starlette, *, host: str = "127.0.0.1", port: int = 0, limits: Limits = _DEFAULT_LIMITS
 ) -> Iterator[str]:
     """Serve ``app`` from a background thread; yields its base URL and stops it on exit."""
     (sock,) = bind(host, port)
-    server = _uvicorn(app, limits, access_log=False, log_config=None)
+    server = uvicorn.Server(_config(app, limits, access_log=False, log_config=None, shutdown_s=3))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="docpilot-server", daemon=True)
     thread.start()
     try:
