@@ -15,9 +15,10 @@ the inline rules (``docpilot.corpus.markup``) are built the same way.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from docpilot.corpus.frontmatter import meta_keywords, meta_text, read_front_matter
+from docpilot.corpus.generators import LABEL_CLOSE, LABEL_OPEN, LINK_CLOSE, LINK_OPEN, Targets, may_hold_syntax, rewrite
 from docpilot.corpus.markup import plain_inline, reduce_markup
 
 _FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
@@ -37,6 +38,8 @@ _KIND = re.compile(r"[\w-]*")
 _ATTR_TOKEN = re.compile(r"[#.][\w:-]+|[\w:-]+=\S+")
 
 _SLUG_DROP = re.compile(r"[^\w\- ]")
+_LINK_MARK = re.compile(f"{LINK_OPEN}([^{LINK_CLOSE}]*){LINK_CLOSE}")
+_LABEL_MARK = re.compile(f"{LABEL_OPEN}([^{LABEL_CLOSE}]*){LABEL_CLOSE}")
 _BLANK_RUN = re.compile(r"\n(?:[ \t]*\n)+")
 
 
@@ -52,6 +55,10 @@ class RawSection:
     """Heading level 1–6; 0 for the text before the first heading."""
     text: str
     """The section's text with markup reduced; code fences kept as written."""
+    links: tuple[str, ...] = ()
+    """Page or section ids its cross-references name (``relref``, ``{ref}``, ``{% link %}``), in order."""
+    labels: tuple[str, ...] = ()
+    """MyST ``(label)=`` targets that name this section."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +73,10 @@ class ParsedPage:
     """Front matter ``keywords``, from a list or a comma-separated string."""
     sections: tuple[RawSection, ...]
     """Sections in order; the first may be the untitled preamble."""
+    dropped: dict[str, int] = field(default_factory=dict)
+    """Kind of generator construct (``Hugo shortcode``, ``include``, …) → how many went with nothing kept."""
+    references: int = 0
+    """Cross-references read; resolving them needs the folder's other pages."""
 
 
 def slugify(text: str) -> str:
@@ -73,19 +84,32 @@ def slugify(text: str) -> str:
     return _SLUG_DROP.sub("", text.lower()).replace(" ", "-")
 
 
-def parse_page(text: str, *, source: str, mdx: bool) -> ParsedPage:
+def parse_page(
+    text: str, *, source: str, mdx: bool, page_id: str = "", targets: Targets | None = None
+) -> ParsedPage:
     """Read a page's text into front matter and sections.
 
     ``source`` names the file in error messages; ``mdx`` turns on the MDX rules
-    (ESM lines and ``{expressions}`` dropped).
+    (ESM lines and ``{expressions}`` dropped). Static-site generators' syntax is
+    read first (``docpilot.corpus.generators``): ``page_id`` places the page's
+    relative cross-references and ``targets`` resolves them into links.
     """
     lines = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n").split("\n")
     meta, start = read_front_matter(lines, source)
+    body = lines[start:]
+    dropped: dict[str, int] = {}
+    references = 0
+    if may_hold_syntax(text):
+        values = {key: value for key, value in meta.items() if isinstance(key, str) and isinstance(value, str)}
+        rewritten = rewrite(body, mdx=mdx, page_id=page_id, targets=targets, values=values)
+        body, dropped, references = rewritten.lines, dict(rewritten.dropped), rewritten.references
     return ParsedPage(
         title=meta_text(meta, "title", lines, source),
         description=meta_text(meta, "description", lines, source),
         keywords=meta_keywords(meta, lines, source),
-        sections=_cut_sections(lines[start:], mdx),
+        sections=_cut_sections(body, mdx),
+        dropped=dropped,
+        references=references,
     )
 
 
@@ -127,7 +151,7 @@ def _cut_sections(lines: list[str], mdx: bool) -> tuple[RawSection, ...]:
     """
     sections: list[RawSection] = []
     used: dict[str, int] = {}
-    head: tuple[str, str, int] = ("", "", 0)  # anchor, title, level of the open section
+    head: tuple[str, str, int, tuple[str, ...]] = ("", "", 0, ())  # anchor, title, level, labels of the open section
     parts: list[str] = []
     prose: list[str] = []
     code: list[str] = []
@@ -320,7 +344,13 @@ def _drop_comments(line: str, mdx: bool) -> tuple[str, str | None]:
     return line, None
 
 
-def _open_section(raw_heading: str, level: int, used: dict[str, int], mdx: bool) -> tuple[str, str, int]:
+def _open_section(
+    raw_heading: str, level: int, used: dict[str, int], mdx: bool
+) -> tuple[str, str, int, tuple[str, ...]]:
+    labels: tuple[str, ...] = ()
+    if LABEL_OPEN in raw_heading or LINK_OPEN in raw_heading:
+        labels = tuple(_LABEL_MARK.findall(raw_heading))
+        raw_heading = _LINK_MARK.sub("", _LABEL_MARK.sub("", raw_heading))
     explicit, raw_heading = _explicit_id(raw_heading)
     title = plain_inline(raw_heading, mdx=mdx)
     # github-slugger's rule: the first repeat of "x" becomes "x-1", then "x-2", ...
@@ -329,19 +359,24 @@ def _open_section(raw_heading: str, level: int, used: dict[str, int], mdx: bool)
         used[base] += 1
         candidate = f"{base}-{used[base]}"
     used[candidate] = 0
-    return candidate, title, level
+    return candidate, title, level, labels
 
 
 def _close_section(
-    sections: list[RawSection], head: tuple[str, str, int], parts: list[str], prose: list[str], mdx: bool
+    sections: list[RawSection], head: tuple[str, str, int, tuple[str, ...]], parts: list[str], prose: list[str],
+    mdx: bool,
 ) -> None:
     if prose:
         parts.append(_prose_text(prose, mdx))
     text = "\n".join(part for part in parts if part).strip("\n")
-    anchor, title, level = head
+    links: tuple[str, ...] = ()
+    if LINK_OPEN in text:
+        links = tuple(dict.fromkeys(_LINK_MARK.findall(text)))
+        text = _LINK_MARK.sub("", text)
+    anchor, title, level, labels = head
     # The untitled preamble exists only when it holds text.
     if level or text:
-        sections.append(RawSection(anchor=anchor, title=title, level=level, text=text))
+        sections.append(RawSection(anchor=anchor, title=title, level=level, text=text, links=links, labels=labels))
 
 
 def _explicit_id(heading: str) -> tuple[str | None, str]:
