@@ -68,15 +68,46 @@ def check(
     corpus = load_corpus(config.corpus.docs, chunk_words=config.corpus.chunk_words)
     checked = check_golden(config.golden, corpus)
     warnings = [f"{w.problem.where()}: {w.problem.message}; fix: {w.problem.hint}" for w in checked.warnings]
+    warnings += _stale_warnings(config.golden, checked.records, corpus)
     if checked.errors:
         _raise_with_warnings(checked.errors, warnings)
     for warning in warnings:
         click.echo(clean(f"warning: {warning}"), err=True)  # warnings quote ids from the file
     shape = describe_golden(checked.records, corpus).model_copy(update={"record_warnings": warnings})
+    from docpilot.golden.bias import BiasMeter
+
+    bias = BiasMeter(corpus, config.retrieval).measure_set(checked.records)
     if as_json:
-        click.echo(shape.model_dump_json(indent=2))
+        click.echo(json.dumps({**shape.model_dump(mode="json"), "bias": bias.model_dump(mode="json")}, indent=2))
     else:
         _show_shape(config.golden, config.corpus.docs, shape)
+        _show_bias(bias)
+
+
+def _stale_warnings(path: str, records: list, corpus) -> list[str]:
+    """A warning for each draft whose source section changed since it was drawn from it."""
+    from docpilot.golden.draft import stale_drafts
+
+    return [f"{path}, record {record.id!r}: stale draft: {why}; fix: read the section again, correct the "
+            "record, and remove its source_digest (or draft it again)" for record, why in stale_drafts(records, corpus)]
+
+
+def _show_bias(bias) -> None:
+    """The set's bias figures and the positives that borrow most from their sections."""
+    from docpilot.cli.drafts import bias_line
+
+    console = Console(highlight=False, soft_wrap=True)
+    console.print("question bias (how much each question borrows from its gold section; users' questions borrow "
+                  f"less): {escape(bias_line(bias))}")
+    borrowed = sorted((r for r in bias.records if r.overlap is not None), key=lambda r: (-r.overlap, r.id))
+    if not borrowed:
+        return
+    table = Table("record", "overlap", "heading", "leakage", "BM25 rank", title_justify="left",
+                  title=f"most borrowed ({min(len(borrowed), _PAGES_SHOWN)} of {len(borrowed)}; --json lists all)")
+    for r in borrowed[:_PAGES_SHOWN]:
+        table.add_row(escape(clean(r.id)), *(f"{v:.2f}" if v is not None else "-" for v in (r.overlap, r.heading,
+                      r.leakage)), str(r.bm25_rank) if r.bm25_rank else f"> {100}")
+    console.print(table)
 
 
 @golden.command("sections")
@@ -185,3 +216,6 @@ def _show_probes(path: str, probes: list[AttackProbe], as_json: bool) -> None:
 
 def _text(path: Path | None) -> str | None:
     return str(path) if path is not None else None
+
+
+from docpilot.cli import drafts as _drafts  # noqa: E402,F401  (registers `golden draft` and `golden accept`)

@@ -1,0 +1,129 @@
+"""`docpilot golden draft` and `docpilot golden accept`: a golden set drafted from the docs, and its review."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import click
+
+from docpilot.cli._errors import handle_errors
+from docpilot.cli.golden import golden
+from docpilot.config.loading import load_config
+from docpilot.errors import InputError
+from docpilot.golden.draft import DEFAULT_COUNT, DEFAULT_PER_PAGE, Drafted
+from docpilot.reports.terminal import clean
+
+_SHOWN = 5  # ids shown per reason a section was left out
+
+
+@golden.command("draft")
+@click.option("--docs", type=click.Path(path_type=Path),
+              help="Docs folder to draft from (default: `corpus.docs` in the config).")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("evals/drafts.yaml"), show_default=True,
+              help="Where to write the drafts.")
+@click.option("--count", type=click.IntRange(min=1), default=DEFAULT_COUNT, show_default=True,
+              help="Questions to draft (positives; negatives come on top).")
+@click.option("--per-page", type=click.IntRange(min=1), default=DEFAULT_PER_PAGE, show_default=True,
+              help="Most questions drawn from one page.")
+@click.option("--negatives", type=click.IntRange(min=0), help="Negatives to draft (default: a tenth of --count, at least 2).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sections' order.")
+@click.option("--model", "model", metavar="PROVIDER[:NAME]",
+              help="Have a model reword each question as a user would ask it (`local` runs offline).")
+@click.option("--force", is_flag=True, help="Replace the file when it exists.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="Config file (default: configs/docpilot.yaml when present).")
+@handle_errors
+def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: int | None, seed: int,
+          model: str | None, force: bool, config_path: Path | None) -> None:
+    """Draft a golden set from the docs: questions from their headings, definitions, options and defaults.
+
+    Every eligible page gets a question first, then pages get more in proportion to
+    their sections, at most --per-page each. Each draft's gold is the section it was
+    drawn from and its gold answer the sentence it was drawn from. Without --model the
+    drafts are the same, byte for byte, for the same docs, seed and options. A draft is
+    a start for a person to review (`docpilot golden accept` moves reviewed ones into
+    the golden set), never the proof. Exit status: 0; 2 when the docs cannot be read or
+    --out exists without --force.
+    """
+    from docpilot.corpus.pages import load_corpus
+    from docpilot.golden.bias import BiasMeter
+    from docpilot.golden.draft import draft_golden, drafts_text
+    from docpilot.reports.output import write_atomically
+    from docpilot.schema import GoldenRecord
+
+    if out.exists() and not force:
+        raise InputError("the file exists", path=out,
+                         hint="pass --force to replace it, or --out for another file")
+    config = load_config(config_path, overrides={"corpus": {"docs": str(docs) if docs else None}})
+    corpus = load_corpus(config.corpus.docs, chunk_words=config.corpus.chunk_words)
+    drafted = draft_golden(corpus, count=count, per_page=per_page, seed=seed, negatives=negatives)
+    notes: list[str] = []
+    if model:
+        from docpilot.golden.rewrite import rewrite_drafts
+
+        drafted, notes = rewrite_drafts(drafted, corpus, config, model)
+    write_atomically(out, drafts_text(drafted, docs=str(config.corpus.docs), seed=seed, notes=notes), "drafts")
+    _show_drafted(drafted, out)
+    records = [GoldenRecord(id=d.id, question=d.question, gold=list(d.gold), gold_answer=d.gold_answer)
+               for d in drafted.positives]
+    bias = BiasMeter(corpus, config.retrieval).measure_set(records)
+    click.echo(f"bias of the drafts: {bias_line(bias)}")
+    click.echo(f"next: read them, then `docpilot golden check --golden {out}` and "
+               f"`docpilot golden accept ID... --from {out} --into {config.golden}`")
+
+
+def _show_drafted(drafted: Drafted, out: Path) -> None:
+    click.echo(f"wrote {out}: {len(drafted.positives)} questions and {len(drafted.negatives)} negatives "
+               f"(tag needs-check: confirm the docs do not answer them)")
+    share = f" ({drafted.covered_pages / drafted.eligible_pages:.0%})" if drafted.eligible_pages else ""
+    click.echo(f"pages covered: {drafted.covered_pages} of {drafted.eligible_pages} eligible{share}, "
+               f"of {drafted.pages} in the docs; sections: {drafted.covered_sections} of "
+               f"{drafted.eligible_sections} eligible")
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for item in drafted.left_out:
+        by_reason[item.reason.split(" (")[0]].append(item.id)
+    if by_reason:
+        click.echo("left out:")
+    for reason, ids in sorted(by_reason.items(), key=lambda entry: -len(entry[1])):
+        more = f" and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else ""
+        kind = "pages" if all("#" not in i for i in ids) else "sections"
+        click.echo(clean(f"  {len(ids)} {kind}, {reason}: {', '.join(ids[:_SHOWN])}{more}"))
+
+
+def bias_line(bias) -> str:
+    """A set's bias figures on one line."""
+    def shown(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    bands = ", ".join(f"{name} {count}" for name, count in bias.bands.items())
+    return (f"overlap {shown(bias.overlap)} ({bands}), heading words reused {shown(bias.heading)}, "
+            f"leakage {shown(bias.leakage)}, BM25 gold at 1 {shown(bias.bm25_at_1)}, in top 8 "
+            f"{shown(bias.bm25_in_8)}, median rank {bias.bm25_median_rank if bias.bm25_median_rank else '-'} "
+            f"(over {bias.positives} positives)")
+
+
+@golden.command("accept")
+@click.argument("ids", nargs=-1, required=True)
+@click.option("--from", "drafts_path", type=click.Path(path_type=Path), default=Path("evals/drafts.yaml"),
+              show_default=True, help="The file of drafts.")
+@click.option("--into", "into", type=click.Path(path_type=Path),
+              help="The golden set to append to (default: `golden` in the config).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="Config file (default: configs/docpilot.yaml when present).")
+@handle_errors
+def accept(ids: tuple[str, ...], drafts_path: Path, into: Path | None, config_path: Path | None) -> None:
+    """Move reviewed drafts into the golden set, appended after its records, its comments kept.
+
+    The draft-only fields (origin, source, source_digest) and the tags draft and
+    needs-check are dropped; the split is the page's (a hash of its page, or the split
+    the golden set already gives that page), so one page never feeds both dev and test.
+    IDS may name drafts, or `all`. Exit status: 0; 2 when an id names no draft, is
+    already in the golden set, or either file has an error.
+    """
+    from docpilot.golden.accept import accept_drafts
+
+    config = load_config(config_path, overrides={"golden": str(into) if into else None})
+    moved = accept_drafts(drafts_path, Path(config.golden), list(ids))
+    for line in moved:
+        click.echo(clean(line))

@@ -1,0 +1,200 @@
+"""How much a golden question borrows from the passage that answers it: the bias of a set written beside the docs.
+
+A question written while looking at the passage reuses its words, and keyword
+retrieval then looks better on it than on the questions users type (Karpukhin et al.
+2020: on SQuAD, written that way, BM25 beats a dense retriever; on Natural Questions,
+real users' questions, it loses by far). Four figures per positive, and their means
+for the set, say how far a set leans that way:
+
+- **overlap**: the share of the question's content words found in its gold section
+  (heading path and text, as BM25 reads them), each word weighted by its BM25 idf
+  over the docs' chunks, so a rare word copied counts more than a common one; the
+  best of the record's gold sections. ``overlap_band`` sorts it into low, mid, high.
+- **heading**: the share of the gold section's heading words that the question reuses.
+- **leakage**: the share of the gold answer's content words that are in the question.
+- **BM25 rank**: where plain BM25 over the chunks ranks the first section matching a
+  gold entry (to ``DEPTH``), the rank keyword retrieval gets for free from copied words.
+
+Words are the retriever's (``docpilot.retrieval.tokens.terms``: lowercased, stemmed,
+stop words out).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from statistics import median
+from typing import TYPE_CHECKING
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from docpilot.retrieval.tokens import terms
+from metrics.gold import is_relevant, is_under, matches
+
+if TYPE_CHECKING:
+    from docpilot.config.model import RetrievalConfig
+    from docpilot.corpus.pages import Corpus, Section
+    from docpilot.retrieval.bm25 import LexicalIndex
+    from docpilot.schema import GoldenRecord
+
+DEPTH = 100
+"""How deep the BM25 ranking is searched for a gold section."""
+BANDS = (("low", 0.5), ("mid", 0.8), ("high", math.inf))
+"""Overlap bands: below 0.5 low, below 0.8 mid, else high."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RecordBias(_Strict):
+    """The bias figures of one positive."""
+
+    id: str
+    """The record's id."""
+    overlap: float | None
+    """IDF-weighted share of the question's content words found in its best gold section; None with no content word."""
+    band: str | None
+    """``low``, ``mid`` or ``high`` overlap (``BANDS``)."""
+    heading: float | None
+    """Share of the gold section's heading words the question reuses; None when the heading has none."""
+    leakage: float | None
+    """Share of the gold answer's content words found in the question; None without a gold answer."""
+    bm25_rank: int | None
+    """Rank plain BM25 gives the first section matching a gold entry; None when it is deeper than ``DEPTH``."""
+
+
+class SetBias(_Strict):
+    """The bias figures of a set: the means over its positives, and the BM25 ranks' spread."""
+
+    positives: int
+    """Positives measured."""
+    overlap: float | None
+    """Mean overlap."""
+    bands: dict[str, int]
+    """Positives per overlap band."""
+    heading: float | None
+    """Mean share of heading words reused."""
+    leakage: float | None
+    """Mean leakage, over the positives with a gold answer."""
+    bm25_at_1: float | None
+    """Share of positives whose gold BM25 ranks first."""
+    bm25_in_8: float | None
+    """Share of positives whose gold BM25 ranks in the top 8 (its recall@8 on single-section gold)."""
+    bm25_median_rank: float | None
+    """Median BM25 rank of the gold, a rank past ``DEPTH`` counted as ``DEPTH + 1``."""
+    records: list[RecordBias]
+    """Each positive's figures, in file order."""
+
+
+def overlap_band(overlap: float | None) -> str | None:
+    """The band of an overlap value: ``low``, ``mid`` or ``high``."""
+    if overlap is None:
+        return None
+    return next(name for name, below in BANDS if overlap < below)
+
+
+class BiasMeter:
+    """Measures questions against one corpus: its BM25 index over chunks is built once."""
+
+    def __init__(self, corpus: Corpus, settings: RetrievalConfig) -> None:
+        from docpilot.retrieval.bm25 import LexicalIndex
+        from docpilot.retrieval.index import lexical_text
+
+        self.corpus = corpus
+        chunks = corpus.chunks
+        self._texts = [lexical_text(corpus, c, settings) for c in chunks]
+        self._index: LexicalIndex = LexicalIndex.build(self._texts, k1=settings.k1, b=settings.b)
+        self._terms_of: dict[str, set[str]] = {}
+        self._idfs: dict[str, float] = {}
+        self._section_of = [c.section_id for c in chunks]
+        self._chunks_of: dict[str, list[int]] = {}
+        for n, chunk in enumerate(chunks):
+            self._chunks_of.setdefault(chunk.section_id, []).append(n)
+        self._size = max(self._index.size, 1)
+
+    def measure(self, record: GoldenRecord) -> RecordBias:
+        """The figures of one positive."""
+        question = set(terms(record.question))
+        sections = self._gold_sections(record.gold)
+        overlap = max((self._overlap(question, s) for s in sections), default=None) if question else None
+        headings = [set(terms(s.title or self.corpus.pages[s.page_id].title)) for s in sections]
+        heading = max((v for h in headings if (v := _share(h, question)) is not None), default=None)
+        answer = set(terms(record.gold_answer or ""))
+        return RecordBias(
+            id=record.id, overlap=_round(overlap), band=overlap_band(overlap), heading=_round(heading),
+            leakage=_round(_share(answer, question)), bm25_rank=self._rank(record),
+        )
+
+    def measure_set(self, records: Sequence[GoldenRecord]) -> SetBias:
+        """The figures of every positive of a set, and their summary."""
+        measured = [self.measure(record) for record in records if record.gold]
+        ranks = [m.bm25_rank or DEPTH + 1 for m in measured]
+        bands = {name: sum(m.band == name for m in measured) for name, _ in BANDS}
+        return SetBias(
+            positives=len(measured),
+            overlap=_mean([m.overlap for m in measured]),
+            bands=bands,
+            heading=_mean([m.heading for m in measured]),
+            leakage=_mean([m.leakage for m in measured]),
+            bm25_at_1=_round(sum(r == 1 for r in ranks) / len(ranks)) if ranks else None,
+            bm25_in_8=_round(sum(r <= 8 for r in ranks) / len(ranks)) if ranks else None,
+            bm25_median_rank=float(median(ranks)) if ranks else None,
+            records=measured,
+        )
+
+    def _gold_sections(self, gold: Sequence[str]) -> list[Section]:
+        pages = [page for page in self.corpus.pages.values()
+                 if any(is_under(page.id, entry.partition("#")[0]) for entry in gold)]
+        return [s for page in pages for s in page.sections if any(matches(s.id, entry) for entry in gold)]
+
+    def _overlap(self, question: set[str], section: Section) -> float:
+        """IDF-weighted share of the question's words that the section's chunks hold (as BM25 reads them)."""
+        held = self._terms_of.get(section.id)
+        if held is None:
+            texts = [self._texts[n] for n in self._chunks_of.get(section.id, [])]
+            held = self._terms_of[section.id] = {t for text in texts for t in terms(text)}
+        weights = {term: self._idf(term) for term in question}
+        total = sum(weights.values())
+        return sum(w for term, w in weights.items() if term in held) / total if total else 0.0
+
+    def _idf(self, term: str) -> float:
+        """BM25's idf of a term over the chunks (the highest for a term no chunk holds)."""
+        if term not in self._idfs:
+            scores = self._index.scores([term])
+            df = 0 if scores is None else int(np.count_nonzero(scores))
+            self._idfs[term] = math.log1p((self._size - df + 0.5) / (df + 0.5))
+        return self._idfs[term]
+
+    def _rank(self, record: GoldenRecord) -> int | None:
+        scores = self._index.scores(terms(record.question))
+        if scores is None:
+            return None
+        order = np.argsort(-scores, kind="stable")
+        seen: set[str] = set()
+        for chunk in order:
+            if scores[chunk] <= 0:
+                break
+            section = self._section_of[chunk]
+            if section in seen:
+                continue
+            seen.add(section)
+            if is_relevant(section, record.gold):
+                return len(seen)
+            if len(seen) >= DEPTH:
+                break
+        return None
+
+
+def _share(part: set[str], whole: set[str]) -> float | None:
+    return len(part & whole) / len(part) if part else None
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return _round(sum(present) / len(present)) if present else None
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
