@@ -71,9 +71,18 @@ class LexicalIndex:
 
     @classmethod
     def load(cls, folder: Path) -> LexicalIndex:
-        saved = json.loads((folder / "vocabulary.json").read_text())
-        arrays = [np.load(folder / f"{name}.npy", allow_pickle=False) for name in cls._FILES]
-        return cls({term: i for i, term in enumerate(saved["terms"])}, *arrays, saved["size"])
+        """An index saved by ``save``; ValueError when the files are not what ``save`` writes (damaged, or foreign).
+
+        The arrays load with ``allow_pickle=False`` and must have the dtypes and the
+        layout ``build`` makes, so a search over them can neither run code nor index out of range.
+        """
+        saved = json.loads((folder / "vocabulary.json").read_text(encoding="utf-8"))
+        data, indices, indptr = (np.load(folder / f"{name}.npy", allow_pickle=False) for name in cls._FILES)
+        terms, size = _checked(saved, data, indices, indptr)
+        vocabulary = {term: i for i, term in enumerate(terms)}
+        if len(vocabulary) != len(terms):
+            raise ValueError(f"{folder / 'vocabulary.json'}: a term is listed twice")
+        return cls(vocabulary, data, indices, indptr, size)
 
     def best_possible(self, query: Sequence[str]) -> float:
         """The score of a chunk holding every query term at its highest weight in the index (repeats add up)."""
@@ -95,3 +104,20 @@ class LexicalIndex:
             # A chunk appears once per term column, so plain fancy-index addition is exact.
             scores[self._indices[start:end]] += self._data[start:end]
         return scores
+
+
+def _checked(saved: object, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray) -> tuple[list[str], int]:
+    """The terms and chunk count of a saved index whose parts agree with each other as ``build`` makes them."""
+    if not isinstance(saved, dict) or not isinstance(saved.get("terms"), list) or type(saved.get("size")) is not int:
+        raise ValueError("vocabulary.json is not the index's vocabulary")
+    terms, size = saved["terms"], saved["size"]
+    if not all(isinstance(term, str) for term in terms) or size < 0:
+        raise ValueError("vocabulary.json is not the index's vocabulary")
+    if (data.dtype != np.float32 or indices.dtype != np.int32 or indptr.dtype != np.int64
+            or data.ndim != 1 or data.shape != indices.shape or indptr.shape != (len(terms) + 1,)):
+        raise ValueError("the BM25 arrays do not have the types and lengths an index has")
+    if indptr[0] != 0 or indptr[-1] != len(data) or bool(np.any(np.diff(indptr) < 0)):
+        raise ValueError("the BM25 column offsets do not span the weights")
+    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= size):
+        raise ValueError("the BM25 weights name chunks the index does not have")
+    return terms, size

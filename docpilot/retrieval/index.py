@@ -13,6 +13,10 @@ setting that shaped it, so a saved index is reused exactly while neither changed
         text_hashes.npy      a hash of each embedded text, so a rebuild re-embeds only
                              the chunks whose text changed
 
+Every array is read back with ``allow_pickle=False`` and checked against what a build
+writes; a folder that holds anything else is built again over, so an index folder
+restored from elsewhere can cost a rebuild but never runs code.
+
 A build writes into a temporary folder and renames it into place, so a crash or a
 second process building the same index never leaves half an index behind. After a
 build, older indexes of the same docs folder and the same settings are removed.
@@ -255,12 +259,13 @@ def _embed(texts: list[str], hashes: np.ndarray, embedder: Embedder, donors: Seq
         if not missing.any():
             break
         try:
-            old_hashes = np.load(donor / "text_hashes.npy")
-            old_vectors = np.load(donor / "vectors.npy", mmap_mode="r")
+            old_hashes = np.load(donor / "text_hashes.npy", allow_pickle=False)
+            old_vectors = np.load(donor / "vectors.npy", mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError):
             continue  # a donor removed or damaged meanwhile only costs its reuse
-        if old_vectors.shape[1] != vectors.shape[1]:
-            continue
+        if not _vectors_of(old_vectors, vectors.shape[1]) or old_hashes.shape != (len(old_vectors),) \
+                or old_hashes.dtype != hashes.dtype:
+            continue  # not what a build saves: damaged, or written by something else
         rows = {h: i for i, h in enumerate(old_hashes.tolist())}
         for i in np.flatnonzero(missing):
             row = rows.get(hashes[i])
@@ -284,17 +289,27 @@ def _load(folder: Path, fingerprint: str, chunks: int) -> SearchIndex | None:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if manifest.get("format") != INDEX_FORMAT or manifest.get("fingerprint") != fingerprint:
+    if not isinstance(manifest, dict) or manifest.get("format") != INDEX_FORMAT \
+            or manifest.get("fingerprint") != fingerprint:
         return None
+    # Arrays load with allow_pickle=False and must be what a build saves: an index folder
+    # may come from elsewhere (a CI cache), and reading it must never run code.
     try:
         lexical = LexicalIndex.load(folder / "bm25") if (folder / "bm25").is_dir() else None
-        vectors = np.load(folder / "vectors.npy") if (folder / "vectors.npy").is_file() else None
+        vectors = np.load(folder / "vectors.npy", allow_pickle=False) if (folder / "vectors.npy").is_file() else None
     except (OSError, ValueError, KeyError):
-        return None  # damaged: the caller rebuilds over it
+        return None  # damaged, or not an index's: the caller rebuilds over it
+    if vectors is not None and not _vectors_of(vectors, manifest.get("dim")):
+        return None
     sizes = [x.size for x in (lexical,) if x is not None] + [len(v) for v in (vectors,) if v is not None]
     if any(size != chunks for size in sizes) or (manifest.get("vocabulary") is not None) != (lexical is not None):
         return None
     return SearchIndex(fingerprint, lexical, vectors, manifest, path=folder, built=False)
+
+
+def _vectors_of(vectors: np.ndarray, dim: object) -> bool:
+    """Whether a loaded array is what a build saves as vectors: float32 rows of the index's dimension."""
+    return vectors.dtype == np.float32 and vectors.ndim == 2 and type(dim) is int and vectors.shape[1] == dim
 
 
 def _save(index: SearchIndex, folder: Path) -> None:
@@ -345,7 +360,8 @@ def _manifests(root: Path) -> list[tuple[Path, dict[str, Any]]]:
             continue  # a build in progress
         try:
             manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-            found.append((folder.stat().st_mtime, folder, manifest))
+            if isinstance(manifest, dict):  # anything else is not an index's manifest
+                found.append((folder.stat().st_mtime, folder, manifest))
         except (OSError, ValueError):
             continue  # removed by another process meanwhile, or damaged
     found.sort(key=lambda item: item[0], reverse=True)

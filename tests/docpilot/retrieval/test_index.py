@@ -134,7 +134,8 @@ def test_the_embedder_is_part_of_the_fingerprint(docs):
 
     assert index_fingerprint(corpus, settings, WordHashEmbedder()) != index_fingerprint(corpus, settings, Other())
     # BM25 alone does not depend on any embedder.
-    assert index_fingerprint(corpus, RetrievalConfig(), None) == index_fingerprint(corpus, RetrievalConfig(), Other())
+    bm25 = RetrievalConfig(retriever="bm25")
+    assert index_fingerprint(corpus, bm25, None) == index_fingerprint(corpus, bm25, Other())
 
 
 def test_docpilot_index_builds_then_reuses(docs, tmp_path, monkeypatch):
@@ -142,11 +143,12 @@ def test_docpilot_index_builds_then_reuses(docs, tmp_path, monkeypatch):
     runner = CliRunner()
     first = runner.invoke(main, ["index", "--docs", str(docs), "--json"])
     assert first.exit_code == 0, first.output
-    facts = json.loads(first.output)
+    facts = json.loads(first.stdout)
     assert facts["status"] == "built"
     assert (facts["pages"], facts["sections"], facts["chunks"]) == (5, 13, 13)
-    assert facts["vocabulary"] > 50 and facts["size_bytes"] > 0 and facts["embedder"] is None
-    second = json.loads(runner.invoke(main, ["index", "--docs", str(docs), "--json"]).output)
+    # The default retriever is hybrid with the shipped static vectors.
+    assert facts["vocabulary"] > 50 and facts["size_bytes"] > 0 and facts["embedder"].startswith("static/")
+    second = json.loads(runner.invoke(main, ["index", "--docs", str(docs), "--json"]).stdout)
     assert second["status"] == "reused" and second["fingerprint"] == facts["fingerprint"]
     shown = runner.invoke(main, ["index", "--docs", str(docs)])
     assert shown.exit_code == 0
@@ -247,3 +249,69 @@ def test_docpilot_calibrate_shows_the_embedding_of_a_missing_index(docs, tmp_pat
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["table"]  # the table went to stdout, the progress to stderr
     assert "embed: 13/13 chunks" in done.stderr.splitlines()
+
+
+class _Payload:
+    """A pickle that, once loaded, would create ``marker``: what a hostile index folder could hold."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def _pickled_array(marker) -> np.ndarray:
+    array = np.empty(1, dtype=object)
+    array[0] = _Payload(marker)
+    return array
+
+
+@pytest.mark.parametrize("part", ["vectors.npy", "text_hashes.npy", "bm25/data.npy", "bm25/indptr.npy"])
+def test_a_pickled_array_in_an_index_folder_is_rebuilt_over_and_never_loaded(docs, tmp_path, part):
+    """An index folder restored from elsewhere holds object arrays: the index is built again, and no pickle runs."""
+    cache, marker = tmp_path / "cache", tmp_path / "marker"
+    embedder = WordHashEmbedder()
+    path = _open(docs, cache, embedder=embedder, retriever="hybrid").index.path
+    np.save(path / part, _pickled_array(marker), allow_pickle=True)
+    again = _open(docs, cache, embedder=embedder, retriever="hybrid")
+    # text_hashes.npy is read only as a donor of vectors: the saved index itself still loads.
+    assert again.index.built == (part != "text_hashes.npy")
+    assert again.search(QUESTION) and not marker.exists()
+    rebuilt = _open(docs, cache, embedder=WordHashEmbedder(), retriever="hybrid", k1=0.9)  # reads the donors
+    assert rebuilt.index.built and not marker.exists()
+    assert np.load(again.index.path / "vectors.npy", allow_pickle=False).dtype == np.float32
+
+
+# Regression: arrays of another layout loaded as an index, and a search over them raised
+# IndexError (BM25 chunks past the index) or ValueError (flat vectors); a vocabulary that
+# was a list raised TypeError on opening. float64 vectors were searched as they were.
+@pytest.mark.parametrize("part", ["vectors-flat", "vectors-float64", "bm25-indices-out-of-range",
+                                  "bm25-vocabulary-list"])
+def test_an_index_folder_of_arrays_a_build_never_writes_is_rebuilt(docs, tmp_path, part):
+    cache = tmp_path / "cache"
+    embedder = WordHashEmbedder()
+    path = _open(docs, cache, embedder=embedder, retriever="hybrid").index.path
+    vectors = np.load(path / "vectors.npy")
+    if part == "vectors-flat":
+        np.save(path / "vectors.npy", vectors[:, 0].copy())
+    elif part == "vectors-float64":
+        np.save(path / "vectors.npy", vectors.astype(np.float64))
+    elif part == "bm25-indices-out-of-range":
+        indices = np.load(path / "bm25" / "indices.npy")
+        np.save(path / "bm25" / "indices.npy", indices + 10_000)
+    else:
+        (path / "bm25" / "vocabulary.json").write_text(json.dumps(["ship", "rate"]))
+    again = _open(docs, cache, embedder=embedder, retriever="hybrid")
+    assert again.index.built
+    fresh = Retriever(load_corpus(docs), RetrievalConfig(retriever="hybrid"), embedder=WordHashEmbedder())
+    assert again.search(QUESTION) == fresh.search(QUESTION)
+
+
+# Regression: a manifest holding a JSON list raised AttributeError while older indexes were pruned.
+def test_a_manifest_that_is_not_an_object_is_rebuilt_over(docs, tmp_path):
+    cache = tmp_path / "cache"
+    path = _open(docs, cache).index.path
+    (path / MANIFEST).write_text(json.dumps(["format", "fingerprint"]))
+    again = _open(docs, cache, k1=0.9)  # lists the saved indexes to prune them: the list is skipped
+    assert again.index.built and _open(docs, cache).index.built
