@@ -12,6 +12,13 @@ files that are new or changed and forgets the ones that are gone. A file that is
 a readable report (truncated, edited by hand) is kept in the index with the reason,
 so it is read once, skipped, and named in one warning by each command that meets it.
 
+The index may come from elsewhere with the reports (a CI cache of the report folder), so
+what it holds is data, and only data of the kinds DocPilot writes is read: every column
+is plain SQLite text or integer, the JSON ones are parsed as JSON, and ``refresh`` first
+checks each row's types in SQL (``_UNSOUND``). A row that fails is dropped with one note
+and indexed again from its report; a stored comparison that fails is dropped and worked
+out again.
+
 Two runs may finish at once: SQLite runs in WAL mode with a busy timeout, every write
 is one ``BEGIN IMMEDIATE`` transaction, and a write is an upsert keyed by file name,
 so two processes indexing the same report agree. Reports are parsed outside the
@@ -66,6 +73,48 @@ _OTHER_TABLES = (
 )
 
 
+def _json_of(column: str, kind: str, check: str = "1") -> str:
+    """SQL true when ``column`` is text holding JSON of ``kind`` (``object``, ``array``) for which ``check`` holds.
+
+    CASE, not AND: SQLite's JSON functions fail on text that is not JSON, so they run only on valid JSON;
+    a path the JSON lacks makes NULL, read as false.
+    """
+    return (f"coalesce(CASE WHEN typeof({column}) = 'text' AND json_valid({column}) THEN "
+            f"json_type({column}) = '{kind}' AND {check} ELSE 0 END, 0)")
+
+
+def _all_of(column: str, types: str, path: str = "$") -> str:
+    """SQL true when every value of the JSON object or array at ``path`` in ``column`` is of the JSON ``types``."""
+    return f"NOT EXISTS (SELECT 1 FROM json_each({column}, '{path}') WHERE type NOT IN ({types}))"
+
+
+_TEXT = ("run_id", "created_at", "series", "selection", "record_set", "split", "runtime", "model")
+_TEXT_OR_NULL = ("golden", "corpus", "config_digest", "model_digest", "code_digest", "variant", "version")
+_SOUND_RUN = " AND ".join([
+    *(f"typeof({c}) = 'text'" for c in _TEXT),
+    *(f"typeof({c}) IN ('text', 'null')" for c in _TEXT_OR_NULL),
+    "typeof(gate_only) = 'integer' AND gate_only IN (0, 1)", "typeof(records) = 'integer'",
+    "typeof(verdict) = 'text' AND verdict IN ('pass', 'fail')",
+    _json_of("summary", "object", _all_of("summary", "'integer', 'real', 'null'")),
+    _json_of("counts", "object", _all_of("counts", "'integer'")),
+    _json_of("shown", "object", _all_of("shown", "'text'")),
+    _json_of("pages", "object", _all_of("pages", "'text'")),
+    _json_of("side_files", "object", _all_of("side_files", "'text', 'null'")),
+    _json_of("config", "object"), _json_of("headline", "array", _all_of("headline", "'text'")),
+])
+_UNSOUND = (f"SELECT file FROM runs WHERE typeof(file) != 'text' OR (problem IS NULL AND NOT ({_SOUND_RUN})) "
+            "OR (problem IS NOT NULL AND typeof(problem) != 'text')")
+"""The runs whose row holds what ``row_of`` and ``_problem`` never write: a reader would trip over it."""
+# What ``timeline.compare_neighbours`` and ``drift._paired_tests`` store, as far as their readers rely on it.
+_SOUND_PAYLOAD = {
+    "pairs": _json_of("payload", "object", "json_type(payload, '$.moves') = 'object' AND json_type(payload, "
+                      "'$.cause') = 'object' AND " + _all_of("payload", "'object'", "$.moves")),
+    "drifts": _json_of("payload", "object", "json_type(payload, '$.tests') = 'array' AND "
+                       "coalesce(json_type(payload, '$.note'), 'null') IN ('text', 'null') AND "
+                       + _all_of("payload", "'object'", "$.tests")),
+}
+
+
 class RunIndex:
     """The index of one report folder; ``refresh`` brings it up to date with the folder."""
 
@@ -80,6 +129,7 @@ class RunIndex:
 
     def refresh(self) -> list[str]:
         """Index every new or changed report, forget removed ones; returns one warning per unreadable file."""
+        self._drop_unsound()
         listing = self._listing()
         with self._connection() as db:
             known = {file: (size, mtime) for file, size, mtime in db.execute("SELECT file, size, mtime_ns FROM runs")}
@@ -104,6 +154,22 @@ class RunIndex:
             return [f"skipped: {problem}"
                     for file, problem in db.execute("SELECT file, problem FROM runs WHERE problem IS NOT NULL "
                                                     "ORDER BY file")]
+
+    def _drop_unsound(self) -> None:
+        """Forget the rows and comparisons of kinds DocPilot never writes, so their reports are indexed afresh."""
+        with self._connection() as db:
+            unsound = [file for (file,) in db.execute(_UNSOUND)]
+            comparisons = sum(db.execute(f"SELECT COUNT(*) FROM {table} WHERE NOT ({sound})").fetchone()[0]
+                              for table, sound in _SOUND_PAYLOAD.items())
+        if not unsound and not comparisons:
+            return
+        with self.writing() as db:
+            db.executemany("DELETE FROM runs WHERE file = ?", [(file,) for file in unsound])
+            for table, sound in _SOUND_PAYLOAD.items():
+                db.execute(f"DELETE FROM {table} WHERE NOT ({sound})")
+        self.notes.append(f"{self.path}: the run index held {len(unsound)} run(s) and {comparisons} comparison(s) "
+                          "of a kind DocPilot never writes (was it restored from elsewhere?); they were dropped "
+                          "and indexed again from the reports")
 
     def record(self, path: str | Path, report: Report) -> None:
         """Index one report just written to ``path`` in this folder, without reading it back."""

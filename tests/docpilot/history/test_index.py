@@ -138,3 +138,49 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     index = RunIndex(tmp_path)
     assert index.refresh() == []
     assert len(index.runs()) == 30
+
+
+class _Payload:
+    """A pickle that, once loaded, would create ``marker``: what a hostile index row could hold."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+# Regression: a row of another kind (a restored .runs.sqlite) crashed every reader of the
+# index with a JSONDecodeError, a TypeError or an AttributeError when its run was shown.
+def test_poisoned_rows_of_the_run_index_are_dropped_with_a_note_and_indexed_again(tmp_path):
+    import pickle
+
+    from click.testing import CliRunner
+
+    from docpilot.cli import main
+
+    paths = write_series(tmp_path, 4, records=10)
+    index = RunIndex(tmp_path)
+    index.refresh()
+    expected = [(run.file, run.summary, run.records) for run in index.runs()]
+    marker = tmp_path / "marker"
+    payload = pickle.dumps(_Payload(marker))
+    with sqlite3.connect(tmp_path / INDEX_FILE) as db:
+        db.execute("UPDATE runs SET summary = 'not json' WHERE file = ?", (paths[0].name,))
+        db.execute("UPDATE runs SET config = ?, records = 'many' WHERE file = ?", (payload, paths[1].name))
+        db.execute("UPDATE runs SET headline = '[1, 2]', shown = '[]' WHERE file = ?", (paths[2].name,))
+        db.execute("INSERT OR REPLACE INTO pairs (file, other, payload) VALUES (?, ?, ?)",
+                   (paths[3].name, paths[2].name, '{"moves": {"recall@8": 3}, "cause": {}}'))
+    db.close()
+    again = RunIndex(tmp_path)
+    assert again.refresh() == []
+    assert [(run.file, run.summary, run.records) for run in again.runs()] == expected
+    assert len(again.notes) == 1 and "3 run(s) and 1 comparison(s)" in again.notes[0]
+    assert RunIndex(tmp_path).refresh() == [] and not marker.exists()
+    with sqlite3.connect(tmp_path / INDEX_FILE) as db:
+        db.execute("UPDATE runs SET summary = '{\"recall@8\": \"high\"}' WHERE file = ?", (paths[3].name,))
+    db.close()
+    shown = CliRunner().invoke(main, ["history", "recall@8", "--reports", str(tmp_path)])
+    assert shown.exit_code == 0, shown.output
+    assert shown.stderr.count("warning:") == 1 and INDEX_FILE in shown.stderr
+    assert "Traceback" not in shown.output and not marker.exists()
