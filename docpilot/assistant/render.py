@@ -14,6 +14,8 @@ reader gets. Rules:
 - Sources rows list the cited sources; an answer that cites nothing is shown with the
   sources it was primed with. An answer shown with Sources and no working link is
   *unlinked*.
+- A code block (a fence, as a model or the extractive baseline's quoted command writes
+  it) is shown as code: brackets in it are code, never markers.
 - A refusal is shown as a message, with no Sources.
 """
 
@@ -27,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from docpilot.models.base import Source
 
-RENDERER_VERSION = "2"
+RENDERER_VERSION = "3"
 
 # [3], [1, 2], [guide/setup#install] — but not a Markdown link's [text](url).
 _MARKER = re.compile(r"\[([^\[\]\n]{1,200})\](?!\()")
@@ -90,6 +92,63 @@ def _code_spans(escaped: str) -> str:
     return _CODE_SPAN.sub(r"<code>\1</code>", escaped)
 
 
+def _tidy(text: str) -> str:
+    """The space a marker's removal leaves before punctuation goes; code blocks stay as written."""
+    if "```" not in text and "~~~" not in text:
+        return re.sub(r"[ \t]+([.,;:!?])", r"\1", text)
+    out, pos = [], 0
+    for start, end, _ in _code_blocks(text):
+        out += [re.sub(r"[ \t]+([.,;:!?])", r"\1", text[pos:start]), text[start:end]]
+        pos = end
+    out.append(re.sub(r"[ \t]+([.,;:!?])", r"\1", text[pos:]))
+    return "".join(out)
+
+
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[ \t]*([\w+-]*)[^`\n]*$")
+
+
+def _code_blocks(answer: str) -> list[tuple[int, int, str]]:
+    """Where each fenced code block of the answer lies: (start, end, language); a fence left open runs to the end."""
+    blocks: list[tuple[int, int, str]] = []
+    opened: tuple[int, str, str] | None = None  # start, fence, language
+    pos = 0
+    for line in answer.splitlines(keepends=True):
+        stripped = line.strip()
+        if opened is None:
+            found = _FENCE.match(line.rstrip("\n"))
+            if found:
+                opened = (pos, found.group(1), found.group(2))
+        elif len(stripped) >= len(opened[1]) and stripped == opened[1][0] * len(stripped):
+            blocks.append((opened[0], pos + len(line.rstrip("\n")), opened[2]))
+            opened = None
+        pos += len(line)
+    if opened is not None:
+        blocks.append((opened[0], len(answer), opened[2]))
+    return blocks
+
+
+def _html_text(text: str) -> str:
+    """Answer text (markers already linked) as paragraphs and code blocks."""
+    if "```" not in text and "~~~" not in text:
+        return f"<p>{_code_spans(text.strip())}</p>"
+    out: list[str] = []
+    pos = 0
+    for start, end, language in _code_blocks(text):
+        prose = text[pos:start].strip()
+        if prose:
+            out.append(f"<p>{_code_spans(prose)}</p>")
+        lines = text[start:end].split("\n")[1:]
+        if lines and lines[-1].strip() and set(lines[-1].strip()) <= {"`", "~"}:
+            lines.pop()  # the closing fence
+        kind = f' class="language-{language}"' if language else ""
+        out.append(f"<pre><code{kind}>{chr(10).join(lines)}</code></pre>")
+        pos = end
+    rest = text[pos:].strip()
+    if rest:
+        out.append(f"<p>{_code_spans(rest)}</p>")
+    return "".join(out)
+
+
 def render_panel(
     answer: str,
     sources: Sequence[Source],
@@ -110,9 +169,10 @@ def render_panel(
     md_parts: list[str] = []
     html_parts: list[str] = []
     pos = 0
+    code = _code_blocks(answer) if "```" in answer or "~~~" in answer else []
     for match in _MARKER.finditer(answer):
         labels = marker_labels(match.group(1))
-        if labels is None:
+        if labels is None or any(start <= match.start() < end for start, end, _ in code):
             continue
         md_parts.append(answer[pos : match.start()])
         html_parts.append(html.escape(answer[pos : match.start()]))
@@ -135,14 +195,14 @@ def render_panel(
     html_parts.append(html.escape(answer[pos:]))
     shown = list(cited.values()) or list(sources)
     rows = [SourceRow(n=s.n, section_id=s.section_id, title=s.title, url=url_for(s.section_id)) for s in shown]
-    body = re.sub(r"[ \t]+([.,;:!?])", r"\1", "".join(md_parts)).strip()
+    body = _tidy("".join(md_parts)).strip()
     markdown = body
     if rows:
         markdown += "\n\nSources:\n" + "\n".join(f"- [{r.n}] [{r.title}]({r.url})" for r in rows)
     html_rows = "".join(
         f'<li><a href="{html.escape(r.url, quote=True)}">[{r.n}] {html.escape(r.title)}</a></li>' for r in rows
     )
-    fragment = f'<div class="panel"><p>{_code_spans("".join(html_parts).strip())}</p>'
+    fragment = f'<div class="panel">{_html_text("".join(html_parts))}'
     if rows:
         fragment += f'<ol class="sources">{html_rows}</ol>'
     fragment += "</div>"

@@ -150,6 +150,9 @@ class ModelConfig(_Strict):
     question's words, each weighted by its rarity in the docs (chosen on the demo's dev split)."""
     max_sentences: int = _number(3, ge=1, le=100)
     """Extractive model: longest answer, in sentences."""
+    max_code_lines: int = _number(3, ge=0, le=1_000)
+    """Extractive model: a code block of at most this many lines, right after a quoted sentence
+    that introduces it ("run:", "as shown below", a trailing colon), is quoted with it; 0 quotes none."""
     price_prompt_per_million: float | None = _number(None, ge=0)
     """US dollars per million prompt tokens; with the completion price it gives each row's
     `cost_usd` and the run's. Empty: no cost is reported."""

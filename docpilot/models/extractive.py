@@ -10,6 +10,11 @@ numbered source it computes the question's IDF-weighted term coverage
 below ``min_evidence`` it refuses with ``REFUSE: not-answerable``; otherwise it
 answers with up to ``max_sentences`` of the best sentences, each followed by its
 source's ``[n]`` marker, streamed word by word.
+
+Code is never scored, but a chosen sentence that introduces a code block ("run:",
+"as shown below", "the following", a trailing colon) keeps the block right after it
+when it holds at most ``max_code_lines`` lines: for command-line docs the command is
+the answer.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
+from docpilot.corpus.markdown import split_blocks
 from docpilot.models.base import Prompt, Reply, Turn, paints, read_reply
 from docpilot.retrieval.tokens import terms
 
@@ -32,6 +38,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*_0-9])")
 _MARKUP = re.compile(r"^\s*(?:[-*+]\s+|\d+[.)]\s+|#{1,6}\s+|>\s*|!!!\s*\w+\s*|:::\w*\s*)")
 # Brackets in quoted doc text would read as citation markers once quoted.
 _BRACKETED = re.compile(r"\[([^\[\]\n]{1,200})\](?!\()")
+# A sentence that points at what follows it: "run:", "as shown below", "the following".
+_INTRODUCES = re.compile(r":$|\b(?:as shown below|shown below|as follows|the following)\b", re.IGNORECASE)
 REFUSAL = "REFUSE: not-answerable\nThe documentation does not answer this question."
 
 
@@ -45,24 +53,58 @@ def document_frequencies(texts: list[str]) -> dict[str, float]:
     return {t: math.log(1 + n / d) for t, d in df.items()}
 
 
-def _sentences(text: str) -> list[str]:
-    out: list[str] = []
-    in_fence = False
-    for block in re.split(r"\n\s*\n", text):
-        lines = []
-        for line in block.splitlines():
-            if _FENCE.match(line.strip()):
-                in_fence = not in_fence
+def _sentences(text: str, max_code_lines: int = 0) -> list[tuple[str, str | None]]:
+    """The source's prose sentences, each with the code block it introduces (None for most).
+
+    Code and tables read badly as prose, so they are never sentences; a block of at
+    most ``max_code_lines`` lines right after a sentence that introduces it rides
+    with that sentence, as written.
+    """
+    out: list[tuple[str, str | None]] = []
+    introducing: int | None = None  # the sentence just before, when it introduces what follows
+    for block in split_blocks(text):
+        lines: list[str] = []
+        code: list[str] | None = None
+        for line in block.split("\n"):
+            if code is not None:
+                code.append(line)
+                if _FENCE.match(line.strip()) and len(code) > 1:
+                    _attach(out, introducing, code, max_code_lines)
+                    code, introducing = None, None
                 continue
-            if in_fence or line.strip().startswith("|"):
-                continue  # code and tables read badly as prose
-            lines.append(line)
-        for line in _list_items(lines):
-            for sentence in _SENTENCE_END.split(line):
-                sentence = _BRACKETED.sub(r"(\1)", _MARKUP.sub("", sentence)).strip()
-                if len(sentence.split()) >= 4:
-                    out.append(sentence)
+            if _FENCE.match(line.strip()):
+                introducing = _add_sentences(out, lines) if lines else introducing
+                lines, code = [], [line]
+            elif line.strip().startswith("|"):
+                introducing = _add_sentences(out, lines) if lines else introducing
+                lines, introducing = [], None
+            else:
+                lines.append(line)
+        if lines:
+            introducing = _add_sentences(out, lines)
+        elif code is not None:
+            introducing = None  # a fence cut off by the end of the chunk
     return out
+
+
+def _add_sentences(out: list[tuple[str, str | None]], lines: list[str]) -> int | None:
+    """Add the sentences of prose lines; the index of the last one when it introduces what follows."""
+    last: int | None = None
+    for line in _list_items(lines):
+        for sentence in _SENTENCE_END.split(line):
+            sentence = _BRACKETED.sub(r"(\1)", _MARKUP.sub("", sentence)).strip()
+            if len(sentence.split()) >= 4:
+                out.append((sentence, None))
+                last = len(out) - 1
+            elif sentence:
+                last = None
+    return last if last is not None and _INTRODUCES.search(out[last][0]) else None
+
+
+def _attach(out: list[tuple[str, str | None]], introducing: int | None, code: list[str], most: int) -> None:
+    body = code[1:-1]
+    if introducing is not None and 0 < len(body) <= most and any(line.strip() for line in body):
+        out[introducing] = (out[introducing][0], "\n".join(code))
 
 
 def _list_items(lines: list[str]) -> list[str]:
@@ -85,10 +127,12 @@ class ExtractiveModel:
         idf: Mapping[str, float] | None = None,
         min_evidence: float = 0.5,
         max_sentences: int = 3,
+        max_code_lines: int = 3,
     ) -> None:
         self.idf = idf or {}
         self.min_evidence = min_evidence
         self.max_sentences = max_sentences
+        self.max_code_lines = max_code_lines
         self._unseen = max(self.idf.values(), default=1.0)
 
     def _weight(self, term: str) -> float:
@@ -100,14 +144,14 @@ class ExtractiveModel:
         total = sum(self._weight(t) for t in question)
         if not question or total == 0:
             return REFUSAL
-        scored: list[tuple[float, int, int, str]] = []
+        scored: list[tuple[float, int, int, str, str | None]] = []
         for source in prompt.sources:
             heading = set(terms(source.title))
-            for i, sentence in enumerate(_sentences(source.text)):
+            for i, (sentence, code) in enumerate(_sentences(source.text, self.max_code_lines)):
                 found = set(terms(sentence))
                 gain = sum(self._weight(t) for t in question & found)
                 gain += 0.5 * sum(self._weight(t) for t in (question & heading) - found)
-                scored.append((gain / total, source.n, i, sentence))
+                scored.append((gain / total, source.n, i, sentence, code))
         if not scored:
             return REFUSAL
         scored.sort(key=lambda s: (-s[0], s[1], s[2]))
@@ -115,7 +159,14 @@ class ExtractiveModel:
         if best < self.min_evidence:
             return REFUSAL
         chosen = [s for s in scored if s[0] >= 0.6 * best][: self.max_sentences]
-        return " ".join(f"{sentence} [{n}]" for _, n, _, sentence in chosen)
+        reply = ""
+        for k, (_, n, _, sentence, code) in enumerate(chosen):
+            # A code block stands apart: a blank line before it and after it.
+            apart = k and (code or chosen[k - 1][4])
+            reply += ("\n\n" if apart else " " if k else "") + f"{sentence} [{n}]"
+            if code:
+                reply += "\n\n" + code
+        return reply
 
     async def stream(self, prompt: Prompt) -> AsyncIterator[str]:
         """The reply, a word at a time, as a streaming service would send it.
@@ -150,10 +201,11 @@ def build(settings: ModelConfig, *, corpus: Corpus, idf: Mapping[str, float] | N
         idf=idf if idf is not None else document_frequencies([c.text for c in corpus.chunks]),
         min_evidence=settings.min_evidence,
         max_sentences=settings.max_sentences,
+        max_code_lines=settings.max_code_lines,
     )
 
 
 def identity(settings: ModelConfig, *, corpus_fingerprint: str, chunk_words: int) -> dict:
     """Its part of the cache key: it weighs words by their rarity over the corpus's chunks, as they are cut."""
     return {"corpus": corpus_fingerprint, "chunk_words": chunk_words, "min_evidence": settings.min_evidence,
-            "max_sentences": settings.max_sentences}
+            "max_sentences": settings.max_sentences, "max_code_lines": settings.max_code_lines}
