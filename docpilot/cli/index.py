@@ -28,11 +28,11 @@ def index_command(docs: str | None, config_path: str | None, rebuild: bool, as_j
     rebuilt only when a page or a setting changes. Exit status: 0, or 2 on a config or
     docs error.
     """
+    from docpilot import progress
     from docpilot.config.loading import load_config
     from docpilot.corpus.pages import load_corpus
     from docpilot.retrieval.index import folder_size
     from docpilot.retrieval.rankers import Retriever
-    from docpilot import progress
 
     config = load_config(config_path, overrides={"corpus": {"docs": docs}} if docs else None)
     corpus = load_corpus(Path(config.corpus.docs), chunk_words=config.corpus.chunk_words)
@@ -58,11 +58,29 @@ def index_command(docs: str | None, config_path: str | None, rebuild: bool, as_j
         "size_bytes": folder_size(index.path) if index.path else None,
         "build_seconds": manifest.get("build_seconds"),
         "created_at": manifest.get("created_at"),
+        "dropped": {page.id: page.dropped for page in corpus.pages.values() if page.dropped},
     }
     if as_json:
         click.echo(json.dumps(facts, indent=2))
         return
     _show(facts, config.corpus.docs)
+    _show_dropped(facts["dropped"])
+
+
+def _show_dropped(dropped: dict[str, dict[str, int]]) -> None:
+    """A line per page that lost template constructs in the reading: how many of each kind."""
+    if not dropped:
+        return
+    console = Console(highlight=False, soft_wrap=True)
+    console.print("[bold]dropped while reading[/] (generator syntax with nothing to show: "
+                  "includes, macros, unknown shortcodes, cross-references naming no page):")
+    for page_id, kinds in dropped.items():
+        counts = ", ".join(f"{n} {kind}{'' if n == 1 else 's'}" for kind, n in sorted(kinds.items(), key=_most))
+        console.print(f"  {page_id}: dropped {counts}", markup=False)
+
+
+def _most(item: tuple[str, int]) -> tuple[int, str]:
+    return -item[1], item[0]
 
 
 def _show(facts: dict, docs: str) -> None:
