@@ -299,7 +299,7 @@ def _generated(page: Page) -> bool:
     """A page of generated reference: most of its titled sections open with a code block (a signature, a usage)."""
     titled = [section for section in page.sections if section.level and section.text.strip()]
     stubs = sum(bool(_FENCE.match(section.text)) for section in titled)
-    return len(titled) >= 2 and stubs >= 0.6 * len(titled)
+    return bool(titled) and stubs >= 0.6 * len(titled)
 
 
 def _section_candidates(page: Page, section: Section) -> tuple[str | None, list[_Candidate]]:
