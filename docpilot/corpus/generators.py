@@ -45,6 +45,8 @@ _TOKEN = re.compile(r"`+|\{\{-?[<%]?|\{%|\{#|\{[\w:.+-]+\}(?=`)")
 _MDX_TOKEN = re.compile(r"`+|\{[\w:.+-]+\}(?=`)")
 _BACKTICKS = re.compile(r"`+")
 _PAIRED = re.compile(r"\{\{[<%]-?[ \t]*/[ \t]*([\w./-]+)")
+# A tag closed somewhere in the page ({% endname %}, Markdoc's {% /name %}) wraps what it opens.
+_PAIRED_TAG = re.compile(r"\{%-?[ \t]*(?:/[ \t]*|end)([\w-]+)")
 _ENDRAW = re.compile(r"\{%-?[ \t]*endraw[ \t]*-?%\}")
 _ENDCOMMENT = re.compile(r"\{%-?[ \t]*endcomment[ \t]*-?%\}")
 _ARG = re.compile(r"""([\w-]+)[ \t]*=[ \t]*(?:"([^"]*)"|'([^']*)'|(\S+))|"([^"]*)"|'([^']*)'|(\S+)""")
@@ -56,6 +58,9 @@ LINK_OPEN, LINK_CLOSE = "\ue002", "\ue003"
 """Around a cross-reference's target in the rewritten text; the section keeps it as a link."""
 LABEL_OPEN, LABEL_CLOSE = "\ue004", "\ue005"
 """Around a MyST ``(label)=`` target, put at the start of the heading it names."""
+
+RAW_FENCE = "~~~~~~"
+"""The fence around a ``{% raw %}`` block: long, so no fence of the page's own closes it."""
 
 JOIN_LINES = 20
 """Most lines a shortcode or tag may span: its closer must come within them, before a blank line."""
@@ -173,6 +178,8 @@ class _Reader:
         self.label: str | None = None
         self.tokens = _TOKEN
         self.paired = {found.group(1) for line in self.lines if "{{" in line for found in _PAIRED.finditer(line)}
+        self.paired_tags = {found.group(1) for line in self.lines if "{%" in line
+                            for found in _PAIRED_TAG.finditer(line)}
         self._closers_at = _next_closers(self.lines)
 
     def run(self) -> None:
@@ -182,15 +189,15 @@ class _Reader:
 
     def _line(self, i: int) -> int:
         line = self.lines[i]
+        if self.raw:
+            self._raw_line(line)
+            return i + 1
         if self.fence is not None:
             self.out.append(line)
             if _closes(line, self.fence):
                 self.fence = None
             return i + 1
         if self.stack and self._in_directive(line):
-            return i + 1
-        if self.raw:
-            self._raw_line(line)
             return i + 1
         if self.label is not None and line.lstrip().startswith("#"):
             heading = _ATX.match(line)
@@ -284,10 +291,10 @@ class _Reader:
         if keep:
             if line[: end.start()].strip():
                 self.out.append(line[: end.start()])
-            self.out.append("```")
+            self.out.append(RAW_FENCE)
         rest = line[end.end() :]
         if rest.strip():
-            self.out.extend(self._text(rest).split("\n"))
+            self._emit(self._text(rest).split("\n"))
 
     def _inline_lines(self, i: int) -> int:
         """Rewrite line ``i``, joined to the lines after it when a construct it opens closes there."""
@@ -302,8 +309,22 @@ class _Reader:
             line = text.done + text.rest + " " + " ".join(s.strip() for s in self.lines[end : closer_line + 1])
             end = closer_line + 1
             text = self._inline(line, skip=len(text.done))
-        self.out.extend(text.split("\n"))
+        self._emit(text.split("\n"))
         return end
+
+    def _emit(self, lines: list[str]) -> None:
+        """Add rewritten lines; one that opens a fence once its constructs are gone opens it for the reader too."""
+        for line in lines:
+            self.out.append(line)
+            if self.raw or "`" not in line and "~" not in line:
+                continue
+            if self.fence is not None:
+                if _closes(line, self.fence):
+                    self.fence = None
+                continue
+            opened = _FENCE_OPEN.match(line)
+            if opened and not (opened.group(1)[0] == "`" and "`" in opened.group(2)):
+                self.fence = opened.group(1)
 
     def _text(self, line: str) -> str:
         """A piece of one line rewritten, with no lines joined to it."""
@@ -375,6 +396,8 @@ class _Reader:
                 shown, after = self._shortcode(inner, line, after, out)
             else:
                 shown = self._expression(inner)
+            if not shown and line.startswith("`", after) and next((p for p in reversed(out) if p), "").endswith("`"):
+                shown = " "  # two backtick runs would run together into one
             out.append(shown)
             pos = after
         out.append(line[pos:])
@@ -414,15 +437,17 @@ class _Reader:
             self.raw, self.raw_end = True, pattern
             rest_of_line = line[after:]
             if name == "raw":
-                return "\n```" + ("\n" + rest_of_line if rest_of_line.strip() else ""), len(line)
+                return f"\n{RAW_FENCE}" + ("\n" + rest_of_line if rest_of_line.strip() else ""), len(line)
             return "", len(line)
         if name in _INCLUDE_TAGS:
             self.dropped[INCLUDE] += 1
             return "", after
         if name in _LINK_TAGS:
             return self._link(out, line, after, "path", rest.strip().strip("\"'"), None)
-        if name in _WRAPPER_TAGS or name.startswith("end"):
-            return (_kept_line(_args(rest), _KEPT_ARGS) if name in _WRAPPER_TAGS else ""), after
+        if name.startswith(("end", "/")):
+            return "", after
+        if name in _WRAPPER_TAGS or name in self.paired_tags:
+            return _kept_line(_args(rest), _KEPT_ARGS), after
         if name not in _CONTINUATION_TAGS:
             self.dropped[TEMPLATE_TAG] += 1
         return "", after
@@ -440,9 +465,11 @@ class _Reader:
             kind = "path" if name == "doc" else "label"
             return self._link([], "", 0, kind, target.lstrip("~"), text)[0]
         text = text or content
-        if name in _CODE_ROLES or ":" in name:
-            return _code_span(text.lstrip("~"))
-        return text
+        if ":" in name:  # a domain role ({py:func}): code; '~' asks for the last part of the name only
+            return _code_span(text.lstrip("~").rsplit(".", 1)[-1] if text.startswith("~") else text)
+        if name in _CODE_ROLES:
+            return _code_span(text)
+        return self._text(text)  # {term}, {abbr}, {guilabel}: their words, as prose
 
     def _link(self, out: list[str], line: str, after: int, kind: str, target: str,
               text: str | None) -> tuple[str, int]:
@@ -461,7 +488,7 @@ class _Reader:
             return "#)" + marker, after + 1
         if not text:
             text = (self.targets.title(resolved) if self.targets and resolved else None) or _words_of(target)
-        return text + marker, after
+        return (self._text(text) if "{" in text else text) + marker, after
 
 
 @dataclass(frozen=True, slots=True)
@@ -540,8 +567,11 @@ def _kept_line(args: dict, keys: tuple) -> str:
 
 
 def _code_span(text: str) -> str:
-    ticks = "``" if "`" in text else "`"
-    return f"{ticks}{text}{ticks}" if ticks == "`" else f"{ticks} {text} {ticks}"
+    """Text as a code span: a backtick run longer than any inside it, as CommonMark asks."""
+    if "`" not in text:
+        return f"`{text}`"
+    ticks = "`" * (max(len(run) for run in _BACKTICKS.findall(text)) + 1)
+    return f"{ticks} {text} {ticks}"
 
 
 def _role_parts(content: str) -> tuple[str | None, str]:

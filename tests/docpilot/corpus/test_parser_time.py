@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.parser_worst_case import DENSE_PAGES, WORST_CASES, read_page, worst_case
+from benchmarks.parser_worst_case import DENSE_PAGES, GENERATOR_CASES, WORST_CASES, read_page, worst_case
 from docpilot.corpus import markup
 from docpilot.corpus.markdown import _admonition_title, _explicit_id, parse_page
 from docpilot.corpus.pages import load_corpus
@@ -165,6 +165,36 @@ def test_a_hostile_page_reads_in_time_linear_in_its_length(per_kb, pattern):
 @pytest.mark.parametrize("name", [*WORST_CASES, *DENSE_PAGES])
 def test_each_worst_case_of_the_benchmark_reads_in_linear_time(per_kb, name):
     _assert_linear(worst_case(name, _SHORT_KB * 1024), per_kb)
+
+
+@pytest.mark.parametrize("name", GENERATOR_CASES)
+def test_each_generator_construct_of_the_benchmark_reads_in_linear_time(per_kb, name):
+    short = worst_case(name, _SHORT_KB * 1024)
+    short_s = _assert_linear(short, per_kb, mdx=False)
+    # Four times the page: a kilobyte costs what it did, not up to four times as much.
+    long = worst_case(name, _LONG_KB * 1024)
+    budget = min(_budget(long, per_kb), GROWTH * short_s * _LONG_KB / _SHORT_KB + GROWTH_SLACK_S)
+    long_s = _fastest(lambda: read_page(long, mdx=False), budget)
+    assert long_s <= budget, f"{_LONG_KB} KB of {name!r} took over {budget:.3f} CPU s ({_SHORT_KB} KB: {short_s:.3f} s)"
+
+
+_GENERATOR_UNITS = [
+    "{{<", ">}}", "{{%", "%}}", "{{", "}}", "{%", "%}", "{#", "#}", "{{< /x >}}", "{% endx %}", "{% raw %}",
+    "{ref}`", "`", "```{note}", ":::{note}", ":::", ":opt: v", "(x)=", "relref", '"', " ", "\n", "\n\n", "a",
+]
+
+
+@settings(max_examples=12, deadline=None, database=None, phases=(Phase.explicit, Phase.generate),
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(pattern=st.lists(st.tuples(st.lists(st.sampled_from(_GENERATOR_UNITS), min_size=1, max_size=6).map("".join),
+                                  st.integers(1, 2000)), min_size=1, max_size=5))
+def test_a_page_of_generator_constructs_reads_in_time_linear_in_its_length(per_kb, pattern):
+    short, long = _page_of(pattern, _SHORT_KB), _page_of(pattern, _LONG_KB)
+    short_s = _fastest(lambda: read_page(short, mdx=False), _budget(short, per_kb), tries=2, early=False)
+    assert short_s <= _budget(short, per_kb), f"{_SHORT_KB} KB took over {FACTOR}× the demo docs' time per KB"
+    budget = min(_budget(long, per_kb), GROWTH * short_s * _LONG_KB / _SHORT_KB + GROWTH_SLACK_S)
+    long_s = _fastest(lambda: read_page(long, mdx=False), budget)
+    assert long_s <= budget, f"{_LONG_KB} KB took over {budget:.3f} CPU s, {_SHORT_KB} KB {short_s:.3f} s"
 
 
 # --- the constructs that were slow ---------------------------------------------------
