@@ -18,7 +18,6 @@ from docpilot.errors import CorpusError
 from docpilot.improve.edit import Edit
 from docpilot.improve.evidence import Evidence
 from docpilot.improve.suggestions import suggest_edits
-from docpilot.improve.vocabulary import VocabularyChoice, choose_vocabulary
 from docpilot.improve.taxonomy import (
     CAUSE_IDS,
     FailureCause,
@@ -27,6 +26,7 @@ from docpilot.improve.taxonomy import (
     run_settings,
     what_moves,
 )
+from docpilot.improve.vocabulary import VocabularyChoice, choose_vocabulary
 from docpilot.reports.store import header_of
 from docpilot.schema import Kind, Report
 
@@ -136,6 +136,8 @@ def diagnose(report: Report, corpus: Corpus | None = None, *, path: str | Path |
             languages={} if row.kind == "attack" else {
                 "expected": row.language, "question": row.question_language, "answer": row.answer_language},
         ))
+    if evidence.embedder is not None:
+        evidence.embedder.save()  # the questions' vectors, for the next improve of this run
     order = {cause: i for i, cause in enumerate(CAUSE_IDS)}
     failures.sort(key=lambda f: order[f.cause])  # stable: report order within a cause
     counts = {cause: sum(1 for f in failures if f.cause == cause) for cause in CAUSE_IDS}

@@ -1,9 +1,9 @@
 """What suggestions read besides a row: the report, the run's settings and the docs.
 
-``Evidence`` holds them and the run's retriever, built once over the docs as they are
-now. The functions here find a record's gold section and the words that separate
-it from the question: the question's words the section lacks, and the section's
-words that point at it.
+``Evidence`` holds them and the run's retriever, over the run's saved index (built
+again only where the docs changed since). The functions here find a record's gold
+section and the words that separate it from the question: the question's words the
+section lacks, and the section's words that point at it.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -18,6 +19,8 @@ from pydantic import ValidationError
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Corpus, Section
 from docpilot.improve.taxonomy import RunSettings, primed_sections
+from docpilot.improve.vectors import FOLDER as VECTORS_FOLDER
+from docpilot.improve.vectors import RememberingEmbedder
 from docpilot.retrieval.rankers import Retriever
 from docpilot.retrieval.tokens import STOPWORDS, terms, words
 from docpilot.schema import Report, Row
@@ -82,6 +85,8 @@ class Evidence:
     vocabulary: list[Any] = field(default_factory=list)
     """The ``vocabulary.json`` entries chosen over the run's failing dev records
     (``docpilot.improve.vocabulary.VocabularyChoice``); a record's vocabulary edit is the ones that move it."""
+    embedder: RememberingEmbedder | None = field(default=None, init=False, repr=False)
+    """The run's embedder, once ``retriever`` has opened the run's index (None for BM25)."""
     _retriever: Retriever | None = field(default=None, init=False, repr=False)
     _retriever_tried: bool = field(default=False, init=False, repr=False)
     _df: Counter[str] | None = field(default=None, init=False, repr=False)
@@ -105,8 +110,24 @@ class Evidence:
         except ValidationError:
             settings = RetrievalConfig()
             self.notes.append("the report's retrieval settings are not readable; tried edits with the defaults")
-        self._retriever = Retriever(self.corpus, settings)
+        # The run's saved index, as the eval left it: nothing is built again unless the docs changed
+        # (a report that names no cache gets an index in memory, and nothing is written).
+        cache_dir = self.config.get("cache_dir")
+        folder = Path(str(cache_dir)) if cache_dir else None
+        retriever = Retriever.open(self.corpus, settings, cache_dir=folder) if folder else \
+            Retriever(self.corpus, settings)
+        if retriever.embedder is not None:
+            # Wrapped once the index is open: the chunks' vectors are the index's; the questions
+            # tried again and again are embedded once, and kept for the next improve of the run.
+            self.embedder = RememberingEmbedder(retriever.embedder, folder / VECTORS_FOLDER if folder else None)
+            retriever.embedder = self.embedder
+        self._retriever = retriever
         return self._retriever
+
+    def answers_language(self) -> str | None:
+        """The language most of the run's answers were detected in: the docs' own, for a model that quotes them."""
+        found = Counter(r.answer_language for r in self.report.rows if r.answer_language and not r.refused)
+        return found.most_common(1)[0][0] if found else None
 
     def is_common(self, term: str) -> bool:
         """Whether a stemmed term is common: in English at large ("some"), or across these docs (``COMMON_SHARE``)."""

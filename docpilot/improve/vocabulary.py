@@ -32,7 +32,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from docpilot.corpus.pages import Section
-from docpilot.improve.evidence import STOP_WORDS, Evidence, content_word, focus_section, section_terms
+from docpilot.improve.evidence import Evidence, content_word, focus_section, section_terms
+from docpilot.improve.vectors import RememberingEmbedder
 from docpilot.retrieval.rankers import Retriever
 from docpilot.retrieval.tokens import terms, words
 from docpilot.schema import Row
@@ -105,8 +106,14 @@ class _Standing:
 
 @dataclass
 class WordVectors:
-    """Vectors of single words from MiniLM (the ``minilm`` extra) or, without it, the static embedder."""
+    """Vectors of single words from MiniLM (the ``minilm`` extra) or, without it, the static embedder.
 
+    ``shared`` is the run's own embedder (``Evidence.embedder``): when it is the one
+    these vectors would come from, it is used instead of loading the model again, and
+    the words' vectors are kept with the questions'.
+    """
+
+    shared: RememberingEmbedder | None = None
     _embedder: object | None = None
     kind: str = ""
     _cache: dict[str, np.ndarray] = field(default_factory=dict)
@@ -117,9 +124,12 @@ class WordVectors:
             from docpilot.retrieval.embedders import MiniLMEmbedder, StaticEmbedder
 
             try:
-                self._embedder, self.kind = MiniLMEmbedder(), "minilm"
+                found, self.kind = MiniLMEmbedder(), "minilm"
             except ConfigError:
-                self._embedder, self.kind = StaticEmbedder(), "static"
+                found, self.kind = StaticEmbedder(), "static"
+            shared = self.shared
+            self._embedder = shared if shared is not None and shared.name == found.name else \
+                RememberingEmbedder(found, shared.folder if shared is not None else None)
         return self._embedder
 
     def similarity(self, a: str, b: str) -> float:
@@ -133,6 +143,11 @@ class WordVectors:
         if missing:
             for word, vector in zip(missing, self._load().embed(missing), strict=True):
                 self._cache[word] = vector
+
+    def save(self) -> None:
+        """Keep the words' vectors for the next run."""
+        if isinstance(self._embedder, RememberingEmbedder):
+            self._embedder.save()
 
     @property
     def threshold(self) -> float:
@@ -204,8 +219,12 @@ class Relater:
     """Decides whether a doc word is related to a user word, and says how."""
 
     evidence: Evidence
-    vectors: WordVectors = field(default_factory=WordVectors)
+    vectors: WordVectors | None = None
     _cooccurrence: _Cooccurrence | None = None
+
+    def __post_init__(self) -> None:
+        if self.vectors is None:
+            self.vectors = WordVectors(shared=self.evidence.embedder)
 
     def relate(self, user_word: str, doc_word: str) -> str | None:
         """How ``doc_word`` is related to ``user_word`` (``spelling``, ``meaning 0.45``, ``co-occurrence 0.41``), or None."""
@@ -295,6 +314,7 @@ def choose_vocabulary(evidence: Evidence, failing: dict[str, str]) -> list[Vocab
                 how = relater.relate(key, doc_word)
                 if how is not None:
                     candidates.setdefault(key, {}).setdefault(doc_word, how)
+    relater.vectors.save()  # every word it relates is embedded by now
     if not candidates:
         return []
     asks = {r.id: set(words(r.question)) for r in dev}
