@@ -36,6 +36,9 @@ def cache_info(config_path, as_json):
     click.echo(f"cache: {info['directory']}")
     for stage, count in info["entries"].items():
         click.echo(f"  {stage:<10} {count:>8} results")
+    if info["foreign"]:
+        click.echo(f"  foreign    {info['foreign']:>8} keys DocPilot never writes (read as misses; "
+                   "`docpilot cache clear` removes them)")
     click.echo(f"  size       {info['bytes'] / 1e6:>8.1f} MB")
 
 

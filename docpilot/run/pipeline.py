@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import NotRequired
+
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict  # pydantic reads this TypedDict, not typing's, before Python 3.12
 
 from docpilot.assistant.language import RULE as LANGUAGE_RULE
 from docpilot.assistant.language import detect_language
@@ -198,6 +202,44 @@ def render_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
 # cluster) keeps every cache read and write in its own process: it fills in what is
 # stored, sends only the rest out to be computed with no cache, and stores what comes
 # back. The entries are the ones ``retrieve_shard`` and the model stage read and write.
+# Each is read back checked against the shape written here: a cache restored from
+# elsewhere may hold anything, and an entry of another shape is a miss (``StageCache.get``).
+
+
+class _StoredHit(TypedDict):
+    section_id: str
+    chunk_id: str
+    score: float
+
+
+class _StoredRanking(TypedDict):
+    hits: list[_StoredHit]
+    ms: float
+    deeper: NotRequired[list[str]]  # absent, with ``depth``, in rankings stored before they were kept
+    depth: NotRequired[int | None]
+
+
+class _StoredTurn(TypedDict):
+    reply: Reply
+    languages: dict[str, str | None]
+
+
+_RANKING = TypeAdapter(_StoredRanking)
+_TURN = TypeAdapter(_StoredTurn)
+
+
+def _ranking_reader(ws: Workspace) -> Callable[[dict], _StoredRanking]:
+    """How a stored ranking is read back: of the shape ``store_rankings`` writes, naming chunks of this corpus."""
+
+    def read(entry: dict) -> _StoredRanking:
+        ranking = _RANKING.validate_python(entry)
+        for hit in ranking["hits"]:
+            chunk = ws.chunks.get(hit["chunk_id"])
+            if chunk is None or chunk.section_id != hit["section_id"]:
+                raise ValueError(f"hit {hit['chunk_id']!r} is no chunk of this corpus")
+        return ranking
+
+    return read
 
 
 def lookup_rankings(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -> list[int]:
@@ -207,11 +249,12 @@ def lookup_rankings(ws: Workspace, traces: list[Trace], *, refresh: bool = False
     """
     todo = []
     depth = max(ws.config.retrieval.top_k, GOLD_DEPTH)
+    read = _ranking_reader(ws)
     for position, trace in enumerate(traces):
         began = time.time()
-        hit = ws.cache.get(_ranking_key(ws, trace.record)) if ws.cache and not refresh else None
+        hit = ws.cache.get(_ranking_key(ws, trace.record), read) if ws.cache and not refresh else None
         # An entry ranked to another depth (or before rankings kept one) cannot tell this run's gold rank.
-        if hit is None or hit.get("depth") != depth:
+        if hit is None or hit.get("depth") != depth or "deeper" not in hit:
             todo.append(position)
             continue
         trace.hits, trace.retrieve_ms = hit["hits"], hit["ms"]
@@ -248,11 +291,11 @@ def lookup_turns(ws: Workspace, traces: list[Trace], *, refresh: bool = False) -
         if trace.gate_refused or trace.prompt is None or trace.turn is not None:
             continue
         began = time.time()
-        stored = ws.cache.get(turn_key(ws, trace)) if ws.cache and not refresh else None
+        stored = ws.cache.get(turn_key(ws, trace), _TURN.validate_python) if ws.cache and not refresh else None
         if stored is None:
             todo.append(position)
             continue
-        turn = read_reply(Reply.model_validate(stored["reply"]))
+        turn = read_reply(stored["reply"])
         if turn.error is not None:
             todo.append(position)
             continue

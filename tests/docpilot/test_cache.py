@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 import yaml
 
-from docpilot.config.model import Config
 from docpilot.cache import StageCache, cache_key, clear_cache, describe_cache
+from docpilot.config.model import Config
 from docpilot.run.job import EvalJob
 from flows.eval import run_eval
 from tests.conftest import DATA
@@ -135,3 +138,114 @@ def test_a_corrupt_cache_is_reported_with_the_fix_and_cache_clear_still_works(tm
     assert cleared.exit_code == 0, cleared.output
     assert (cache / "index" / "kept").exists() and not (cache / "cache.db").exists()
     assert CliRunner().invoke(main, args).exit_code == 0
+
+
+class _Payload:
+    """A pickle that, once loaded, would create ``marker``: what a cache another branch wrote could hold."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def _demo_eval(tmp_path, cache, out: str, *more: str) -> subprocess.CompletedProcess:
+    """`docpilot eval` on the demo's first eight records, in a process of its own as a CI job runs it."""
+    from tests.conftest import ROOT
+
+    args = ["eval", "--docs", str(ROOT / "docs"), "--golden", str(ROOT / "evals" / "golden.yaml"),
+            "--orchestrator", "inline", "--limit", "8", "--out", str(tmp_path / out), *more]  # fmt: skip
+    return _docpilot(tmp_path, cache, *args)
+
+
+def _docpilot(tmp_path, cache, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, DOCPILOT_CACHE_DIR=str(cache))
+    return subprocess.run([sys.executable, "-m", "docpilot", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _cache_warnings(stderr: str, cache) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("warning:") and str(cache) in line]
+
+
+# Regression: a restored cache whose rows said pickle ran the payload, then the eval exited 2.
+def test_a_poisoned_cache_is_read_as_misses_with_one_warning_and_runs_no_payload(tmp_path):
+    import pickle
+    import sqlite3
+
+    from docpilot.schema import Report
+
+    cache = tmp_path / "ci" / "cache"
+    first = _demo_eval(tmp_path, cache, "first.json")
+    assert first.returncode in (0, 1), first.stderr
+    assert not _cache_warnings(first.stderr, cache)
+    marker, outside = tmp_path / "marker", tmp_path / "outside"
+    outside.write_text("not the cache's")
+    payload = pickle.dumps(_Payload(marker))
+    with sqlite3.connect(cache / "cache.db") as db:
+        rows = [rowid for (rowid,) in db.execute("SELECT rowid FROM Cache ORDER BY rowid")]
+        assert len(rows) == 16  # 8 rankings, 8 turns
+        db.execute("UPDATE Cache SET mode = 4, value = ?, filename = NULL", (payload,))
+        # A value file named outside the folder, bytes that are not JSON, JSON of another shape.
+        db.execute("UPDATE Cache SET mode = 2, value = NULL, filename = '../../outside' WHERE rowid = ?", (rows[0],))
+        db.execute("UPDATE Cache SET mode = 1, value = ? WHERE rowid = ?", (b"\x80\x04 not json", rows[1]))
+        db.execute("UPDATE Cache SET mode = 1, value = ? WHERE key LIKE 'model:%' AND rowid > ?",
+                   (b'{"reply": {"answer": 5}, "languages": []}', rows[-3]))
+        # A key stored pickled: only listing the keys would read it.
+        db.execute("INSERT INTO Cache (key, raw, store_time, access_time, mode, value) VALUES (?, 0, 0, 0, 1, ?)",
+                   (payload, b"{}"))
+    db.close()
+
+    second = _demo_eval(tmp_path, cache, "second.json")
+    assert second.returncode in (0, 1), second.stderr
+    assert len(_cache_warnings(second.stderr, cache)) == 1, second.stderr
+    assert "never writes" in second.stderr and "docpilot cache clear" in second.stderr
+    assert "Traceback" not in second.stderr
+    report = Report.model_validate_json((tmp_path / "second.json").read_text())
+    assert all(row.cached == [] for row in report.rows)  # every stage ran again
+    assert not marker.exists() and outside.read_text() == "not the cache's"
+
+    info = _docpilot(tmp_path, cache, "cache", "info", "--json")
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout)["foreign"] == 1 and not marker.exists()
+    third = _demo_eval(tmp_path, cache, "third.json")
+    assert not _cache_warnings(third.stderr, cache)  # the entries were stored again, as data
+    assert all(len(row.cached) == 2 for row in Report.model_validate_json((tmp_path / "third.json").read_text()).rows)
+    assert _docpilot(tmp_path, cache, "cache", "clear").returncode == 0
+    assert not marker.exists() and outside.exists()
+
+
+@pytest.mark.parametrize("foreign", ["trigger", "setting"])
+def test_a_cache_database_of_another_make_is_not_opened_and_the_run_goes_on(tmp_path, foreign):
+    """diskcache runs its settings as PRAGMA statements and trusts its triggers: a foreign database is never opened."""
+    import sqlite3
+
+    cache = tmp_path / "cache"
+    assert _demo_eval(tmp_path, cache, "first.json", "--gate-only").returncode in (0, 1)
+    with sqlite3.connect(cache / "cache.db") as db:
+        if foreign == "trigger":
+            db.execute("CREATE TRIGGER forged AFTER INSERT ON Cache BEGIN DELETE FROM Cache; END")
+        else:
+            db.execute("INSERT INTO Settings VALUES ('sqlite_foreign_keys', 'ON; ATTACH ''x'' AS y')")
+    db.close()
+    second = _demo_eval(tmp_path, cache, "second.json", "--gate-only")
+    assert second.returncode in (0, 1), second.stderr
+    warnings = _cache_warnings(second.stderr, cache)
+    assert len(warnings) == 1 and "not opened" in warnings[0] and "goes on without it" in warnings[0]
+    info = _docpilot(tmp_path, cache, "cache", "info")
+    assert info.returncode == 2 and "docpilot cache clear" in info.stderr
+    assert _docpilot(tmp_path, cache, "cache", "clear").returncode == 0
+    assert _demo_eval(tmp_path, cache, "third.json", "--gate-only").returncode in (0, 1)
+    assert describe_cache(cache)["entries"] == {"retrieve": 8, "model": 0}
+
+
+def test_keys_and_values_are_stored_raw_never_pickled(tmp_path):
+    from docpilot.cache import DataDisk
+
+    disk = DataDisk(str(tmp_path))
+    assert disk.put("model:4:abc") == ("model:4:abc", True)
+    with pytest.raises(TypeError):
+        disk.put(("model", 4))
+    with pytest.raises(TypeError):
+        disk.store({"a": 1}, False)
