@@ -76,3 +76,17 @@ def test_a_section_id_that_was_never_primed_is_a_hallucinated_citation():
     assert "guide/billing#refunds" not in panel.markdown and "guide/billing#refunds" not in panel.html
     assert "[guide/auth#tokens]" in panel.markdown  # primed: kept as text, not a link
     assert panel.citations == ["guide/auth#tokens"] and panel.links == 1
+
+
+def test_a_code_block_shows_as_code_and_its_brackets_are_no_markers():
+    answer = (
+        "Keep the last three releases in the list as shown below: [2]\n\n"
+        "```bash\nacme releases --keep 3 | awk '{print $1[0]}' ;\necho ${ids[9]}\n```"
+    )
+    panel = render_panel(answer, SOURCES, url)
+    assert panel.markers == ["2"] and panel.hallucinated == []
+    assert panel.html.startswith('<div class="panel"><p>Keep the last three releases in the list as shown below: <a ')
+    assert "<pre><code class=\"language-bash\">acme releases --keep 3 | awk &#x27;{print $1[0]}&#x27; ;\n" \
+           "echo ${ids[9]}</code></pre>" in panel.html
+    # The space a removed marker leaves before punctuation goes in prose, never in code.
+    assert "awk '{print $1[0]}' ;\necho ${ids[9]}\n```" in panel.markdown

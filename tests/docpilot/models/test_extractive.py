@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from docpilot.corpus.markdown import parse_page
 from docpilot.models.base import Prompt, Source, parse_refusal
 from docpilot.models.extractive import ExtractiveModel, document_frequencies
 
@@ -62,3 +63,85 @@ def test_brackets_in_quoted_text_do_not_become_markers():
     source = Source(n=1, section_id="p#s", title="T", text="A marker such as [7] that names no source is removed.")
     answer = MODEL.compose(Prompt(question="What happens to a marker that names no source?", sources=[source]))
     assert answer == "A marker such as (7) that names no source is removed. [1]"
+
+
+# A page as Poetry's docs write it, read by the parser as the corpus gives it to the model.
+ENVIRONMENTS = """\
+## Deleting the environments
+
+Finally, you can delete existing virtual environments by using `env remove`:
+
+```bash
+poetry env remove /full/path/to/python
+poetry env remove python3.7
+```
+
+If you want to remove all the environments at once, you can simply use the command as shown below:
+
+```bash
+poetry env remove --all
+```
+
+The environments are listed by `poetry env list`. Each one lives in the cache folder:
+
+```bash
+poetry config cache-dir
+ls ~/.cache/pypoetry/virtualenvs
+poetry env list --full-path
+poetry env info --path
+```
+
+The cache folder is shared by every project.
+
+```bash
+poetry cache clear --all pypi
+```
+"""
+
+
+def _environments_prompt(question: str) -> Prompt:
+    [section] = parse_page(ENVIRONMENTS, source="managing-environments.md", mdx=False).sections
+    return Prompt(question=question, sources=[Source(n=1, section_id="managing-environments#deleting-the-environments",
+                                                     title=section.title, text=section.text)])
+
+
+def _model(**settings) -> ExtractiveModel:
+    return ExtractiveModel(idf=document_frequencies([ENVIRONMENTS, *TEXTS]), min_evidence=0.3, **settings)
+
+
+def test_a_sentence_that_introduces_a_short_code_block_keeps_it():
+    answer = _model(max_sentences=1).compose(_environments_prompt("How do I remove all the environments at once?"))
+    assert answer == (
+        "If you want to remove all the environments at once, you can simply use the command as shown below: [1]"
+        "\n\n```bash\npoetry env remove --all\n```"
+    )
+    # identifier recall reads the answer text, so the command in the block counts.
+    assert "poetry env remove --all" in answer
+
+
+def test_a_block_longer_than_the_limit_or_not_introduced_stays_out():
+    model = _model(max_sentences=2)
+    # "Each one lives in the cache folder:" introduces four lines: over the limit of three.
+    assert model.compose(_environments_prompt("Where does each listed environment live?")) == (
+        "Each one lives in the cache folder: [1] The environments are listed by `poetry env list`. [1]"
+    )
+    # A sentence that says nothing of the block after it does not bring it.
+    shared = model.compose(_environments_prompt("Is the cache folder shared by every project?"))
+    assert "cache clear" not in shared and shared.startswith("The cache folder is shared by every project. [1]")
+
+
+def test_the_limit_is_a_setting():
+    question = "How do I delete existing virtual environments?"
+    assert "poetry env remove python3.7\n```" in _model(max_sentences=1).compose(_environments_prompt(question))
+    assert "```" not in _model(max_sentences=1, max_code_lines=1).compose(_environments_prompt(question))
+    assert "```" not in _model(max_sentences=1, max_code_lines=0).compose(_environments_prompt(question))
+
+
+def test_sentences_before_and_after_a_code_block_stand_apart_from_it():
+    answer = _model(max_sentences=3).compose(
+        _environments_prompt("How do I remove the environments listed in the cache folder?"))
+    assert answer == (
+        "Each one lives in the cache folder: [1] The cache folder is shared by every project. [1]\n\n"
+        "Finally, you can delete existing virtual environments by using `env remove`: [1]\n\n"
+        "```bash\npoetry env remove /full/path/to/python\npoetry env remove python3.7\n```"
+    )
