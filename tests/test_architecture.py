@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("retrieval, models", frozenset({"docpilot.retrieval", "docpilot.models"})),
     ("assistant, the API's shapes, telemetry", frozenset({"docpilot.assistant", "docpilot.api", "docpilot.telemetry"})),
     ("eval, server, reports", frozenset({"docpilot.run", "docpilot.server", "docpilot.reports", "docpilot.history"})),
-    ("readouts, improve", frozenset({"docpilot.readout", "docpilot.improve"})),
+    ("readouts, improve, drafting", frozenset({"docpilot.readout", "docpilot.improve", "docpilot.drafting"})),
     ("cli and the Prefect/Dask integration", frozenset({"docpilot.cli", "docpilot.__main__", "tasks", "flows"})),
 ]
 """The packages, bottom to top: a package imports only packages of its own layer or below,

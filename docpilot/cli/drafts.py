@@ -1,4 +1,7 @@
-"""`docpilot golden draft` and `docpilot golden accept`: a golden set drafted from the docs, and its review."""
+"""`docpilot golden draft` and `docpilot golden accept`: a golden set drafted from the docs, and its review.
+
+The `golden` group (``docpilot.cli.golden``) adds both commands.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,6 @@ from pathlib import Path
 import click
 
 from docpilot.cli._errors import handle_errors
-from docpilot.cli.golden import golden
 from docpilot.config.loading import load_config
 from docpilot.errors import InputError
 from docpilot.golden.draft import DEFAULT_COUNT, DEFAULT_PER_PAGE, Drafted
@@ -17,7 +19,7 @@ from docpilot.reports.terminal import clean
 _SHOWN = 5  # ids shown per reason a section was left out
 
 
-@golden.command("draft")
+@click.command("draft")
 @click.option("--docs", type=click.Path(path_type=Path),
               help="Docs folder to draft from (default: `corpus.docs` in the config).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("evals/drafts.yaml"), show_default=True,
@@ -47,7 +49,7 @@ def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: in
     --out exists without --force.
     """
     from docpilot.corpus.pages import load_corpus
-    from docpilot.golden.bias import BiasMeter
+    from docpilot.drafting.bias import BiasMeter
     from docpilot.golden.draft import draft_golden, drafts_text
     from docpilot.reports.output import write_atomically
     from docpilot.schema import GoldenRecord
@@ -60,7 +62,7 @@ def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: in
     drafted = draft_golden(corpus, count=count, per_page=per_page, seed=seed, negatives=negatives)
     notes: list[str] = []
     if model:
-        from docpilot.golden.rewrite import rewrite_drafts
+        from docpilot.drafting.rewrite import rewrite_drafts
 
         drafted, notes = rewrite_drafts(drafted, corpus, config, model)
     write_atomically(out, drafts_text(drafted, docs=str(config.corpus.docs), seed=seed, notes=notes), "drafts")
@@ -103,7 +105,7 @@ def bias_line(bias) -> str:
             f"(over {bias.positives} positives)")
 
 
-@golden.command("accept")
+@click.command("accept")
 @click.argument("ids", nargs=-1, required=True)
 @click.option("--from", "drafts_path", type=click.Path(path_type=Path), default=Path("evals/drafts.yaml"),
               show_default=True, help="The file of drafts.")
@@ -121,7 +123,7 @@ def accept(ids: tuple[str, ...], drafts_path: Path, into: Path | None, config_pa
     IDS may name drafts, or `all`. Exit status: 0; 2 when an id names no draft, is
     already in the golden set, or either file has an error.
     """
-    from docpilot.golden.accept import accept_drafts
+    from docpilot.drafting.accept import accept_drafts
 
     config = load_config(config_path, overrides={"golden": str(into) if into else None})
     moved = accept_drafts(drafts_path, Path(config.golden), list(ids))

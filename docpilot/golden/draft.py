@@ -4,20 +4,16 @@ A draft is a start for a person to review, never a measurement. Without a model 
 is made from the docs' own structure, offline and deterministically (the same docs,
 seed and options give the same file byte for byte):
 
-- **Coverage.** A section is *eligible* when it has prose to answer from: not an empty
-  heading, not code alone, not a page of generated API reference, and at least one
-  sentence fit to be a reference answer. Sections are ordered by a seeded hash of their
-  id, so adding a page does not reshuffle the others' order. Every eligible page gets
+- **Coverage.** The eligible sections (``docpilot.golden.templates``) are ordered by a
+  seeded hash of their id, so adding a page does not reshuffle the others' order. Every eligible page gets
   its first section by that order, then the rest are taken by the same order (so each
   page's share follows its number of eligible sections), at most ``per_page`` a page,
   until ``count``. When ``count`` is below the number of pages, the pages first in the
   hash order get one each.
-- **Questions** come from templates: the heading ("How do I …?", "What is …?"), a
-  definition sentence ("X is a …"), an option, flag or setting in a list item or a
-  table row ("What does `--flag` do?", "What is the default of `key`?") and a sentence
-  that names a default. The reference answer is the sentence (list item, table row)
-  the question was drawn from, checked to be in the section; the identifiers are the
-  code spans in it; the gold entry is the section.
+- **Questions** come from the templates of ``docpilot.golden.templates`` (headings,
+  definitions, options, flags, settings, defaults). The reference answer is the
+  sentence the question was drawn from, checked to be in the section; the identifiers
+  are the code spans in it; the gold entry is the section.
 - **Negatives**, a few per set, are questions the docs should not answer: a key term
   of a drafted question swapped for one that appears nowhere in the docs, and a
   product or platform the docs never name. A generated negative may still be
@@ -37,62 +33,32 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from docpilot.corpus.outline import without_admonition_titles
-from docpilot.retrieval.tokens import words
+from docpilot.golden.templates import (
+    CODE_SPAN,
+    Candidate,
+    LeftOut,
+    eligible_sections,
+    pin,
+    words,
+)
 from metrics.gold import TOP
 
 if TYPE_CHECKING:
-    from docpilot.corpus.pages import Corpus, Page, Section
+    from docpilot.corpus.pages import Corpus, Section
     from docpilot.schema import GoldenRecord
 
 DEFAULT_COUNT = 100
 """Positives drafted when ``--count`` is not given."""
 DEFAULT_PER_PAGE = 3
 """Most positives drawn from one page."""
-MIN_PROSE_WORDS = 12
-"""Words of prose (code left out) a section needs to be drafted from."""
 MOST_IDENTIFIERS = 4
 """Code spans of an answer kept as its identifiers, at most."""
 DRAFT_TAG = "draft"
 CHECK_TAG = "needs-check"
 """Tag of a draft that a person must confirm before it is used: a generated negative."""
-
-_ANSWER_WORDS = (6, 60)
-_SHORT_ANSWER_WORDS = 3  # a list item, a table row or a default: "Defaults to `60`." is a whole answer
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
-_CODE_SPAN = re.compile(r"`([^`\n]{1,40})`")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"(*])")
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.+)$")
-_KEYED_ITEM = re.compile(r"^(?:\*\*)?`(?P<key>[^`\n]{1,40})`(?:\*\*)?\s*(?::|—|–| - )\s*(?P<desc>\S.*)$")
-_DEFINITION = re.compile(
-    r"^(?:(?:An?|The)\s+)?(?P<term>`[^`]{1,40}`|[A-Z][\w.-]*(?:\s[\w.-]+){0,3})\s+(?P<verb>is|are)\s+"
-    r"(?:an?|the|used|responsible|how|what|where|when)\b"
-)
-_DEFAULT = re.compile(r"\b(?:[Dd]efaults?\s+(?:to|is)|default value)\b")
-_STEP = re.compile(r"^(?:step\s+\d+[.:]?|\d+[.)])\s*", re.IGNORECASE)
-_IDENTIFIER_HEADING = re.compile(r"^[\w.\-]+$")
-_QUESTION_WORDS = frozenset("how what where when why which who can should".split())
-_ARTICLES = frozenset("the a an your our my all every some no not".split())
-_KEYED_DEFAULT = re.compile(r"`([^`\n]{1,40})`[^`.]{0,40}?\bdefaults\s+to\b")
-_PRONOUNS = frozenset("this it that there here these those you we they which what each one its".split())
-_GENERIC_HEADINGS = frozenset(
-    phrase.strip() for phrase in """overview|introduction|summary|conclusion|example|examples|prerequisites|requirements|next steps|see also|
-    further reading|resources|usage|notes|background|reference|details|setup|options|parameters|arguments|returns|
-    troubleshooting|faq|installation|getting started|learn more|related|before you begin|what's next""".split("|")
-)
-_HOW_VERBS = frozenset(
-    """access add allow apply emit fetch invoke authenticate avoid build cache call cancel change check choose clean configure
-    connect control convert create customize debug define delete deploy disable enable ensure export extend
-    filter find generate get give handle hide import include inspect install integrate keep limit list load
-    log make manage map migrate monitor mount move override pass pause persist pin prevent protect publish
-    pull push read receive register reload remove rename replace report require reset restart restore resume
-    retry return reuse rotate run save scale schedule secure select send serve set share show skip specify
-    start stop store stream submit switch sync test track trigger troubleshoot turn understand update upgrade
-    upload use validate verify view wait watch work write""".split()
-)
 _FAKE_TERMS = ("zephyrine", "quorvex", "flumaster", "nebulite", "vortaxis", "glacine", "prismell", "tangelox",
                "orbiquant", "lumidrift", "cindrelle", "marbleon")
 """Made-up words for a swapped term: each is checked to be absent from the docs before use."""
@@ -101,7 +67,6 @@ _PRODUCTS = ("Salesforce Commerce Cloud", "SAP HANA", "IBM Db2", "Oracle E-Busin
              "OpenShift", "Nomad", "TeamCity", "Bitbucket Pipelines", "Windows Phone", "Symbian", "AS/400",
              "Lotus Notes", "ColdFusion", "Sybase", "Informix", "Solaris", "HP-UX", "OS/2", "Amiga", "BlackBerry OS")
 """Products and platforms for a negative: each is checked to be named nowhere in the docs before use."""
-
 
 @dataclass(frozen=True)
 class Draft:
@@ -126,14 +91,6 @@ class Draft:
 
 
 @dataclass(frozen=True)
-class LeftOut:
-    """A page or section that got no draft, and why."""
-
-    id: str
-    reason: str
-
-
-@dataclass(frozen=True)
 class Drafted:
     """What a draft run made and what it covered."""
 
@@ -155,23 +112,9 @@ class Drafted:
         return [d for d in self.drafts if not d.gold]
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    """A question a template made from a section, with the answer it was drawn from."""
-
-    template: str
-    question: str
-    answer: str
-
-
 def section_digest(text: str) -> str:
     """The digest a draft keeps of its section's text: a change of the text changes it."""
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def answer_in_section(answer: str, text: str) -> bool:
-    """Whether the answer appears in the section's text, white space aside (the drafting rule)."""
-    return " ".join(answer.split()) in " ".join(text.split())
 
 
 def page_split(page_id: str) -> str:
@@ -202,7 +145,7 @@ def stale_drafts(records: Sequence[GoldenRecord], corpus: Corpus) -> list[tuple[
 def draft_golden(corpus: Corpus, *, count: int = DEFAULT_COUNT, per_page: int = DEFAULT_PER_PAGE, seed: int = 0,
                  negatives: int | None = None) -> Drafted:
     """Draft ``count`` positives (fewer when the docs have fewer eligible sections) and a few negatives."""
-    eligible, left_out = _eligible(corpus)
+    eligible, left_out = eligible_sections(corpus)
     keys = {section.id: _key(seed, section.id) for sections in eligible.values() for section, _ in sections}
     chosen, used, not_taken = _choose(eligible, keys, count=count, per_page=per_page, seed=seed)
     left_out += not_taken
@@ -275,207 +218,6 @@ def _record_lines(draft: Draft) -> list[str]:
     return record_lines(draft_fields(draft))
 
 
-# Eligibility --------------------------------------------------------------------
-
-
-def _eligible(corpus: Corpus) -> tuple[dict[str, list[tuple[Section, list[_Candidate]]]], list[LeftOut]]:
-    """Page id → its eligible sections with their candidate questions; and what was left out, and why."""
-    eligible: dict[str, list[tuple[Section, list[_Candidate]]]] = {}
-    left_out = []
-    for page_id, page in corpus.pages.items():
-        if _generated(page):
-            left_out.append(LeftOut(page_id, f"generated API reference ({len(page.sections)} sections)"))
-            continue
-        for section in page.sections:
-            reason, candidates = _section_candidates(page, section)
-            if reason:
-                left_out.append(LeftOut(_pin(section), reason))
-            else:
-                eligible.setdefault(page_id, []).append((section, candidates))
-    return eligible, left_out
-
-
-def _generated(page: Page) -> bool:
-    """A page of generated reference: most of its titled sections open with a code block (a signature, a usage)."""
-    titled = [section for section in page.sections if section.level and section.text.strip()]
-    stubs = sum(bool(_FENCE.match(section.text)) for section in titled)
-    return bool(titled) and stubs >= 0.6 * len(titled)
-
-
-def _section_candidates(page: Page, section: Section) -> tuple[str | None, list[_Candidate]]:
-    if not section.text.strip():
-        return "empty heading", []
-    prose = _prose(section.text)
-    count = len(prose.split())
-    if count == 0:
-        return "code only", []
-    if count < MIN_PROSE_WORDS:
-        return f"too little prose ({count} words)", []
-    candidates = [c for c in _candidates(page, section, prose) if answer_in_section(c.answer, section.text)]
-    if not candidates:
-        return "no sentence fit to be an answer", []
-    return None, candidates
-
-
-def _prose(text: str) -> str:
-    """The section's text without its fenced code blocks and admonition titles."""
-    kept, fence = [], None
-    for line in text.split("\n"):
-        opened = _FENCE.match(line)
-        if fence is None and opened:
-            fence = opened.group(1)[0]
-        elif fence is not None:
-            if opened and opened.group(1)[0] == fence and not line.strip().strip(fence):
-                fence = None
-        else:
-            kept.append(line)
-    return without_admonition_titles("\n".join(kept))
-
-
-# Templates ----------------------------------------------------------------------
-
-
-def _candidates(page: Page, section: Section, prose: str) -> list[_Candidate]:
-    units = _units(prose)
-    sentences = [u for kind, u in units if kind == "sentence"]
-    found = []
-    first = next((s for s in sentences if _fit(s)), None)
-    if first is not None:
-        question = _heading_question(page, section)
-        if question:
-            found.append(_Candidate("heading", question, first))
-    for sentence in sentences:
-        found += _sentence_candidates(section, sentence)
-    for kind, unit in units:
-        if kind == "item":
-            found += _item_candidates(unit)
-    found += _table_candidates(prose, section.title or page.title)
-    return found
-
-
-def _units(prose: str) -> list[tuple[str, str]]:
-    """The prose as ("sentence" | "item", text) in order; table rows are read apart (``_table_candidates``)."""
-    units: list[tuple[str, str]] = []
-    paragraph: list[str] = []
-
-    def flush() -> None:
-        if paragraph:
-            joined = " ".join(" ".join(paragraph).split())
-            units.extend(("sentence", s) for s in _SENTENCE_END.split(joined))
-            paragraph.clear()
-
-    for line in prose.split("\n"):
-        stripped = line.strip()
-        item = _LIST_ITEM.match(line)
-        if not stripped or stripped.startswith(("|", "<", "#")):
-            flush()
-        elif item:
-            flush()
-            units.append(("item", item.group(1).strip()))
-        else:
-            paragraph.append(stripped)
-    flush()
-    return units
-
-
-def _fit(sentence: str, least: int = _ANSWER_WORDS[0]) -> bool:
-    """Whether a sentence can stand as a reference answer: whole, plain prose, of a readable length."""
-    count = len(sentence.split())
-    if not least <= count <= _ANSWER_WORDS[1] or not sentence.endswith((".", "!")):
-        return False
-    if sentence.endswith(("e.g.", "i.e.", "etc.")) or any(mark in sentence for mark in ("<", ">", "{", "}", "|")):
-        return False
-    return sentence[0].isupper() or sentence[0] in "`*\"("
-
-
-def _heading_question(page: Page, section: Section) -> str | None:
-    heading = _STEP.sub("", (section.title or page.title).strip()).rstrip(":.").strip()
-    plain = heading.replace("`", "")
-    if not plain or not words(plain):
-        return None
-    first, _, rest = heading.partition(" ")
-    lead = first.lower()
-    if heading.endswith("?") or lead in _QUESTION_WORDS:
-        return heading.rstrip("?") + "?"
-    if lead in _HOW_VERBS:
-        return f"How do I {lead} {rest}?" if rest else f"{page.title}: how do I {lead}?"
-    if plain.lower() in _GENERIC_HEADINGS and page.title != heading:
-        return f"What {'are' if plain.endswith('s') else 'is'} the {plain.lower()} for {page.title}?"
-    if lead.endswith("ed") and rest:  # "Measured on …": what is measured on …
-        return f"What is {lead} {rest}?"
-    if lead.endswith("ing") and rest:
-        return f"How does {lead} {rest} work?"
-    if len(words(plain)) < 2 and not _IDENTIFIER_HEADING.match(plain) or lead in ("in", "on", "with", "for"):
-        return f"What do the docs say about {heading} in {page.title}?"
-    if _IDENTIFIER_HEADING.match(plain) and "`" not in heading and not (plain.isalpha() and plain[0].isupper()):
-        heading = f"`{plain}`"
-    elif lead in _ARTICLES:
-        heading = lead + heading[len(first):]
-    verb = "are" if plain.endswith("s") and not plain.endswith(("ss", "us", "is")) else "is"
-    return f"What {verb} {heading}?"
-
-
-def _sentence_candidates(section: Section, sentence: str) -> list[_Candidate]:
-    found = []
-    definition = _DEFINITION.match(sentence)
-    if definition and _fit(sentence):
-        term = definition.group("term")
-        if term.strip("`").split()[0].lower() not in _PRONOUNS:
-            found.append(_Candidate("definition", f"What {definition.group('verb')} {term}?", sentence))
-    if _DEFAULT.search(sentence) and _fit(sentence, _SHORT_ANSWER_WORDS):
-        keyed = _KEYED_DEFAULT.search(sentence)
-        key = _key_of(section.title) or (keyed.group(1) if keyed else None)
-        if key:
-            found.append(_Candidate("default", f"What is the default of `{key}`?", sentence))
-    return found
-
-
-def _key_of(title: str) -> str | None:
-    plain = title.replace("`", "").strip()
-    return plain if plain and _IDENTIFIER_HEADING.match(plain) and not plain[0].isupper() else None
-
-
-def _item_candidates(item: str) -> list[_Candidate]:
-    keyed = _KEYED_ITEM.match(item)
-    if not keyed or len(keyed.group("desc").split()) < _SHORT_ANSWER_WORDS:
-        return []
-    key = keyed.group("key")
-    if _DEFAULT.search(item):
-        return [_Candidate("default", f"What is the default of `{key}`?", item)]
-    question = f"What does `{key}` do?" if key.startswith("-") else f"What is `{key}` for?"
-    return [_Candidate("option", question, item)]
-
-
-def _table_candidates(prose: str, title: str) -> list[_Candidate]:
-    """Rows of a Markdown table whose first cell is a code span: an option, a flag, a setting."""
-    found = []
-    header: list[str] | None = None
-    for line in prose.split("\n"):
-        stripped = line.strip()
-        if not stripped.startswith("|"):
-            header = None
-            continue
-        cells = [cell.strip() for cell in stripped.strip("|").split("|")]
-        if header is None:
-            header = [cell.lower() for cell in cells]
-            continue
-        if all(set(cell) <= set("-: ") for cell in cells):
-            continue
-        key = re.fullmatch(r"`([^`]{1,40})`", cells[0])
-        rest = " ".join(cells[1:])
-        if not key or len(rest.split()) < _SHORT_ANSWER_WORDS:
-            continue
-        name = key.group(1).split()[0] if key.group(1).startswith("-") else key.group(1)
-        answer = stripped.strip("|").strip()
-        column = next((n for n, title in enumerate(header) if "default" in title), None)
-        if column is not None and column < len(cells) and cells[column] not in ("", "-", "—"):
-            found.append(_Candidate("table-default", f"What is the default of `{name}`?", answer))
-        else:
-            question = f"What does `{name}` do?" if name.startswith("-") else f"What does `{name}` mean in {title}?"
-            found.append(_Candidate("table-row", question, answer))
-    return found
-
-
 # Choosing -----------------------------------------------------------------------
 
 
@@ -483,23 +225,23 @@ def _key(seed: int, name: str) -> str:
     return hashlib.sha256(f"{seed}\0{name}".encode()).hexdigest()
 
 
-def _choose(eligible: dict[str, list[tuple[Section, list[_Candidate]]]], keys: dict[str, str], *, count: int,
-            per_page: int, seed: int) -> tuple[list[tuple[Section, _Candidate]], set[str], list[LeftOut]]:
+def _choose(eligible: dict[str, list[tuple[Section, list[Candidate]]]], keys: dict[str, str], *, count: int,
+            per_page: int, seed: int) -> tuple[list[tuple[Section, Candidate]], set[str], list[LeftOut]]:
     """The sections drafted, each with its question; the questions used; the eligible sections left out."""
-    chosen: list[tuple[Section, _Candidate]] = []
+    chosen: list[tuple[Section, Candidate]] = []
     used: set[str] = set()
     taken: Counter[str] = Counter()
     tried: set[str] = set()
     left_out: list[LeftOut] = []
     ordered = {page: sorted(sections, key=lambda item: keys[item[0].id]) for page, sections in eligible.items()}
 
-    def take(section: Section, candidates: list[_Candidate]) -> bool:
+    def take(section: Section, candidates: list[Candidate]) -> bool:
         tried.add(section.id)
         options = sorted(candidates, key=lambda c: (c.template == "heading" and len(candidates) > 1,
                                                      _key(seed, f"{section.id}\0{c.template}\0{c.question}")))
         fresh = next((c for c in options if c.question.lower() not in used), None)
         if fresh is None:
-            left_out.append(LeftOut(_pin(section), "its question repeats another draft's"))
+            left_out.append(LeftOut(pin(section), "its question repeats another draft's"))
             return False
         used.add(fresh.question.lower())
         chosen.append((section, fresh))
@@ -515,9 +257,9 @@ def _choose(eligible: dict[str, list[tuple[Section, list[_Candidate]]]], keys: d
                   key=lambda item: keys[item[0].id])
     for section, candidates in rest:
         if len(chosen) >= count:
-            left_out.append(LeftOut(_pin(section), "beyond --count"))
+            left_out.append(LeftOut(pin(section), "beyond --count"))
         elif taken[section.page_id] >= per_page:
-            left_out.append(LeftOut(_pin(section), f"its page has --per-page {per_page} drafts"))
+            left_out.append(LeftOut(pin(section), f"its page has --per-page {per_page} drafts"))
         else:
             take(section, candidates)
     for page in pages:
@@ -526,30 +268,25 @@ def _choose(eligible: dict[str, list[tuple[Section, list[_Candidate]]]], keys: d
     return chosen, used, left_out
 
 
-def _pin(section: Section) -> str:
-    """The gold entry that pins exactly this section."""
-    return section.id if section.level or section.anchor else f"{section.page_id}#{TOP}"
-
-
-def _draft(corpus: Corpus, section: Section, candidate: _Candidate, ids: set[str]) -> Draft:
-    pin = _pin(section)
+def _draft(corpus: Corpus, section: Section, candidate: Candidate, ids: set[str]) -> Draft:
+    pinned = pin(section)
     base = section.page_id.rsplit("/", 1)[-1] + ("-" + section.anchor if section.anchor else "")
     return Draft(
         id=_unique(_slug(base), ids),
         question=candidate.question,
-        gold=(pin,),
+        gold=(pinned,),
         gold_answer=candidate.answer,
         identifiers=tuple(_identifiers(candidate.answer)),
         split=page_split(section.page_id),
         origin=f"template:{candidate.template}",
-        source=pin,
+        source=pinned,
         source_digest=section_digest(section.text),
     )
 
 
 def _identifiers(answer: str) -> list[str]:
     spans = []
-    for span in _CODE_SPAN.findall(answer):
+    for span in CODE_SPAN.findall(answer):
         span = span.strip()
         if span and span not in spans:
             spans.append(span)
@@ -593,7 +330,7 @@ def _negatives(corpus: Corpus, drafts: list[Draft], wanted: int, seed: int, ids:
 
 def _swapped(base: Draft, fake: str) -> str | None:
     """The base question with its key term (its first code span, else its longest word) swapped for ``fake``."""
-    span = _CODE_SPAN.search(base.question)
+    span = CODE_SPAN.search(base.question)
     if span:
         term = span.group(1)
         made = ("--" + fake) if term.startswith("-") else (fake + "_mode" if "_" in term else fake)
@@ -624,8 +361,3 @@ def _unique(base: str, used: set[str]) -> str:
         name = f"{base}-{n}"
     used.add(name)
     return name
-
-
-def with_question(draft: Draft, question: str, origin: str) -> Draft:
-    """The draft with another question (a model's rewrite), the template's kept to fall back on."""
-    return replace(draft, question=question, origin=origin, template_question=draft.template_question or draft.question)

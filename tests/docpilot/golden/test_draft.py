@@ -12,8 +12,9 @@ from click.testing import CliRunner
 
 from docpilot.cli import main
 from docpilot.corpus.pages import load_corpus
-from docpilot.golden.draft import answer_in_section, draft_golden, page_split, source_section
+from docpilot.golden.draft import draft_golden, page_split, source_section
 from docpilot.golden.loading import load_golden
+from docpilot.golden.templates import answer_in_section
 from tests.conftest import ROOT, SHARED_DATA
 
 PREFECT = SHARED_DATA / "prefect-docs" / "docs"
