@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -14,13 +15,14 @@ from rich.table import Table
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
+from docpilot.config.loading import load_config
+from docpilot.errors import InputError
 from docpilot.golden.loading import check_golden, load_probes
 from docpilot.golden.shape import GoldenShape, describe_golden
-from docpilot.config.loading import load_config
-from docpilot.userfiles.userfile import raise_all
-from docpilot.errors import InputError
 from docpilot.reports.terminal import clean
 from docpilot.schema import AttackProbe
+from docpilot.userfiles.userfile import raise_all
+from metrics.gold import TOP
 
 _PAGES_SHOWN = 15
 
@@ -112,7 +114,8 @@ def _show_bias(bias) -> None:
 
 @golden.command("sections")
 @click.argument("page", required=False)
-@click.option("--grep", metavar="WORDS", help="Only sections whose heading or text holds all these words (any case).")
+@click.option("--grep", metavar="WORDS",
+              help="Only sections whose heading path or text holds all these words (any case).")
 @click.option("--docs", type=click.Path(path_type=Path),
               help="Docs folder to list (default: `corpus.docs` in the config).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
@@ -120,48 +123,84 @@ def _show_bias(bias) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the pages and sections as JSON.")
 @handle_errors
 def sections(page: str | None, grep: str | None, docs: Path | None, config_path: Path | None, as_json: bool) -> None:
-    """List the page and section ids a gold entry can name, with each heading and its first words.
+    """List the page and section ids a gold entry can name, with each heading path and its first words.
 
     PAGE narrows the list to a page, a folder, or the start of a page id. A page id as
     a gold entry matches every section of the page, `page#anchor` one section, and
-    `page#(top)` the text above the page's first heading. Exit status: 0; 1 when
-    --grep matches no section; 2 when the docs cannot be read or PAGE names nothing.
+    `page#(top)` the text above the page's first heading. A section's heading path
+    (`cli › show › Options`) tells apart sections with the same heading. The table
+    keeps to the terminal's width: a long id wraps rather than crowd out the rest.
+    Exit status: 0; 1 when --grep matches no section; 2 when the docs cannot be read
+    or PAGE names nothing.
     """
-    import dataclasses
-
-    from docpilot.corpus.outline import outline
     from docpilot.corpus.pages import load_corpus
 
     config = load_config(config_path, overrides={"corpus": {"docs": _text(docs)}})
     corpus = load_corpus(config.corpus.docs, chunk_words=config.corpus.chunk_words)
-    pages = outline(corpus, page, grep)
+    pages = _outline_with_paths(corpus, page, grep)
     if grep and not pages:
         click.echo(clean(f"no section{' under ' + page if page else ''} mentions all of: {grep}; "
                          "try fewer words, or a word as the page writes it"), err=True)
         sys.exit(1)
     if as_json:
-        click.echo(json.dumps([dataclasses.asdict(p) for p in pages], indent=2, ensure_ascii=False))
+        click.echo(json.dumps(pages, indent=2, ensure_ascii=False))
     else:
         _show_outline(pages, f"{config.corpus.docs}" + (f" under {page}" if page else ""))
 
 
-def _show_outline(pages: list, where: str) -> None:
+PATH_SEPARATOR = " › "
+"""Between the headings of a section's heading path, as the table shows it."""
+
+
+def _outline_with_paths(corpus, page: str | None, grep: str | None) -> list[dict]:
+    """The outline's pages as dicts, each section with its heading ``path``; ``grep`` matches the path too.
+
+    A section the outline matches by its heading or text keeps the words around the
+    match; one matched only with its parents' headings shows its first words.
+    """
+    import dataclasses
+
+    from docpilot.corpus.outline import outline
+
+    every = outline(corpus, page)
+    matched = {s.id: s for p in outline(corpus, page, grep) for s in p.sections} if grep else {}
+    words = grep.lower().split() if grep else []
+    found = []
+    for entry in every:
+        lines = []
+        for line in entry.sections:
+            section = corpus.sections.get(line.id.removesuffix(TOP))
+            path = list(section.heading_path) if section is not None and line.level else [entry.title]
+            if words and line.id not in matched:
+                haystack = " ".join([*path, section.text if section is not None else ""]).lower()
+                if not all(word in haystack for word in words):
+                    continue
+            lines.append({**dataclasses.asdict(matched.get(line.id, line)), "path": path})
+        if lines or not words:
+            found.append({**dataclasses.asdict(entry), "sections": lines})
+    return found
+
+
+def _show_outline(pages: list[dict], where: str) -> None:
     console = Console(highlight=False, soft_wrap=True)
-    if not console.is_terminal:
+    if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(highlight=False, soft_wrap=True, width=160)  # a file or a pipe: no cause to wrap at 80
-    count = sum(len(p.sections) for p in pages)
-    table = Table(title=f"{where}: {_count(len(pages), 'page')}, {_count(count, 'section')}", title_justify="left")
-    table.add_column("id", no_wrap=True)  # copied whole into a golden set, so never broken over lines
-    table.add_column("heading", ratio=1, min_width=14)
-    table.add_column("first words", ratio=2, min_width=24)
+    count = sum(len(p["sections"]) for p in pages)
+    table = Table(title=f"{where}: {_count(len(pages), 'page')}, {_count(count, 'section')}", title_justify="left",
+                  expand=True)
+    # An id is copied whole into a golden set: past a third of the width it wraps, never elided.
+    longest = max((len(s["id"]) for p in pages for s in p["sections"]), default=10)
+    table.add_column("id", overflow="fold", max_width=max(24, console.width // 3), min_width=min(longest, 24))
+    table.add_column("heading path", ratio=2, min_width=14)
+    table.add_column("first words", ratio=3, min_width=20)
     for page in pages:
-        table.add_row(f"[bold]{escape(clean(page.id))}[/]", f"[bold]{escape(clean(page.title))}[/]",
-                      f"[dim]{escape(page.path)}, {_count(len(page.sections), 'section')}[/]")
-        top = min((section.level for section in page.sections if section.level), default=1)
-        for section in page.sections:
-            indent = "  " * max(section.level - top, 0)  # by level below the page's highest heading
-            table.add_row(escape(clean(section.id)), indent + escape(clean(section.heading)),
-                          escape(clean(section.words)))
+        table.add_row(f"[bold]{escape(clean(page['id']))}[/]", f"[bold]{escape(clean(page['title']))}[/]",
+                      f"[dim]{escape(page['path'])}, {_count(len(page['sections']), 'section')}[/]")
+        for section in page["sections"]:
+            # The page's title heads the page's row; below it a path starts at the page's own headings.
+            path = section["path"][1:] if len(section["path"]) > 1 else section["path"]
+            heading = section["heading"] if not section["level"] else PATH_SEPARATOR.join(path)
+            table.add_row(escape(clean(section["id"])), escape(clean(heading)), escape(clean(section["words"])))
     console.print(table)
 
 

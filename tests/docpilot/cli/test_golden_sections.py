@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 
+from docpilot.cli import main
 from tests.support.cli_runs import run_all
 
 INDEX = """\
@@ -67,13 +69,15 @@ def test_sections_lists_every_id_with_heading_and_first_words(project):
     index = pages[2]["sections"]
     assert [s["id"] for s in index] == ["index#(top)", "index#acme", "index#install", "index#top", "index#top-1"]
     assert index[0] == {"id": "index#(top)", "heading": "(text above the first heading)", "level": 0,
-                        "words": "Acme moves widgets between warehouses, quietly and on time."}
+                        "words": "Acme moves widgets between warehouses, quietly and on time.", "path": ["Acme"]}
+    assert index[2]["path"] == ["Acme", "Install"]
     assert pages[1]["sections"][1]["words"] == "Export the token as ACME_TOKEN before you run any command."
     # The admonition's title ("Tip") is a label, not the section's first word.
     assert pages[1]["sections"][2]["words"] == "Rotate a token every ninety days."
     table = runs["table"]
     assert table.returncode == 0, table.stderr
     for text in ("index#(top)", "(text above the first heading)", "guide/auth#rotating-tokens", "Rotating tokens",
+                 "heading path",
                  "Rotate a token every ninety days.", "3 pages, 9 sections"):
         assert text in table.stdout, text
 
@@ -126,3 +130,77 @@ def test_top_pins_the_text_above_the_first_heading_and_nothing_else(project):
     assert ranks  # the preamble's section id stays `index#` in rows; only the gold entry spells it (top)
     summary = json.loads(runs["eval"].stdout)["summary"]
     assert summary["mrr"] == pytest.approx(1 / ranks[0])
+
+
+# A command-line reference as Poetry writes it: an `Options` heading under each command.
+CLI = """\
+# Commands
+
+## show
+
+To list all the available packages, you can use the `show` command.
+
+### Options
+
+* `--tree`: List the dependencies as a tree.
+
+## self
+
+### self show
+
+The `self show` command behaves similar to the show command, within Poetry's runtime environment.
+
+#### Options
+
+* `--addons`: List only add-on packages installed.
+
+## env remove
+
+#### Options { #options-for-removing-every-virtual-environment-of-the-current-project-at-once }
+
+* `--all`: Remove all virtual environments at once.
+"""
+
+
+def _sections(tmp_path, *args: str, columns: int = 80):
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    (docs / "cli.md").write_text(CLI, encoding="utf-8")
+    return CliRunner().invoke(main, ["golden", "sections", "--docs", str(docs), *args], env={"COLUMNS": str(columns)},
+                              catch_exceptions=False)
+
+
+# Regression: `cli#options` and `cli#options-1` both read "Options" with the same first words.
+def test_sections_with_the_same_heading_are_told_apart_by_their_heading_path(tmp_path):
+    result = _sections(tmp_path, "--json")
+    paths = {s["id"]: s["path"] for s in json.loads(result.output)[0]["sections"]}
+    assert paths["cli#options"] == ["Commands", "show", "Options"]
+    assert paths["cli#options-1"] == ["Commands", "self", "self show", "Options"]
+    table = _sections(tmp_path, columns=160).output
+    assert "show › Options" in table and "self › self show › Options" in table
+
+
+# Regression: one 141-character id set the id column's width, leaving ~15 characters for the rest.
+def test_the_table_keeps_to_the_terminal_width_and_wraps_a_long_id_whole(tmp_path):
+    long_id = "cli#options-for-removing-every-virtual-environment-of-the-current-project-at-once"
+    for columns in (80, 100):
+        lines = _sections(tmp_path, columns=columns).output.splitlines()[1:]  # under the title (the folder's path)
+        assert max(len(line) for line in lines) <= columns
+        cells = [line.split("│")[1].strip() for line in lines if line.startswith("│")]
+        start = next(i for i, cell in enumerate(cells) if cell.startswith("cli#options-for"))
+        joined = ""
+        for cell in cells[start:]:
+            joined += cell
+            if len(joined) >= len(long_id):
+                break
+        assert joined == long_id  # every character of the id is there, in order, for copying
+        words = next(line for line in lines if "cli#options-1 " in line).split("│")[3]
+        assert len(words.strip()) >= 20  # the first words keep room beside the long id
+
+
+def test_grep_matches_the_heading_path_too(tmp_path):
+    found = json.loads(_sections(tmp_path, "--grep", "self addons", "--json").output)
+    assert [s["id"] for s in found[0]["sections"]] == ["cli#options-1"]  # "self" only in its parents' headings
+    assert [s["id"] for s in json.loads(_sections(tmp_path, "--grep", "show tree", "--json").output)[0]["sections"]] \
+        == ["cli#options"]
+    assert _sections(tmp_path, "--grep", "env addons").exit_code == 1
