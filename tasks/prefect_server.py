@@ -14,6 +14,9 @@ the run is over; if this process dies first, so does the server
 Creating Prefect's database costs more than half of a start (about 8 of 15 CPU
 seconds), so the first server keeps a copy of its new, empty database in the
 temporary folder, one per Prefect version, and later servers start from a copy of it.
+The copy sits in a folder of the user's own (``docpilot-prefect-db-<uid>``, mode 0700):
+a database another user could have put in the shared temporary folder is never a
+server's start, and a link put there is never written through.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import contextlib
 import os
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -96,10 +100,11 @@ def start_prefect_server(*, services: bool = False, timeout_s: float = STARTUP_T
     try:
         return _start(services, timeout_s, seed=True)
     except _ServerExited:
-        if not _template().exists():
+        template = _template()
+        if template is None or not template.exists():
             raise
         # A kept database that a server cannot start from is dropped, and made anew.
-        _template().unlink(missing_ok=True)
+        template.unlink(missing_ok=True)
         return _start(services, timeout_s, seed=False)
 
 
@@ -192,14 +197,27 @@ def drain_to_api(timeout_s: float | None = None) -> bool:
     return sent
 
 
-def _template() -> Path:
-    return Path(tempfile.gettempdir()) / f"docpilot-prefect-db-{prefect.__version__}.sqlite"
+def _template() -> Path | None:
+    """Where the kept empty database is: in a folder only this user can write; None when there is no such folder."""
+    folder = Path(tempfile.gettempdir()) / f"docpilot-prefect-db-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None  # a link, another user's folder, or one others may write in: its files could be anyone's
+    return folder / f"{prefect.__version__}.sqlite"
 
 
 def _seed_database(database: Path) -> bool:
-    """Start ``database`` as a copy of the kept empty database, when there is one."""
+    """Start ``database`` as a copy of the kept empty database, when there is one and it is this user's own file."""
+    template = _template()
     try:
-        shutil.copyfile(_template(), database)
+        info = os.lstat(template) if template is not None else None
+        if info is None or not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            return False
+        shutil.copyfile(template, database)
     except OSError:
         return False
     return True
@@ -208,7 +226,7 @@ def _seed_database(database: Path) -> bool:
 def _keep_template(database: Path) -> None:
     """Keep a copy of a server's new database, taken before any run was recorded in it."""
     template = _template()
-    if template.exists():
+    if template is None or template.exists():
         return
     partial = template.with_name(f"{template.name}.{os.getpid()}.partial")
     try:
