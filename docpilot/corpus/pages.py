@@ -162,11 +162,16 @@ def section_url(section_id: str, base_url: str) -> str:
     """The public link of a section id: base URL + page path + ``#anchor``.
 
     The top page ``index`` is the base URL itself, and text before a page's first
-    heading (``page#``) links to the page.
+    heading (``page#``) links to the page. A Hugo section page (``guide/_index.md``,
+    page id ``guide/_index``) is served as its folder, ``guide/``, as the generator does.
     """
     page, _, anchor = section_id.partition("#")
     base = base_url if base_url.endswith("/") else base_url + "/"
-    return base + ("" if page == "index" else page) + (f"#{anchor}" if anchor else "")
+    if page in ("index", "_index"):
+        page = ""
+    elif page.endswith("/_index"):
+        page = page.removesuffix("_index")
+    return base + page + (f"#{anchor}" if anchor else "")
 
 
 def load_corpus(root: str | Path, *, chunk_words: int = 220) -> Corpus:
