@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from docpilot.cli import main
-from docpilot.redact import MARK, redact, redact_config, redact_url
 from docpilot.errors import ModelError
 from docpilot.models.wire import excerpt
+from docpilot.redact import MARK, redact, redact_config, redact_url
 from docpilot.retrieval.embedders import OpenAIEmbedder
 from tests.conftest import DATA
-from tests.support.openai_server import OpenAIScript, Reply, serve_openai
+from tests.support.openai_server import Reply
 
 
 def test_url_credentials_and_query_values_go_names_stay():
@@ -179,16 +179,16 @@ def test_a_stored_report_keeps_page_names_paths_and_digests(tmp_path):
 
 # Regression: an error quoting a page id or a fingerprint was stored as `guide/[redacted]#…`
 # and `[redacted]`; the configured key it also quotes must still go, whatever its shape.
-def test_a_row_error_keeps_ids_and_digests_and_loses_the_configured_key(tmp_path):
+def test_a_row_error_keeps_ids_and_digests_and_loses_the_configured_key(tmp_path, openai_server):
     key = "open-sesame-plain-words"  # no key shape: only its being the configured key gives it away
     failing = Reply(error_after=1, error_message=f"generation failed near guide/api-reference#auth "
                                                  f"(corpus {SHA256}) for key {key}")
-    script = OpenAIScript(by_content={"install Acme": failing})
+    base_url, script = openai_server
+    script.by_content["install Acme"] = failing
     out = tmp_path / "r.json"
-    with serve_openai(script) as base_url:
-        result = _eval("--docs", str(DATA / "pipeline" / "docs"), "--golden", str(DATA / "pipeline" / "golden.yaml"),
-                       "--provider", "openai", "--base-url", base_url, "--no-cache", "--allow-errors",
-                       "--out", str(out), env={"DOCPILOT_API_KEY": key})
+    result = _eval("--docs", str(DATA / "pipeline" / "docs"), "--golden", str(DATA / "pipeline" / "golden.yaml"),
+                   "--provider", "openai", "--base-url", base_url, "--no-cache", "--allow-errors",
+                   "--out", str(out), env={"DOCPILOT_API_KEY": key})
     assert result.exit_code in (0, 1), result.output
     assert key not in result.output
     stored = out.read_text(encoding="utf-8")

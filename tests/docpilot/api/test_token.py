@@ -16,9 +16,9 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from docpilot.api.token import check_token
 from docpilot.cli import main
 from docpilot.errors import ConfigError
-from docpilot.api.token import check_token
 from docpilot.server.app import create_app, serve_in_thread
 from tests.docpilot.run.test_remote import DATA, TOKEN, HeldModel, _workspace
 
@@ -54,6 +54,14 @@ def _asks(log: Path) -> list[str]:
     return [line for line in log.read_text().splitlines() if '"POST /v1/ask' in line]
 
 
+def _asks_after(log: Path, before: int, timeout_s: float = 10.0) -> list[str]:
+    """The access lines after the first ``before``, once there is one: a line is written as its reply leaves."""
+    deadline = time.monotonic() + timeout_s
+    while len(asks := _asks(log)) <= before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return asks[before:]
+
+
 # Regression: with no token or a wrong one, every question ran into a 401 and the run
 # stored a report of errored rows (recall@8 0.000); the hint's "Bearer" was redacted.
 @pytest.mark.parametrize(
@@ -72,8 +80,7 @@ def test_eval_against_a_server_that_refuses_its_token_exits_2_before_any_questio
     before = len(_asks(log))
     result = CliRunner().invoke(main, ["eval", "--runtime", "server", "--url", url, "--docs", str(DATA / "docs"),
                                        "--golden", str(DATA / "golden.yaml"), "--out", str(out)])  # fmt: skip
-    time.sleep(0.3)  # the access line is written as the reply leaves
-    asks = _asks(log)[before:]
+    asks = _asks_after(log, before)
     assert result.exit_code == 2, result.output
     assert says in result.stderr and "Traceback" not in result.stderr
     # The fix as printed, whole: how to set the token and the header it travels in.

@@ -23,16 +23,9 @@ def run(*args: str, env: dict[str, str] | None = None):
     return CliRunner().invoke(main, list(args), catch_exceptions=False, env=env)
 
 
-@pytest.fixture(scope="module")
-def served():
-    script = OpenAIScript()
-    with serve_openai(script) as base_url:
-        yield base_url, script
-
-
 # Regression: a misspelt gate was found only after every record had been answered.
-def test_a_misspelt_gate_metric_exits_2_before_any_model_call(tmp_path, served) -> None:
-    base_url, script = served
+def test_a_misspelt_gate_metric_exits_2_before_any_model_call(tmp_path, openai_server) -> None:
+    base_url, script = openai_server
     script.reset()
     config = tmp_path / "gates.yaml"
     config.write_text('gates:\n  recal@8: ">= 0.8"\n')
@@ -52,8 +45,8 @@ def test_an_unreadable_gate_condition_exits_2(tmp_path) -> None:
 
 
 # Regression: a run against a 401 endpoint spent the whole golden set and scored 0s.
-def test_a_401_endpoint_stops_the_run_with_exit_2_and_the_services_reason(tmp_path, served) -> None:
-    base_url, script = served
+def test_a_401_endpoint_stops_the_run_with_exit_2_and_the_services_reason(tmp_path, openai_server) -> None:
+    base_url, script = openai_server
     script.reset(Reply.failure(401, f"Incorrect API key provided: {KEY}."))
     result = run("eval", *BASE, "--provider", "openai", "--base-url", base_url, "--out", str(tmp_path / "r.json"),
                  env={"DOCPILOT_API_KEY": KEY})
@@ -65,8 +58,8 @@ def test_a_401_endpoint_stops_the_run_with_exit_2_and_the_services_reason(tmp_pa
 
 
 @pytest.mark.parametrize("status", [403, 404])
-def test_403_and_404_stop_the_run_too(tmp_path, served, status: int) -> None:
-    base_url, script = served
+def test_403_and_404_stop_the_run_too(tmp_path, openai_server, status: int) -> None:
+    base_url, script = openai_server
     script.reset(Reply.failure(status, "no such model"))
     result = run("eval", *BASE, "--provider", "openai", "--base-url", base_url, "--out", str(tmp_path / "r.json"))
     assert result.exit_code == 2 and f"HTTP {status}" in result.output and "no such model" in result.output
@@ -101,10 +94,10 @@ def test_a_broken_golden_set_is_reported_without_waiting_for_a_silent_endpoint(t
     assert not (tmp_path / "r.json").exists()
 
 
-def test_faults_are_grouped_by_cause_before_the_scorecard(tmp_path, served) -> None:
+def test_faults_are_grouped_by_cause_before_the_scorecard(tmp_path, openai_server) -> None:
     # The probe is answered; every turn of the run then ends unfinished, as llama.cpp's
     # server ends them when the next request arrives.
-    base_url, script = served
+    base_url, script = openai_server
     script.reset(Reply(answer="Set the token in the header [1].", interrupt_after_words=3))
     result = run("eval", *BASE, "--provider", "openai", "--base-url", base_url, "--no-cache",
                  "--out", str(tmp_path / "r.json"))

@@ -9,12 +9,12 @@ from docpilot.errors import ConfigError
 from docpilot.models.local import file_identity, model_file, server_command
 from docpilot.models.probe import probe_endpoint
 from docpilot.models.registry import model_identity
-from tests.support.openai_server import OpenAIScript, Reply, serve_openai
+from tests.support.openai_server import Reply
 
 
 def test_the_server_finishes_every_turn_it_starts_and_listens_on_loopback_only(tmp_path) -> None:
     command = server_command(tmp_path / "m.gguf", 8123, name="SmolLM2-135M-Instruct", seed=0, threads=2)
-    options = dict(zip(command[3::2], command[4::2]))
+    options = dict(zip(command[3::2], command[4::2], strict=False))
     assert command[1:3] == ["-m", "llama_cpp.server"]
     assert options["--interrupt_requests"] == "False" and options["--host"] == "127.0.0.1"
     assert options["--n_threads"] == options["--n_threads_batch"] == "2" and options["--seed"] == "0"
@@ -42,11 +42,10 @@ def test_a_model_path_that_is_no_file_is_a_config_error(tmp_path) -> None:
         model_file(str(tmp_path / "missing.gguf"))
 
 
-def test_a_busy_or_failing_endpoint_passes_the_probe() -> None:
+def test_a_busy_or_failing_endpoint_passes_the_probe(openai_server) -> None:
     # 429 and 5xx are the retries' business, not a reason to stop before the first record.
-    script = OpenAIScript()
-    with serve_openai(script) as base_url:
-        for reply in (Reply.failure(429), Reply.failure(503), Reply(answer="OK")):
-            script.reset(reply)
-            probe_endpoint(base_url, "m", None)
-            assert len(script.history) == 1 and script.history[0].body["max_tokens"] == 1
+    base_url, script = openai_server
+    for reply in (Reply.failure(429), Reply.failure(503), Reply(answer="OK")):
+        script.reset(reply)
+        probe_endpoint(base_url, "m", None)
+        assert len(script.history) == 1 and script.history[0].body["max_tokens"] == 1
