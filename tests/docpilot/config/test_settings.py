@@ -56,6 +56,13 @@ def test_shipped_file_loads_to_the_defaults():
     assert load_config(SHIPPED, env={}) == Config()
 
 
+def test_the_default_retriever_is_hybrid_with_the_shipped_static_embedder():
+    # The measured best of what builds an index in seconds (docs/retrieval.md, "The default").
+    settings = Config().retrieval
+    assert (settings.retriever, settings.embedder, settings.fusion) == ("hybrid", "static", "scores")
+    assert load_config(SHIPPED, env={}).retrieval == settings
+
+
 def test_shipped_file_lists_every_option_with_a_comment():
     text = SHIPPED.read_text(encoding="utf-8")
     assert _key_paths(yaml.safe_load(text)) == _option_paths(Config)

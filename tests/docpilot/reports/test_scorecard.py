@@ -113,3 +113,13 @@ def test_tokens_and_cost_read_as_counts_and_dollars_with_the_cache_apart() -> No
         "cost USD 0.0035 (this run 0.0025, from the cache 0.0010)"
     )
     assert usage_line({"prompt_tokens": None, "completion_tokens": None}) is None
+
+
+def test_the_scorecard_says_which_retriever_ranked_the_sections():
+    report = rescore(load_report(DATA / "reports" / "small.json"))
+    hybrid = {"retriever": "hybrid", "embedder": "static", "fusion": "scores"}
+    text = render(report.model_copy(update={"config": {**report.config, "retrieval": hybrid}}))
+    assert "retrieval: hybrid, bm25 + static embedder, scores fused" in text
+    text = render(report.model_copy(update={"config": {**report.config, "retrieval": {"retriever": "bm25"}}}))
+    assert "retrieval: bm25\n" in text
+    assert "retrieval:" not in render(report.model_copy(update={"config": {}}))

@@ -231,12 +231,12 @@ def test_top_sections_keeps_corpus_order_on_ties(harbor):
 
 
 def test_the_fingerprint_ignores_where_the_index_is_kept(harbor):
-    here = Retriever(harbor, RetrievalConfig(index_dir="a"))
-    there = Retriever(harbor, RetrievalConfig(index_dir="b", embedding_batch_size=3))
+    here = Retriever(harbor, RetrievalConfig(retriever="bm25", index_dir="a"))
+    there = Retriever(harbor, RetrievalConfig(retriever="bm25", index_dir="b", embedding_batch_size=3))
     assert here.fingerprint == there.fingerprint
-    assert Retriever(harbor, RetrievalConfig(title_weight=3)).fingerprint != here.fingerprint
+    assert Retriever(harbor, RetrievalConfig(retriever="bm25", title_weight=3)).fingerprint != here.fingerprint
     # Settings another retriever would read leave this one's cached rankings valid.
-    assert Retriever(harbor, RetrievalConfig(embedder="openai", rrf_k=5)).fingerprint == here.fingerprint
+    assert Retriever(harbor, RetrievalConfig(retriever="bm25", embedder="openai", rrf_k=5)).fingerprint == here.fingerprint
     hybrid = _retriever(harbor, "hybrid")
     assert _retriever(harbor, "hybrid", rrf_k=5).fingerprint != hybrid.fingerprint
     assert _retriever(harbor, "hybrid", k1=0.5).fingerprint != hybrid.fingerprint
@@ -279,17 +279,17 @@ def with_reference(tmp_path):
 
 def test_a_lower_reference_weight_ranks_the_guide_above_the_reference(with_reference):
     question = "how do I get print output into the run logs"
-    plain = Retriever(with_reference).search(question)
+    plain = Retriever(with_reference, RetrievalConfig(retriever="bm25")).search(question)
     assert plain[0].section_id == "v3/api-ref/cli/flow-run#prefect-flow-run-logs"
-    weighted = Retriever(with_reference, RetrievalConfig(reference_weight=0.5)).search(question)
+    weighted = Retriever(with_reference, RetrievalConfig(retriever="bm25", reference_weight=0.5)).search(question)
     assert weighted[0].section_id == "guides/logging#print-statements"
     reference = next(h for h in weighted if h.section_id == "v3/api-ref/cli/flow-run#prefect-flow-run-logs")
     unweighted = next(h for h in plain if h.section_id == reference.section_id)
     assert reference.score == pytest.approx(unweighted.score * 0.5, rel=1e-5)
     # Weight 0 leaves reference pages out of the list; no names leaves every page as it was.
-    gone = Retriever(with_reference, RetrievalConfig(reference_weight=0.0)).search(question)
+    gone = Retriever(with_reference, RetrievalConfig(retriever="bm25", reference_weight=0.0)).search(question)
     assert [h.section_id.partition("#")[0] for h in gone] == ["guides/logging"] * len(gone)
-    unnamed = Retriever(with_reference, RetrievalConfig(reference_pages=[], reference_weight=0.5)).search(question)
+    unnamed = Retriever(with_reference, RetrievalConfig(retriever="bm25", reference_pages=[], reference_weight=0.5)).search(question)
     assert [(h.section_id, h.score) for h in unnamed] == [(h.section_id, h.score) for h in plain]
 
 

@@ -99,7 +99,8 @@ def test_the_fusion_is_a_ranking_setting_of_hybrid_only(harbor):
     assert _fused(harbor).fingerprint != rrf.fingerprint
     # The index is the same: only question-time ranking differs.
     assert _fused(harbor).index.fingerprint == rrf.index.fingerprint
-    assert Retriever(harbor, RetrievalConfig(fusion="rrf")).fingerprint == Retriever(harbor).fingerprint
+    bm25 = RetrievalConfig(retriever="bm25")
+    assert Retriever(harbor, bm25.model_copy(update={"fusion": "rrf"})).fingerprint == Retriever(harbor, bm25).fingerprint
 
 
 def test_an_unknown_fusion_is_a_config_error(harbor, tmp_path):
