@@ -292,7 +292,7 @@ class VariantTest(_Strict):
     variant: str
     """The variant tested."""
     outcome: str
-    """The outcome (``hit@8``, ``refusal_correct``, ``answer_f1``, ...), as ``improve compare`` names it."""
+    """The outcome (``recall@8``, ``refusal_correct``, ``answer_f1``, ...), as ``improve compare`` names it."""
     test: Literal["mcnemar", "wilcoxon"]
     """Exact McNemar (pass/fail outcomes) or Wilcoxon signed-rank (per-record scores)."""
     n: int

@@ -244,9 +244,10 @@ def compare_command(a, b, reports_dir, config_path, as_json, variant):
     A and B are report files or run ids. Without B, B is the newest run; without
     either, A is the newest run's previous comparable one (same golden set, split and
     selection), so after a change and a new `docpilot eval`, `improve compare` alone
-    tests the change. Binary outcomes (hit@8, refusal correct) get the exact McNemar
-    test, continuous ones (answer F1, nDCG@8, reciprocal rank) the Wilcoxon
-    signed-rank test. Choose a change on the dev split; prove it on test.
+    tests the change. Each outcome is named as the scorecard names its metric. Binary
+    outcomes (recall@8, refusal correct) get the exact McNemar test, continuous ones
+    (answer_f1, ndcg@8, mrr) the Wilcoxon signed-rank test. Choose a change on the
+    dev split; prove it on test.
     """
     from docpilot.reports.compare import compare_reports
     from docpilot.reports.report import load_report
@@ -291,7 +292,7 @@ def _newest_pair(a, store):
 
 
 def _render_comparison(comparison) -> None:
-    from docpilot.reports.compare import describe_p
+    from docpilot.reports.compare import describe_effect, describe_move, describe_p
 
     console = Console(highlight=False)
     if not console.is_terminal and console.width < 100:
@@ -316,7 +317,7 @@ def _render_comparison(comparison) -> None:
         flips = f"{test.c}/{test.b}" if test.test == "mcnemar" else f"{len(test.better)}/{len(test.worse)}"
         verdict = {"better": "[green]better[/]", "worse": "[red]worse[/]"}.get(test.direction, "no evidence")
         table.add_row(escape(test.outcome), test.test, str(test.n), f"{test.mean_a:.3f}", f"{test.mean_b:.3f}",
-                      f"{test.effect:+.3f}", flips, describe_p(test.p_value), verdict)
+                      describe_effect(test.effect), flips, describe_p(test.p_value), verdict)
     console.print(table)
     console.print("+/−: records better/worse in B; verdict at p < 0.05, two-sided")
     for test in comparison.tests:
@@ -324,7 +325,7 @@ def _render_comparison(comparison) -> None:
             console.print(escape(f"  {test.outcome}: {test.note}"), soft_wrap=True)
         for label, flips in (("better", test.better), ("worse", test.worse)):
             if flips:
-                shown = ", ".join(f"{f.id} ({f.a:.2f}→{f.b:.2f})" for f in flips[:_SHOWN_FLIPS])
+                shown = ", ".join(f"{f.id} ({describe_move(f.a, f.b)})" for f in flips[:_SHOWN_FLIPS])
                 more = f" and {len(flips) - _SHOWN_FLIPS} more" if len(flips) > _SHOWN_FLIPS else ""
                 console.print(escape(f"  {test.outcome} {label} in B: {shown}{more}"), soft_wrap=True)
     for warning in comparison.warnings:

@@ -92,7 +92,7 @@ def render_html(readout: Readout) -> str:
 
 
 # The records table: column heading, and whether it holds a number (right-aligned).
-_COLUMNS = (("id", False), ("question", False), ("kind", False), ("split", False), ("hit@8 (rank)", False),
+_COLUMNS = (("id", False), ("question", False), ("kind", False), ("split", False), ("recall@8 (rank)", False),
             ("answer F1", True), ("refused", False), ("citations", True), ("latency", True), ("cause", False))
 
 

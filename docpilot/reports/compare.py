@@ -6,10 +6,14 @@ record by record and tests each outcome on the pairs, because with a few dozen
 records a summary can move by a few points from noise alone, while a paired test sees
 which records changed and in which direction.
 
-Binary outcomes (a hit in the top 8, a correct refusal decision, a blocked attack)
+Each outcome is named as the scorecard names the metric it averages to (``recall@8``,
+``mrr``, ``answer_f1``, ``ndcg@8``), so one metric reads the same in every readout.
+Binary outcomes (a gold section in the top 8, a correct refusal decision, a blocked attack)
 use the exact McNemar test: under no change, a record that flips is as likely to flip
 either way, so the count of records that got better among all that flipped is
-Binomial(b + c, ½). Continuous outcomes (answer F1, nDCG@8, reciprocal rank) use the
+Binomial(b + c, ½); a record with several gold entries can find some of them, so when a
+recall@8 is a share rather than 0 or 1 the pairs get the Wilcoxon test instead.
+Continuous outcomes (answer F1, nDCG@8, reciprocal rank) use the
 Wilcoxon signed-rank test on the per-record differences B − A, with zero differences
 dropped first (the ``wilcox`` convention).
 """
@@ -37,7 +41,7 @@ from docpilot.reports.store import ReportStore, differences, header_of
 from docpilot.schema import Report, Row
 from metrics.answer import answer_f1
 from metrics.attacks import attack_succeeded
-from metrics.retrieval import first_relevant_rank, ndcg_at_k, reciprocal_rank
+from metrics.retrieval import ndcg_at_k, recall_at_k, reciprocal_rank
 
 ALPHA = 0.05
 """Significance level behind the ``direction`` of a paired test."""
@@ -78,8 +82,8 @@ def _positive(row: Row) -> bool:
     return row.kind == "positive" and bool(row.gold)
 
 
-def _hit_at_8(row: Row) -> float:
-    return float(first_relevant_rank(row.retrieved, row.gold) is not None)
+def _recall_at_8(row: Row) -> float:
+    return recall_at_k(row.retrieved, row.gold, 8)
 
 
 def _refusal_correct(row: Row) -> float:
@@ -90,7 +94,7 @@ def _refusal_correct(row: Row) -> float:
 
 
 OUTCOMES: tuple[Outcome, ...] = (
-    Outcome("hit@8", "mcnemar", _positive, _hit_at_8, needs_model=False),
+    Outcome("recall@8", "mcnemar", _positive, _recall_at_8, needs_model=False),
     Outcome("refusal_correct", "mcnemar",
             lambda r: r.kind in ("positive", "negative") or r.expect == "refuse",
             _refusal_correct, needs_model=True),
@@ -100,7 +104,7 @@ OUTCOMES: tuple[Outcome, ...] = (
             answer_f1, needs_model=True),
     Outcome("ndcg@8", "wilcoxon", _positive, lambda r: ndcg_at_k(r.retrieved, r.gold, 8),
             needs_model=False),
-    Outcome("reciprocal_rank", "wilcoxon", _positive,
+    Outcome("mrr", "wilcoxon", _positive,
             lambda r: reciprocal_rank(r.retrieved, r.gold), needs_model=False),
 )
 """Every outcome ``compare_reports`` tests, in the order it lists them."""
@@ -121,9 +125,9 @@ class PairedTest(_Strict):
     """One outcome tested on the records both runs share."""
 
     outcome: str
-    """Outcome name (``hit@8``, ``answer_f1``, ...)."""
+    """Outcome name, the scorecard's name of the metric it averages to (``recall@8``, ``answer_f1``, ...)."""
     test: Literal["mcnemar", "wilcoxon"]
-    """Exact McNemar (binary) or Wilcoxon signed-rank (continuous)."""
+    """Exact McNemar (binary) or Wilcoxon signed-rank (continuous, or a binary outcome some record holds a share of)."""
     n: int
     """Records paired."""
     mean_a: float | None
@@ -324,7 +328,10 @@ def paired_test(outcome: Outcome, pairs: list[tuple[Row, Row]], *, gate_only: bo
     better = sorted((f for f in flips if f.b > f.a), key=lambda f: f.a - f.b)
     worse = sorted((f for f in flips if f.b < f.a), key=lambda f: f.b - f.a)
     fields: dict[str, object]
-    if outcome.test == "mcnemar":
+    test = outcome.test
+    if test == "mcnemar" and any(v not in (0.0, 1.0) for v in (*va, *vb)):
+        test = "wilcoxon"  # a recall@8 of 0.5: a record with two gold entries found one
+    if test == "mcnemar":
         count_b, count_c, p, why = mcnemar(va, vb)
         fields = {"b": count_b, "c": count_c, "method": "exact binomial"}
     else:
@@ -334,7 +341,7 @@ def paired_test(outcome: Outcome, pairs: list[tuple[Row, Row]], *, gate_only: bo
     if p < ALPHA and abs(effect) > _ZERO:
         direction = "better" if effect > 0 else "worse"
     return PairedTest(
-        outcome=outcome.name, test=outcome.test, n=len(kept), mean_a=mean_a, mean_b=mean_b,
+        outcome=outcome.name, test=test, n=len(kept), mean_a=mean_a, mean_b=mean_b,
         effect=effect, p_value=p, direction=direction, better=better, worse=worse,
         note="; ".join(x for x in (why, note) if x) or None, **fields,
     )
@@ -372,6 +379,20 @@ def has_dev_run(store: ReportStore, report: Report) -> bool:
         header.split == "dev" and [header.fingerprints.get(k) for k in keys] == wanted
         for header in store
     )
+
+
+def describe_move(a: float, b: float, places: int = 2) -> str:
+    """``a→b`` with the fewest decimals (from ``places``, at most 6) that show the two apart: 0.118→0.124, not 0.12→0.12."""
+    while places < 6 and f"{a:.{places}f}" == f"{b:.{places}f}":
+        places += 1
+    return f"{a:.{places}f}→{b:.{places}f}"
+
+
+def describe_effect(effect: float, places: int = 3) -> str:
+    """A mean difference with the decimals that show it is not zero (+0.0004, not +0.000)."""
+    while places < 6 and effect and f"{abs(effect):.{places}f}" == f"{0:.{places}f}":
+        places += 1
+    return f"{effect:+.{places}f}"
 
 
 def describe_p(p: float | None) -> str:

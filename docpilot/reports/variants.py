@@ -99,7 +99,7 @@ def paired_verdict(rows: Sequence[Row], names: Sequence[str], summaries: Mapping
     taken from ``scores`` (by variant, outcome and record id) when its processes did it.
 
     A comparison where no record differs between the two (three variants that share
-    retrieval have the same ``hit@8`` on every record) is no test: it is listed with
+    retrieval have the same ``recall@8`` on every record) is no test: it is listed with
     its note, but it is not counted in the correction, which would only grow by it.
     """
     grouped = rows_by_variant(rows, names)

@@ -119,8 +119,8 @@ def test_compare_two_runs(reports):
     result = _improve("compare", str(a), str(b))
     assert result.exit_code == 0, result.output
     out = result.stdout.replace("\n", " ")
-    assert "hit@8" in out and "mcnemar" in out and "wilcoxon" in out
-    assert "hit@8 better in B: renew (0.00→1.00)" in out
+    assert "recall@8" in out and "mcnemar" in out and "wilcoxon" in out
+    assert "recall@8 better in B: renew (0.00→1.00)" in out
     assert "prove on test, choose on dev" in out
     assert "no dev-split run of B's settings" in out
 
@@ -134,7 +134,7 @@ def test_compare_json_by_run_id(reports):
     assert set(data) == {"a", "b", "records", "only_a", "only_b", "changed", "settings", "pages", "warnings", "tests"}
     assert data["a"]["run_id"] == RUN_A and data["changed"] == ["config"]
     assert data["b"]["path"] == str(reports / f"{RUN_B}.json")
-    hit = next(t for t in data["tests"] if t["outcome"] == "hit@8")
+    hit = next(t for t in data["tests"] if t["outcome"] == "recall@8")
     assert (hit["n"], hit["b"], hit["c"], hit["p_value"]) == (1, 0, 1, 1.0)
     assert hit["better"] == [{"id": "renew", "a": 0.0, "b": 1.0}]
 

@@ -110,8 +110,8 @@ def test_records_that_flipped_are_listed_with_mcnemar_counts():
     a, b = _pair()
     comparison = compare_reports(a, b)
     tests = {t.outcome: t for t in comparison.tests}
-    assert list(tests) == ["hit@8", "refusal_correct", "answer_f1", "ndcg@8", "reciprocal_rank"]
-    hit = tests["hit@8"]
+    assert list(tests) == ["recall@8", "refusal_correct", "answer_f1", "ndcg@8", "mrr"]
+    hit = tests["recall@8"]
     assert (hit.n, hit.b, hit.c) == (5, 1, 2)
     assert [f.id for f in hit.better] == ["r1", "r2"] and [f.id for f in hit.worse] == ["r3"]
     assert hit.p_value == pytest.approx(stats.binomtest(1, 3, 0.5).pvalue)
@@ -176,3 +176,32 @@ def test_moves_follow_each_metrics_direction():
     assert (moves["answer_f1"].delta, moves["answer_f1"].change) == (None, None)
     assert moves["mrr"].change == "same"
     assert all(m.previous is None and m.change is None for m in metric_moves(after, None))
+
+
+# Regression: `improve compare` printed "hit@8" and "reciprocal_rank" where the scorecard says recall@8 and mrr.
+def test_each_outcome_is_named_as_the_scorecard_names_its_metric_and_averages_to_it():
+    a, b = _pair()
+    tests = {t.outcome: t for t in compare_reports(a, b).tests}
+    for name in ("recall@8", "ndcg@8", "mrr", "answer_f1"):
+        assert name in b.summary
+        assert tests[name].mean_b == pytest.approx(b.summary[name])
+
+
+def test_a_recall_that_is_a_share_is_tested_by_wilcoxon():
+    two = Row(id="two", kind="positive", split="test", question="?", gold=["p#gold", "q#gold"],
+              retrieved=["p#gold", "p#x"], primed=["p#gold"], answer="a", gold_answer="a", citations=["p#gold"])
+    found = two.model_copy(update={"retrieved": ["p#gold", "q#gold"]})
+    a, b = _report([two, _row("r1")], run_id="A"), _report([found, _row("r1")], run_id="B", config="k2")
+    recall = next(t for t in compare_reports(a, b).tests if t.outcome == "recall@8")
+    assert recall.test == "wilcoxon" and [(f.a, f.b) for f in recall.better] == [(0.5, 1.0)]
+
+
+# Regression: "answer_f1 worse … (0.12→0.12)": a move is printed with the digits that show it.
+def test_a_move_and_an_effect_print_with_the_digits_that_show_them():
+    from docpilot.reports.compare import describe_effect, describe_move
+
+    assert describe_move(0.118, 0.124) == "0.118→0.124"
+    assert describe_move(0.0, 1.0) == "0.00→1.00"
+    assert describe_move(0.123411, 0.123414) == "0.123411→0.123414"
+    assert describe_effect(0.0004) == "+0.0004" and describe_effect(-0.25) == "-0.250"
+    assert describe_effect(0.0) == "+0.000"

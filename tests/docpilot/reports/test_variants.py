@@ -56,7 +56,7 @@ def test_variants_are_tested_against_the_baseline_and_the_p_values_corrected_tog
     base = [i % 2 == 0 for i in range(n)]  # 15 hits
     joined = _joined({"base": base, "same": base, "better": [True] * n, "worse": [False] * n})
     paired = joined.paired
-    hit = {t.variant: t for t in paired.tests if t.outcome == "hit@8"}
+    hit = {t.variant: t for t in paired.tests if t.outcome == "recall@8"}
     # "same" flips nothing: listed, but no test, so it does not grow the correction.
     assert hit["same"].p_holm is None and "not counted" in hit["same"].note
     tested = [t for t in paired.tests if t.p_holm is not None]
@@ -64,7 +64,7 @@ def test_variants_are_tested_against_the_baseline_and_the_p_values_corrected_tog
                                                                           method="holm")[1]))
     assert hit["better"].direction == "better" and hit["better"].better == 15 and hit["better"].worse == 0
     assert hit["worse"].direction == "worse" and hit["worse"].worse == 15
-    assert paired.better["hit@8"] == ["better"] and paired.worse["hit@8"] == ["worse"]
+    assert paired.better["recall@8"] == ["better"] and paired.worse["recall@8"] == ["worse"]
     assert paired.not_worse == ["base", "same", "better"]
     # No variant reports tokens or dollars: cheapest by median latency, among those not worse.
     assert (paired.cheapest_not_worse, paired.cheapest_by) == ("same", "latency_p50")
@@ -125,7 +125,7 @@ def test_a_variant_reads_as_a_run_of_one_and_a_run_of_one_keeps_its_shape(tmp_pa
 def test_the_paired_verdict_pairs_records_by_id():
     rows = [_row(0, True, variant="a"), _row(1, True, variant="a"), _row(1, False, variant="b")]
     paired = paired_verdict(rows, ["a", "b"], {"a": {}, "b": {}}, gate_only=True)
-    hit = next(t for t in paired.tests if t.outcome == "hit@8")
+    hit = next(t for t in paired.tests if t.outcome == "recall@8")
     assert hit.n == 1 and hit.worse == 1
 
 
@@ -141,4 +141,4 @@ def test_outcomes_worked_out_ahead_are_those_worked_out_after_and_a_copy_is_work
     moved = rows[1].model_copy(update={"retrieved": ["nowhere#else"]})
     again = outcome_scores([moved, *rows[2:]], ahead)
     assert again == outcome_scores([moved, *rows[2:]])
-    assert again["hit@8"][moved.id] == 0.0 and outcome_scores(rows)["hit@8"][moved.id] == 1.0
+    assert again["recall@8"][moved.id] == 0.0 and outcome_scores(rows)["recall@8"][moved.id] == 1.0
