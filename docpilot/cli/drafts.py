@@ -49,7 +49,7 @@ def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: in
     --out exists without --force.
     """
     from docpilot.corpus.pages import load_corpus
-    from docpilot.drafting.bias import BiasMeter
+    from docpilot.drafting.bias import BiasMeter, with_bands
     from docpilot.golden.draft import draft_golden, drafts_text
     from docpilot.reports.output import write_atomically
     from docpilot.schema import GoldenRecord
@@ -65,11 +65,12 @@ def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: in
         from docpilot.drafting.rewrite import rewrite_drafts
 
         drafted, notes = rewrite_drafts(drafted, corpus, config, model)
-    write_atomically(out, drafts_text(drafted, docs=str(config.corpus.docs), seed=seed, notes=notes), "drafts")
-    _show_drafted(drafted, out)
     records = [GoldenRecord(id=d.id, question=d.question, gold=list(d.gold), gold_answer=d.gold_answer)
                for d in drafted.positives]
     bias = BiasMeter(corpus, config.retrieval).measure_set(records)
+    drafted = with_bands(drafted, {r.id: r.band for r in bias.records})
+    write_atomically(out, drafts_text(drafted, docs=str(config.corpus.docs), seed=seed, notes=notes), "drafts")
+    _show_drafted(drafted, out)
     click.echo(f"bias of the drafts: {bias_line(bias)}")
     click.echo(f"next: read them, then `docpilot golden check --golden {out}` and "
                f"`docpilot golden accept ID... --from {out} --into {config.golden}`")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from statistics import median
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ from metrics.gold import is_relevant, is_under, matches
 if TYPE_CHECKING:
     from docpilot.config.model import RetrievalConfig
     from docpilot.corpus.pages import Corpus, Section
+    from docpilot.golden.draft import Drafted
     from docpilot.retrieval.bm25 import LexicalIndex
     from docpilot.schema import GoldenRecord
 
@@ -42,6 +44,8 @@ DEPTH = 100
 """How deep the BM25 ranking is searched for a gold section."""
 BANDS = (("low", 0.5), ("mid", 0.8), ("high", math.inf))
 """Overlap bands: below 0.5 low, below 0.8 mid, else high."""
+BAND_TAG = "overlap-"
+"""A draft's tag names its band (``overlap-high``), so an eval reports recall per band as a slice."""
 
 
 class _Strict(BaseModel):
@@ -93,6 +97,13 @@ def overlap_band(overlap: float | None) -> str | None:
     if overlap is None:
         return None
     return next(name for name, below in BANDS if overlap < below)
+
+
+def with_bands(drafted: Drafted, bands: dict[str, str | None]) -> Drafted:
+    """The drafts, each positive tagged ``overlap-low|mid|high``: the eval's tag slices then give recall by band."""
+    drafts = [replace(d, tags=(*d.tags, f"{BAND_TAG}{bands[d.id]}")) if bands.get(d.id) else d
+              for d in drafted.drafts]
+    return replace(drafted, drafts=drafts)
 
 
 class BiasMeter:

@@ -57,6 +57,9 @@ def test_drafts_of_the_demo_docs_check_run_and_repeat_byte_for_byte(project):
     report = json.loads((project / "report.json").read_text())
     assert len(report["rows"]) == len(load_golden(project / "evals" / "drafts.yaml"))
     assert report["summary"]["recall@8"] is not None
+    bands = {tag: piece for tag, piece in report["slices"].items() if tag.startswith("overlap-")}
+    assert bands and sum(piece["records"] for piece in bands.values()) == 60  # recall by overlap band
+    assert all(piece["summary"]["recall@8"] is not None for piece in bands.values())
 
 
 def test_every_gold_answer_is_in_its_section_and_each_page_keeps_one_split(project):
@@ -115,6 +118,7 @@ def test_accept_appends_reviewed_drafts_and_keeps_the_set_as_written(project):
         record = records[record_id]
         assert record.origin is None and record.source is None and record.source_digest is None
         assert "draft" not in record.tags and "needs-check" not in record.tags
+        assert not any(tag.startswith("overlap-") for tag in record.tags)
     left = {r.id for r in load_golden(project / "evals" / "drafts.yaml")}
     assert left == {d.id for d in drafts} - set(chosen)
     # the page keeps the split the golden set already gives it
