@@ -1,6 +1,9 @@
 """History over real runs of the demo (the extractive model over a copy of docs/): the nights the docs, the
 config and the model changed are the nights it marks, with those changes named; and two evals finishing at
-once both land in the run index."""
+once both land in the run index.
+
+The nights run in this process (the command's own entry point, through CliRunner); the two evals
+finishing at once are two processes, as two nightly jobs would be."""
 
 from __future__ import annotations
 
@@ -12,7 +15,9 @@ import sys
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from docpilot.cli import main
 from docpilot.history.index import INDEX_FILE, RunIndex
 from tests.conftest import ROOT
 
@@ -30,9 +35,8 @@ def _config(tmp_path, name: str = "docpilot.yaml", **changes) -> str:
     return str(path)
 
 
-def _docpilot(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "docpilot", *args], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+def _docpilot(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 def _strip_text(page):
@@ -48,7 +52,8 @@ def demo(tmp_path):
     return tmp_path
 
 
-def test_history_marks_the_nights_the_docs_the_config_and_the_model_changed(demo):
+def test_history_marks_the_nights_the_docs_the_config_and_the_model_changed(demo, monkeypatch):
+    monkeypatch.chdir(demo)
     nights = [
         _config(demo, "n1.yaml"),                                                     # 1: the baseline
         _config(demo, "n2.yaml"),                                                     # 2: the same system again
@@ -61,11 +66,11 @@ def test_history_marks_the_nights_the_docs_the_config_and_the_model_changed(demo
             for page in ("gates", "configuration"):
                 _strip_text(demo / "docs" / f"{page}.md")
             night = _config(demo, "n3.yaml")
-        result = _docpilot(demo, "eval", "--config", night)
-        assert result.returncode in (0, 1), result.stderr
+        result = _docpilot("eval", "--config", night)
+        assert result.exit_code in (0, 1), result.stderr
     metrics = ("recall@8", "answer_f1", "citation_precision", "identifier_recall")
-    result = _docpilot(demo, "history", *metrics, "--json", "--reports", str(demo / "reports"))
-    assert result.returncode == 0, result.stderr
+    result = _docpilot("history", *metrics, "--json", "--reports", str(demo / "reports"))
+    assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     runs = [r["run_id"] for r in data["runs"]]
     assert len(runs) == 5
@@ -80,7 +85,7 @@ def test_history_marks_the_nights_the_docs_the_config_and_the_model_changed(demo
     assert moves[5]["metrics"]["identifier_recall"]["change"] == "worse"  # one sentence: fewer exact strings
     assert "model" in moves[5]["cause"]["changed"]
     assert {"key": "model.max_sentences", "a": 3, "b": 1} in moves[5]["cause"]["settings"]
-    text = _docpilot(demo, "history", *metrics, "--reports", str(demo / "reports"))
+    text = _docpilot("history", *metrics, "--reports", str(demo / "reports"))
     assert "docs: pages changed: configuration, gates" in text.stdout
     assert "setting prime.top_k 5 → 1" in text.stdout and "setting model.max_sentences 3 → 1" in text.stdout
 
