@@ -3,8 +3,9 @@
 The suite has two tiers. ``make test`` runs all of it; ``make check`` leaves out the
 tests marked ``slow`` (``pytest -m "not slow"``): those that start a server process
 (Prefect, llama.cpp, ``docpilot serve``, a browser) or run for seconds. A test is marked
-by the fixtures it uses (``_PROCESS_FIXTURES``) or by its module (``_SLOW_MODULES``), so
-a new test that asks for one of those fixtures lands in the right tier by itself.
+by the fixtures it uses (``_PROCESS_FIXTURES``), by ``needs_local`` (it runs the real
+model), or by its module (``_SLOW_MODULES``), so a new test that asks for one of those
+fixtures, or needs llama.cpp, lands in the right tier by itself.
 
 The servers a run shares are started once per test process (per xdist worker) and
 stopped at its end: ``prefect_server``, ``openai_server``'s scripted server and
@@ -51,9 +52,7 @@ _SLOW_MODULES = (
     "tests/docpilot/run/test_reaper.py",
     "tests/docpilot/run/test_reaper_helpers.py",
     "tests/docpilot/run/test_reaper_server.py",
-    "tests/docpilot/run/test_evaluation.py",
     "tests/docpilot/run/test_orchestrator.py",
-    "tests/docpilot/models/test_local.py",
     # `docpilot serve` with its worker processes, and signals to them.
     "tests/docpilot/server/test_supervisor.py",
     "tests/docpilot/server/test_blas_threads.py",
@@ -76,10 +75,16 @@ _SLOW_MODULES = (
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark ``slow`` the tests that start a server process or live in a slow module."""
+    """Mark ``slow`` the tests that start a server process, run the real model, or live in a slow module."""
+    from tests.support.llama_server import needs_local
+
     for item in items:
         path = Path(str(item.path)).resolve().relative_to(ROOT).as_posix()
-        if _PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())) or path.startswith(_SLOW_MODULES):
+        if (
+            _PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+            or needs_local.mark in item.iter_markers()  # llama.cpp's server, started by the test or the run
+            or path.startswith(_SLOW_MODULES)
+        ):
             item.add_marker(pytest.mark.slow)
 
 

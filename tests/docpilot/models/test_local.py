@@ -1,7 +1,8 @@
 """The local provider against llama.cpp's real server and SmolLM2-135M-Instruct.
 
 These run a real LLM on the CPU, so they keep to a few short turns. They skip only when
-the ``local`` extra is not installed; ``make test`` installs it.
+the ``local`` extra is not installed; ``make test`` installs it. The server as DocPilot
+runs it is the test process's (``llama_server``); the eval starts and stops its own.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from urllib.parse import urlsplit
 from docpilot.models.base import Prompt, parse_refusal
 from docpilot.models.openai import OpenAIModel
 from tests.conftest import DATA, ROOT
-from tests.support.llama_server import NAME, default_server, honest_server, needs_local
+from tests.support.llama_server import NAME, default_server, needs_local
 
 pytestmark = needs_local
 
@@ -47,9 +48,8 @@ def test_the_servers_default_interruptions_become_errors_never_answers() -> None
         assert (turn.error is None) == (turn.finish_reason is not None)
 
 
-def test_the_honest_server_finishes_every_turn_and_times_its_first_token() -> None:
-    with honest_server() as base_url:
-        turns = asyncio.run(_ask_all(base_url, QUESTIONS))
+def test_the_honest_server_finishes_every_turn_and_times_its_first_token(llama_server) -> None:
+    turns = asyncio.run(_ask_all(llama_server, QUESTIONS))
     assert [t.error for t in turns] == [None, None, None]
     for turn in turns:
         assert turn.finish_reason in ("stop", "length") and turn.answer.strip()
