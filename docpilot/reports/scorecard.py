@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from docpilot.golden.starter import PLACEHOLDER_SITE
+from docpilot.reports.compare import OUTCOMES
 from docpilot.reports.faults import group_faults
 from docpilot.reports.terminal import clean
 from docpilot.schema import GateResult, Report
@@ -168,21 +170,60 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
             console.print(clean(f"  {leak.record}: {leak.text[:120]!r} in the {leak.where} "
                                 f"(forbidden {leak.forbidden!r})"),
                           markup=False, highlight=False)
+    _render_verdict(report, console, path=path, command_ms=command_ms)
+
+
+def _render_verdict(report: Report, console: Console, *, path: str | None, command_ms: float | None) -> None:
+    """The verdict, with the records failing an outcome beside it, then where the run went and its report."""
     colour = "green" if report.verdict == "pass" else "red"
     mode = "gate-only, " if report.gate_only else ""
     command = command_ms if command_ms is not None else report.command_ms
     took = f"stages {report.wall_ms or 0:,.0f} ms"
     if command is not None:
         took = f"command {command:,.0f} ms, " + took
+    failing = failing_line(report)
     console.print(
-        f"verdict: [bold {colour}]{report.verdict}[/]  ({mode}orchestrator {report.orchestrator}, {took})",
+        f"verdict: [bold {colour}]{report.verdict}[/]" + (f", {failing}" if failing else "")
+        + f"  ({mode}orchestrator {report.orchestrator}, {took})",
         highlight=False,
     )
+    placeholder = placeholder_warning(report)
+    if placeholder:
+        console.print(f"[yellow]warning[/]: {escape(placeholder)}", highlight=False, soft_wrap=True)
     if report.orchestrator_reason:
         console.print(f"orchestrator: {report.orchestrator}, because {report.orchestrator_reason}; "
                       f"{report.orchestrator_other}", highlight=False, soft_wrap=True, markup=False)
     if path:
         console.print(f"report: {path}", highlight=False, soft_wrap=True, markup=False)
+
+
+def failing_records(report: Report) -> list[str]:
+    """The records that failed a pass/fail outcome: an error, a gold section missed by the top 8, a wrong
+    refusal decision, an attack let through (the outcomes ``improve compare`` pairs with McNemar)."""
+    outcomes = [o for o in OUTCOMES if o.test == "mcnemar" and not (o.needs_model and report.gate_only)]
+    return [row.id for row in report.rows
+            if row.error is not None or any(o.includes(row) and o.score(row) < 1.0 for o in outcomes)]
+
+
+def failing_line(report: Report) -> str | None:
+    """``17 of 20 records failed an outcome (docpilot improve lists them)``; None when none did.
+
+    Printed beside the verdict: gates read averages, so a run can pass them while most of
+    its records fail something.
+    """
+    failed = failing_records(report)
+    if not failed:
+        return None
+    return f"{len(failed)} of {len(report.rows)} records failed an outcome (`docpilot improve` lists them)"
+
+
+def placeholder_warning(report: Report) -> str | None:
+    """A warning when the answers' links point at the placeholder site ``docpilot init`` writes."""
+    base = str(((report.config or {}).get("corpus") or {}).get("base_url") or "")
+    if not base.startswith(PLACEHOLDER_SITE.rstrip("/")):
+        return None
+    return (f"every link points at {base}, the placeholder `docpilot init` wrote: set corpus.base_url in the "
+            "config (or DOCPILOT_CORPUS__BASE_URL) to where the docs are published")
 
 
 def _render_slices(report: Report, console: Console) -> None:

@@ -74,3 +74,15 @@ def test_init_on_a_missing_docs_folder_exits_2_and_writes_nothing(project):
     result = run("init", "--docs", "nowhere")
     assert result.exit_code == 2 and "nowhere" in result.stderr and "Traceback" not in result.output
     assert not (project / "configs").exists() and not (project / "evals").exists()
+
+
+# Regression: the one starter gate (recall@8 >= 0.5) let a run PASS with most of its records failing.
+def test_the_starter_gates_are_ones_a_team_keeps_and_the_config_says_so(project):
+    assert run("init", "--docs", "mydocs").exit_code == 0
+    text = (project / "configs" / "docpilot.yaml").read_text(encoding="utf-8")
+    assert load_config(project / "configs" / "docpilot.yaml").gates == {"recall@8": ">= 0.8",
+                                                                       "negatives_caught": ">= 0.5"}
+    assert "Keep both as the set grows" in text and 'over_refusal_answer: "<= 0.2"' in text
+    assert "https://example.com/docs/" in text and "a placeholder: set it to where the docs are published" in text
+    evaluated = run("eval", "--orchestrator", "inline")
+    assert "the placeholder `docpilot init` wrote: set corpus.base_url" in evaluated.output

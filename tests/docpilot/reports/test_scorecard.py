@@ -123,3 +123,27 @@ def test_the_scorecard_says_which_retriever_ranked_the_sections():
     text = render(report.model_copy(update={"config": {**report.config, "retrieval": {"retriever": "bm25"}}}))
     assert "retrieval: bm25\n" in text
     assert "retrieval:" not in render(report.model_copy(update={"config": {}}))
+
+
+# Regression: the verdict read PASS over "17 of 20 records with a failing outcome", and nothing said so.
+def test_the_verdict_says_how_many_records_failed_an_outcome():
+    report = rescore(load_report(DATA / "reports" / "small.json"))
+    from docpilot.reports.scorecard import failing_records
+
+    failed = failing_records(report)
+    assert failed, "the small report has records that fail an outcome"
+    verdict = next(line for line in render(report).splitlines() if line.startswith("verdict:"))
+    assert f"{len(failed)} of {len(report.rows)} records failed an outcome" in verdict
+    assert "docpilot improve" in verdict
+
+
+# Regression: every citation linked to init's https://example.com/docs/ and nothing said so.
+def test_links_to_inits_placeholder_site_are_warned_of_once_with_the_setting_to_change():
+    report = rescore(load_report(DATA / "reports" / "small.json"))
+    config = {**report.config, "corpus": {**(report.config.get("corpus") or {}),
+                                          "base_url": "https://example.com/docs/"}}
+    text = render(report.model_copy(update={"config": config}))
+    assert text.count("the placeholder `docpilot init` wrote") == 1
+    assert "set corpus.base_url" in text
+    published = {**config, "corpus": {**config["corpus"], "base_url": "https://python-poetry.org/docs/"}}
+    assert "placeholder" not in render(report.model_copy(update={"config": published}))
