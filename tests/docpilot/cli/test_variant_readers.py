@@ -1,4 +1,8 @@
-"""`status`, `improve` and `improve compare` read one variant of a stored run of several (`--variant NAME`)."""
+"""`status`, `improve` and `improve compare` read one variant of a stored run of several (`--variant NAME`).
+
+The run is made once, by `docpilot eval` in a process of its own (each variant runs in a
+process); the readers run in this one, through the command's entry point.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,9 @@ import subprocess
 import sys
 
 import pytest
+from click.testing import CliRunner
 
+from docpilot.cli import main
 from tests.conftest import ROOT
 
 
@@ -28,36 +34,47 @@ def stored(tmp_path_factory):
     return reports, json.loads((reports / "run.json").read_text())
 
 
-def test_status_shows_the_variant_asked_for_and_the_baseline_by_default(stored):
+@pytest.fixture
+def read(monkeypatch):
+    """Run a reading command in this process, from the checkout's root as the eval ran."""
+    monkeypatch.chdir(ROOT)
+
+    def run(*args: str, reports):
+        return CliRunner().invoke(main, list(args), env={"DOCPILOT_REPORTS_DIR": str(reports)})
+
+    return run
+
+
+def test_status_shows_the_variant_asked_for_and_the_baseline_by_default(stored, read):
     reports, report = stored
     k1 = {v["name"]: v for v in report["variants"]}["k1"]
-    shown = json.loads(_docpilot("status", "--reports", str(reports), "--variant", "k1", "--json",
+    shown = json.loads(read("status", "--reports", str(reports), "--variant", "k1", "--json",
                                  reports=reports).stdout)
     assert shown["metrics"]["answer_f1"]["value"] == k1["summary"]["answer_f1"]
-    default = json.loads(_docpilot("status", "--reports", str(reports), "--json", reports=reports).stdout)
+    default = json.loads(read("status", "--reports", str(reports), "--json", reports=reports).stdout)
     assert default["metrics"]["answer_f1"]["value"] == report["variants"][0]["summary"]["answer_f1"]
-    wrong = _docpilot("status", "--reports", str(reports), "--variant", "k9", reports=reports)
-    assert wrong.returncode == 2 and "has no variant 'k9'" in wrong.stderr and "its variants: k5, k1" in wrong.stderr
+    wrong = read("status", "--reports", str(reports), "--variant", "k9", reports=reports)
+    assert wrong.exit_code == 2 and "has no variant 'k9'" in wrong.stderr and "its variants: k5, k1" in wrong.stderr
 
 
-def test_improve_diagnoses_one_variants_records(stored):
+def test_improve_diagnoses_one_variants_records(stored, read):
     reports, report = stored
-    result = _docpilot("improve", str(reports / "run.json"), "--variant", "k1", "--json", reports=reports)
-    assert result.returncode == 0, result.stderr
+    result = read("improve", str(reports / "run.json"), "--variant", "k1", "--json", reports=reports)
+    assert result.exit_code == 0, result.stderr
     diagnosis = json.loads(result.stdout)
     assert diagnosis["records"] == 12  # k1's rows only, not both variants'
-    baseline = json.loads(_docpilot("improve", str(reports / "run.json"), "--json", reports=reports).stdout)
-    k5 = json.loads(_docpilot("improve", str(reports / "run.json"), "--variant", "k5", "--json",
+    baseline = json.loads(read("improve", str(reports / "run.json"), "--json", reports=reports).stdout)
+    k5 = json.loads(read("improve", str(reports / "run.json"), "--variant", "k5", "--json",
                               reports=reports).stdout)
     assert baseline["failures"] == k5["failures"] and baseline["records"] == 12  # the baseline by default
     # One source primed instead of five changes which answers fail: k1's own failures are diagnosed.
     assert diagnosis["failures"] != k5["failures"]
 
 
-def test_improve_compare_pairs_the_same_variant_of_two_runs(stored):
+def test_improve_compare_pairs_the_same_variant_of_two_runs(stored, read):
     reports, _ = stored
-    result = _docpilot("improve", "compare", str(reports / "run.json"), str(reports / "run.json"),
+    result = read("improve", "compare", str(reports / "run.json"), str(reports / "run.json"),
                        "--variant", "k1", "--json", reports=reports)
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     comparison = json.loads(result.stdout)
     assert comparison["records"] == 12  # one variant's records, not both variants' rows
