@@ -39,16 +39,15 @@ if not __package__:  # run as a file: make the repository's packages importable
 
 from docpilot.corpus.pages import load_corpus
 from docpilot.retrieval.bert import BertEncoder
+from docpilot.retrieval.cost import forward_flops
 from docpilot.retrieval.index import dense_text
 
 SLICE = 256  # chunks per embed call while an index is built (docpilot/retrieval/index.py)
 
 
-def flops(lengths: np.ndarray, *, hidden: int = 384, inner: int = 1536, layers: int = 6) -> float:
+def flops(lengths: np.ndarray) -> float:
     """The useful floating-point operations of a forward pass over texts of these token counts."""
-    lengths = np.asarray(lengths, dtype=np.float64)
-    per_layer = 2 * (4 * hidden * hidden + 2 * hidden * inner) * lengths.sum() + 4 * hidden * (lengths**2).sum()
-    return layers * float(per_layer)
+    return forward_flops(lengths)
 
 
 def gemm_limit(threads: int | None, *, size: int = 2048, repeats: int = 7) -> float:
@@ -170,7 +169,7 @@ def measure(docs: Path, *, sample: int, rounds: int, compare: bool, seed: int = 
             "projected_first_build_s": round(full_work / (work / best)),
         }
     if compare:
-        ratios = [b / c for b, c in zip(seconds["before"], seconds["current"])]
+        ratios = [b / c for b, c in zip(seconds["before"], seconds["current"], strict=True)]
         cosine = np.sum(vectors["before"] * vectors["current"], axis=1)
         report["speedup_per_round"] = [round(r, 2) for r in ratios]
         report["speedup_median"] = round(statistics.median(ratios), 2)

@@ -143,17 +143,24 @@ def _diagnose(reference, reports_dir, config_path, as_json, docs, *, apply_: boo
     report = one_variant(report, variant, path=path)  # a run of several: the variant asked for, or the baseline
     corpus, notes = load_docs(report, docs, strict=apply_ or dry_run)
     diagnosis = diagnose(report, corpus, path=path, notes=notes)
+    if corpus is not None:
+        from docpilot.improve.settings import propose_settings
+
+        proposal = propose_settings(report, corpus, say=lambda line: click.echo(line, err=True))
+        diagnosis = diagnosis.model_copy(update={"settings": proposal})
     if apply_ or dry_run:
-        _apply(diagnosis, corpus, causes, dry_run=dry_run, as_json=as_json, report_path=path)
+        _apply(diagnosis, corpus, causes, dry_run=dry_run, as_json=as_json, report_path=path,
+               config_path=config_path)
         return
     if as_json:
         click.echo(diagnosis.model_dump_json(indent=2))
         return
     _render_diagnosis(diagnosis)
+    _render_settings(diagnosis.settings)
 
 
-def _apply(diagnosis, corpus, causes, *, dry_run: bool, as_json: bool, report_path) -> None:
-    """Write (or, dry, print) the chosen vocabulary entries and name the commands that prove them."""
+def _apply(diagnosis, corpus, causes, *, dry_run: bool, as_json: bool, report_path, config_path=None) -> None:
+    """Write (or, dry, print) the chosen vocabulary entries and settings edit, and name the commands that prove them."""
     from docpilot.errors import ReportError
     from docpilot.improve.apply import apply_vocabulary, select
     from docpilot.improve.vocabulary import RETRIEVAL_CAUSES
@@ -162,6 +169,7 @@ def _apply(diagnosis, corpus, causes, *, dry_run: bool, as_json: bool, report_pa
         raise ReportError("the run's docs folder cannot be read, so there is no vocabulary.json to write; "
                           "pass --docs DOCS, the folder the run read")
     applied = apply_vocabulary(corpus.root, select(diagnosis.vocabulary, causes), dry_run=dry_run)
+    configured = _apply_settings(diagnosis.settings, config_path, dry_run=dry_run, as_json=as_json)
     if as_json:
         click.echo(applied.model_dump_json(indent=2))
         return
@@ -174,6 +182,8 @@ def _apply(diagnosis, corpus, causes, *, dry_run: bool, as_json: bool, report_pa
     if not applied.changes:
         click.echo(clean(f"nothing to write: no vocabulary entry was chosen over this run's failing dev records "
                          f"({applied.path} is unchanged)"))
+        if configured and not dry_run:
+            _prove_on_test(diagnosis, corpus)
         return
     verb = "would change" if dry_run else "changed"
     click.echo(clean(f"{verb} {applied.path}:"))
@@ -182,12 +192,57 @@ def _apply(diagnosis, corpus, causes, *, dry_run: bool, as_json: bool, report_pa
         click.echo(clean(f"  {sign} \"{change.word}\": add {', '.join(map(repr, change.added))}"))
         click.echo(clean(f"      {change.reason}"))
     if not dry_run:
-        header = diagnosis.report
-        mode = " --gate-only" if header.get("gate_only") else ""
-        click.echo("prove it on the test split, which chose none of these entries:")
-        click.echo(clean(f"  docpilot eval --split test{mode} --docs {corpus.root}   (with the rest of the run's flags), "
-                         "before and after the edit"))
-        click.echo("  docpilot improve compare <test run before> <test run after>")
+        _prove_on_test(diagnosis, corpus)
+
+
+def _prove_on_test(diagnosis, corpus) -> None:
+    header = diagnosis.report
+    mode = " --gate-only" if header.get("gate_only") else ""
+    click.echo("prove it on the test split, which chose none of these edits:")
+    click.echo(clean(f"  docpilot eval --split test{mode} --docs {corpus.root}   (with the rest of the run's flags), "
+                     "before and after the edit"))
+    click.echo("  docpilot improve compare <test run before> <test run after>")
+
+
+def _apply_settings(proposal, config_path, *, dry_run: bool, as_json: bool) -> bool:
+    """Write the proposed retrieval edit into the config (comments and order kept); whether there was one."""
+    from docpilot.config.loading import DEFAULT_PATH
+    from docpilot.improve.calibration import write_config
+
+    if proposal is None or not proposal.edit:
+        return False
+    destination = config_path or str(DEFAULT_PATH)
+    values = {key.partition(".")[2]: value for key, value in proposal.edit.items()}
+    if not dry_run:
+        write_config(destination, "retrieval", values)
+    if not as_json:
+        verb = "would set" if dry_run else "set"
+        shown = ", ".join(f"{key}: {value}" for key, value in proposal.edit.items())
+        click.echo(clean(f"{verb} {shown} in {destination} ({proposal.reason})"))
+    return True
+
+
+def _render_settings(proposal) -> None:
+    """The retrieval settings tried on the dev positives, with each one's figures and first-build cost."""
+    if proposal is None:
+        return
+    click.echo("")
+    click.echo(click.style("retrieval settings", bold=True) + f" — {len(proposal.records)} of {proposal.positives} "
+               "dev positives ranked their gold past 8 or left it unprimed")
+    for trial in [proposal.current, *proposal.trials]:
+        name = trial.retriever + (f" + {trial.embedder}" if trial.embedder else "")
+        label = "this run" if trial is proposal.current else "tried"
+        cost = ""
+        if trial.build_s is not None:
+            tokens = f", {trial.tokens:,} tokens" if trial.tokens else ""
+            cost = f"; first index build about {trial.build_s:,.1f} s here{tokens}"
+        click.echo(clean(f"  {label:<8} {name:<18} recall@8 {trial.recall:.3f}  MRR {trial.mrr:.3f}{cost}"))
+    if proposal.edit:
+        shown = ", ".join(f"{key}: {value}" for key, value in proposal.edit.items())
+        click.echo(clean(f"  try (config) {shown}"))
+        click.echo(clean(f"        → {proposal.reason}; `docpilot improve --apply` writes it"))
+    else:
+        click.echo(clean(f"  {proposal.reason}"))
 
 
 def _render_diagnosis(diagnosis) -> None:

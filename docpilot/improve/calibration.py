@@ -110,10 +110,16 @@ def choose_threshold(table: Sequence[Candidate], target: float) -> Candidate | N
 
 
 def write_guard(path: str | Path, threshold: float) -> None:
-    """Set ``guard.mode: on`` and ``guard.threshold`` in a YAML config, keeping everything else.
+    """Set ``guard.mode: on`` and ``guard.threshold`` in a YAML config, keeping everything else (see ``write_config``)."""
+    # quoted: a bare on is a boolean to YAML 1.1 readers; exact: a rounded-up threshold would refuse more
+    write_config(path, "guard", {"mode": DoubleQuotedScalarString("on"), "threshold": float(threshold)})
+
+
+def write_config(path: str | Path, section: str, values: dict[str, object]) -> None:
+    """Set ``values`` in one section of a YAML config, keeping everything else.
 
     The file is read and written by a round-trip YAML parser, so comments, key order and
-    the file's own indentation survive; a missing file or guard section is created. The
+    the file's own indentation survive; a missing file or section is created. The
     file is replaced atomically and keeps its permissions.
     """
     path = Path(path)
@@ -127,20 +133,20 @@ def write_guard(path: str | Path, threshold: float) -> None:
         document = yaml.load(text) if text.strip() else None
     except YAMLError as exc:
         raise ConfigError(f"the config is not valid YAML: {exc}", path=path,
-                          hint="fix the YAML, then run calibrate again") from None
+                          hint="fix the YAML, then run the command again") from None
     if document is None:
         document = CommentedMap()
     if not isinstance(document, CommentedMap):
         raise ConfigError("the config's top level is not a mapping of sections", path=path,
-                          hint="start the file with sections such as `guard:`")
-    guard = document.get("guard")
-    if guard is None:
-        guard = document["guard"] = CommentedMap()
-    if not isinstance(guard, CommentedMap):
-        raise ConfigError("the guard section is not a mapping", path=path,
-                          hint="write it as `guard:` with `mode:` and `threshold:` beneath")
-    guard["mode"] = DoubleQuotedScalarString("on")  # quoted: a bare on is a boolean to YAML 1.1 readers
-    guard["threshold"] = float(threshold)  # exact: a rounded-up threshold would refuse more
+                          hint=f"start the file with sections such as `{section}:`")
+    mapping = document.get(section)
+    if mapping is None:
+        mapping = document[section] = CommentedMap()
+    if not isinstance(mapping, CommentedMap):
+        raise ConfigError(f"the {section} section is not a mapping", path=path,
+                          hint=f"write it as `{section}:` with `{next(iter(values))}:` beneath")
+    for key, value in values.items():
+        mapping[key] = value
     yaml.indent(mapping=indent or 2, sequence=(indent or 2) + (offset or 0), offset=offset or 0)
     buffer = io.StringIO()
     yaml.dump(document, buffer)

@@ -17,6 +17,7 @@ from docpilot.corpus.pages import Corpus, load_corpus
 from docpilot.errors import CorpusError
 from docpilot.improve.edit import Edit
 from docpilot.improve.evidence import Evidence
+from docpilot.improve.settings import SettingsProposal
 from docpilot.improve.suggestions import suggest_edits
 from docpilot.improve.taxonomy import (
     CAUSE_IDS,
@@ -81,6 +82,9 @@ class Diagnosis(_Strict):
     vocabulary: list[VocabularyChoice] = []
     """The ``vocabulary.json`` entries chosen over every failing dev record at once, in the order chosen:
     what ``docpilot improve --apply`` writes."""
+    settings: SettingsProposal | None = None
+    """The retrieval settings tried on the dev positives when some ranked their gold past 8 or left it
+    unprimed, and the config edit ``--apply`` writes; None when no dev record called for it."""
 
 
 def load_docs(report: Report, docs: str | Path | None = None, *,

@@ -78,7 +78,7 @@ def test_options_before_or_after_the_report(reports):
         assert result.exit_code == 0, result.output
         data = json.loads(result.stdout)
         assert set(data) == {"report", "records", "failing", "causes", "failures", "notes", "warnings",
-                             "vocabulary"}
+                             "vocabulary", "settings"}
         assert data["causes"] == {"not-retrieved": 1, "answered-negative": 1}
         failure = data["failures"][0]
         assert set(failure) == {"id", "kind", "split", "question", "cause", "also", "detail", "moves", "edits",
