@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from benchmarks import retrieval_suite as suite
-from docpilot.golden.loading import load_golden, validate_against_corpus
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import load_corpus
+from docpilot.golden.loading import load_golden, validate_against_corpus
 from docpilot.retrieval.rankers import Retriever
 from docpilot.schema import GoldenRecord
 from tests.conftest import ROOT, SHARED_DATA
@@ -36,8 +36,8 @@ def test_missing_corpora_are_reported_absent_and_the_demo_still_runs(tmp_path):
     assert set(demo["splits"]) == {"dev", "test"}
     text = suite.table(result)
     assert "| fastapi | – | absent:" in text and "SciFact: absent" in text
-    assert "| demo (" in text and "hybrid (static, scores) recall@8" in text
-    assert set(demo["splits"]["dev"]) == {"default", "hybrid_static", "hybrid_minilm", "baseline", "ceiling"}
+    assert "| demo (" in text and "| bm25 recall@8 | MRR | hybrid + static (default) recall@8" in text
+    assert set(demo["splits"]["dev"]) == {"default", "bm25", "hybrid_static", "hybrid_minilm", "baseline", "ceiling"}
     assert demo["splits"]["dev"]["hybrid_minilm"] is None and "not measured (--minilm)" in text
     assert set(demo["splits"]["dev"]["ceiling"]) == {"default"}
     assert "| demo | dev | default |" in text and "| fastapi | dev |" not in text.split("Ceiling:")[1]
@@ -82,6 +82,10 @@ def test_the_hybrid_column_is_score_fused_hybrid_retrieval_with_the_static_embed
     dev = [r for r in load_golden(ROOT / "evals" / "golden.yaml") if r.split == "dev"]
     expected = suite.rank_figures(dev, lambda r: [h.section_id for h in hybrid.search(r.question, scope=r.scope)])
     assert demo["splits"]["dev"]["hybrid_static"] == expected
+    assert demo["splits"]["dev"]["default"] == expected  # the default settings are hybrid + static
+    bm25 = Retriever(corpus, RetrievalConfig(retriever="bm25"))
+    ranked = suite.rank_figures(dev, lambda r: [h.section_id for h in bm25.search(r.question, scope=r.scope)])
+    assert demo["splits"]["dev"]["bm25"] == ranked
 
 
 def test_the_demo_figures_are_the_gate_only_figures(tmp_path):
