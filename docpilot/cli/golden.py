@@ -80,7 +80,7 @@ def check(
 
     bias = BiasMeter(corpus, config.retrieval).measure_set(checked.records)
     if as_json:
-        click.echo(json.dumps({**shape.model_dump(mode="json"), "bias": bias.model_dump(mode="json")}, indent=2))
+        click.echo(shape.model_copy(update={"bias": bias.model_dump(mode="json")}).model_dump_json(indent=2))
     else:
         _show_shape(config.golden, config.corpus.docs, shape)
         _show_bias(bias)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -50,6 +50,9 @@ class GoldenShape(_Strict):
     """Weak spots of the set as a whole worth fixing before trusting the numbers."""
     record_warnings: list[str] = []
     """Records that run but weaken a number, each as `file:line, record 'id': what; fix: how`."""
+    bias: dict[str, Any] | None = None
+    """How much the questions borrow from their gold sections (``docpilot.drafting.bias.SetBias``), per record
+    and for the set; None when not measured."""
 
 
 def describe_golden(records: Sequence[GoldenRecord], corpus: Corpus | None = None) -> GoldenShape:
