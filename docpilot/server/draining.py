@@ -148,14 +148,16 @@ class DrainingServer(uvicorn.Server):
         self._deadline = 0.0
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        # A signal handler: it only sets flags, and the next tick (0.1 s at most) acts on them.
+        # A signal handler: it only sets flags (the loop may be anywhere); the next tick, within
+        # 0.1 s, announces the drain and times the cut.
         if sig not in self._signals:
             return
-        if self.drain.draining or self._told is not None or self.should_exit:
-            self._captured_signals.append(sig)
+        self._captured_signals.append(sig)
+        if self.drain.draining or self.should_exit:
             self.should_exit = self.force_exit = True
             return
-        self._captured_signals.append(sig)
+        self._deadline = time.monotonic() + self.grace_s
+        self.drain.begin()
         self._told = sig
 
     async def on_tick(self, counter: int) -> bool:
@@ -167,17 +169,19 @@ class DrainingServer(uvicorn.Server):
 
     def _start(self, sig: int) -> None:
         self._told = None
-        self.drain.begin()
-        self._deadline = time.monotonic() + self.grace_s
         if self._announce:
             announce_start(self._under_way(), self.grace_s, sig)
+        # On the dot, not at the next tick: the cut streams' last events go out meanwhile.
+        loop = asyncio.get_running_loop()
+        loop.call_at(loop.time() + max(0.0, self._deadline - time.monotonic()), self._cut)
+
+    def _cut(self) -> None:
+        if not self._idle() and not self.drain.cutting:
+            self.drain.cut_all()
 
     def _step(self) -> bool:
-        """Cut what is left once the grace period is over; True when the process may stop."""
-        now = time.monotonic()
-        if not self._idle() and now >= self._deadline and not self.drain.cutting:
-            self.drain.cut_all()
-        done = self._idle() or now >= self._deadline + CUT_GRACE_S
+        """True when the process may stop: every answer ended, or the cut ones had their moment."""
+        done = self._idle() or time.monotonic() >= self._deadline + CUT_GRACE_S
         if done:
             if self._report is not None:
                 self._report(self.drain)
