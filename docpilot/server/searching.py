@@ -6,8 +6,15 @@ on the answer loop, one search stops every stream that loop is sending until it 
 done; a stalled embedding service stops them for its whole timeout. Here each search
 runs on a thread of a small pool, and the answer loop awaits it like any other I/O.
 
-How many threads: one, when the search is work for the cores. The serving processes
-already split the cores among themselves, and numpy's BLAS too
+How many threads: none, when the search is a fraction of a millisecond of Python
+(BM25 alone, or with the ``static`` embedder: 0.06 and 0.18 ms of CPU a question on the
+demo docs). Handing it to a thread and back cost more than the search itself, 0.12 to
+0.2 ms of CPU a question (the thread's wake-ups and the GIL changing hands: served BM25
+answers took 1.30–1.40 ms of CPU each with the hop, 1.18–1.20 ms without), and no other
+stream runs meanwhile anyway, since the search holds the GIL for less than Python's
+switch interval; so it runs on the answer loop. One thread, when embedding is work for
+the cores (MiniLM's matrix products let go of the GIL, and the streams flow meanwhile).
+The serving processes already split the cores among themselves, and numpy's BLAS too
 (``docpilot.server.serving.share_blas_threads``): a second search thread in the same
 process would run a second set of BLAS threads on the same share and slow both. When
 the question's embedding waits on a service (the ``openai`` embedder), the waiting
@@ -29,10 +36,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from docpilot.retrieval.embedders import OpenAIEmbedder
-from docpilot.retrieval.rankers import Hit
-from docpilot.assistant.workspace import Workspace
 from docpilot.api.schema import AskRequest
+from docpilot.assistant.workspace import Workspace
+from docpilot.retrieval.embedders import OpenAIEmbedder, StaticEmbedder
+from docpilot.retrieval.rankers import Hit
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,10 @@ def waits_on_service(embedder: object | None) -> bool:
 
 
 def search_threads(embedder: object | None, questions_at_once: int) -> int:
-    """The threads a serving process searches on: one, or one per question it holds when embedding waits."""
+    """The threads a serving process searches on: none (a cheap search runs on the answer loop), one, or one
+    per question it holds when embedding waits on a service."""
+    if embedder is None or isinstance(embedder, StaticEmbedder):
+        return 0
     return max(1, questions_at_once) if waits_on_service(embedder) else 1
 
 
@@ -70,9 +80,10 @@ class SearchPool:
         self.threads = 0
 
     def start(self, questions_at_once: int) -> None:
-        """Start the threads (once per process: a forked worker starts its own)."""
+        """Start the threads, if the search needs any (once per process: a forked worker starts its own)."""
         self.threads = search_threads(self._embedder, questions_at_once)
-        self._executor = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="docpilot-search")
+        if self.threads:
+            self._executor = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="docpilot-search")
 
     def stop(self) -> None:
         """Let the threads go; a search still waiting on a service is abandoned, not awaited."""
@@ -81,7 +92,7 @@ class SearchPool:
             executor.shutdown(wait=False, cancel_futures=True)
 
     async def search(self, ask: AskRequest) -> Search:
-        """The question's search, run on a pool thread (or here, when the pool was never started)."""
+        """The question's search, run on a pool thread (or here, when the search needs none)."""
         if self._executor is None:
             return self._search(ask)
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._search, ask)
