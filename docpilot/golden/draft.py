@@ -33,7 +33,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from docpilot.golden.templates import (
@@ -147,7 +147,8 @@ def draft_golden(corpus: Corpus, *, count: int = DEFAULT_COUNT, per_page: int = 
     """Draft ``count`` positives (fewer when the docs have fewer eligible sections) and a few negatives."""
     eligible, left_out = eligible_sections(corpus)
     keys = {section.id: _key(seed, section.id) for sections in eligible.values() for section, _ in sections}
-    chosen, used, not_taken = _choose(eligible, keys, count=count, per_page=per_page, seed=seed)
+    chosen, used, not_taken = _choose(eligible, keys, count=count, per_page=per_page, seed=seed,
+                                     titles={page_id: page.title for page_id, page in corpus.pages.items()})
     left_out += not_taken
     order = {section_id: n for n, section_id in enumerate(corpus.sections)}
     chosen.sort(key=lambda item: order[item[0].id])
@@ -226,7 +227,8 @@ def _key(seed: int, name: str) -> str:
 
 
 def _choose(eligible: dict[str, list[tuple[Section, list[Candidate]]]], keys: dict[str, str], *, count: int,
-            per_page: int, seed: int) -> tuple[list[tuple[Section, Candidate]], set[str], list[LeftOut]]:
+            per_page: int, seed: int, titles: dict[str, str]) -> tuple[list[tuple[Section, Candidate]], set[str],
+                                                                       list[LeftOut]]:
     """The sections drafted, each with its question; the questions used; the eligible sections left out."""
     chosen: list[tuple[Section, Candidate]] = []
     used: set[str] = set()
@@ -239,6 +241,8 @@ def _choose(eligible: dict[str, list[tuple[Section, list[Candidate]]]], keys: di
         tried.add(section.id)
         options = sorted(candidates, key=lambda c: (c.template == "heading" and len(candidates) > 1,
                                                      _key(seed, f"{section.id}\0{c.template}\0{c.question}")))
+        # A question another page also gives ("How do I register …?") is told apart by its page's title.
+        options += [replace(c, question=f"{c.question.rstrip('?')} in {titles[section.page_id]}?") for c in options]
         fresh = next((c for c in options if c.question.lower() not in used), None)
         if fresh is None:
             left_out.append(LeftOut(pin(section), "its question repeats another draft's"))

@@ -162,6 +162,8 @@ def test_two_hundred_drafts_of_the_prefect_docs(tmp_path, monkeypatch):
     assert len(positives) == 200
     assert all(answer_in_section(r.gold_answer, source_section(corpus, r.source).text) for r in positives)
     assert not any(r.gold[0].startswith("v3/api-ref/cli/") for r in positives)  # generated reference left out
+    every_page = draft_golden(corpus, count=300)  # more than the eligible pages: each gets a question
+    assert every_page.covered_pages == every_page.eligible_pages > 200
     check = run("golden", "check", "--docs", str(PREFECT), "--golden", "drafts.yaml")
     assert check.exit_code == 0 and "stale" not in check.stderr
     assert yaml.safe_load((tmp_path / "drafts.yaml").read_text())[0]["origin"].startswith("template:")
