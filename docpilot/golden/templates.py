@@ -207,8 +207,9 @@ def _heading_question(page: Page, section: Section) -> str | None:
         return f"How do I {lead} {rest}?" if rest else f"{page.title}: how do I {lead}?"
     if plain.lower() in _GENERIC_HEADINGS and page.title != heading:
         return f"What {'are' if plain.endswith('s') else 'is'} the {plain.lower()} for {page.title}?"
-    if lead.endswith("ed") and rest:  # "Measured on …": what is measured on …
-        return f"What is {lead} {rest}?"
+    plural = plain.endswith("s") and not plain.endswith(("ss", "us", "is"))
+    if lead.endswith("ed") and rest:  # "Measured on …": what is measured on …; "Unlinked answers": what are …
+        return f"What {'are' if plural else 'is'} {lead} {rest}?"
     if lead.endswith("ing") and rest:
         return f"How does {lead} {rest} work?"
     if len(words(plain)) < 2 and not _IDENTIFIER_HEADING.match(plain) or lead in ("in", "on", "with", "for"):
@@ -217,8 +218,7 @@ def _heading_question(page: Page, section: Section) -> str | None:
         heading = f"`{plain}`"
     elif lead in _ARTICLES:
         heading = lead + heading[len(first):]
-    verb = "are" if plain.endswith("s") and not plain.endswith(("ss", "us", "is")) else "is"
-    return f"What {verb} {heading}?"
+    return f"What {'are' if plural else 'is'} {heading}?"
 
 
 def _sentence_candidates(section: Section, sentence: str) -> list[Candidate]:
