@@ -1,12 +1,10 @@
-"""What the model client tests share: the async backend, and a scripted OpenAI-compatible server on 127.0.0.1."""
+"""What the model client tests share: the async backend, and the scripted OpenAI-compatible server on 127.0.0.1."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.support.openai_server import OpenAIScript, serve_openai
+from tests.support.openai_server import OpenAIScript
 
 
 @pytest.fixture
@@ -15,8 +13,6 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[tuple[str, OpenAIScript]]:
-    """One scripted server per test module, its script reset by each module's own fixtures."""
-    script = OpenAIScript()
-    with serve_openai(script) as base_url:
-        yield base_url, script
+def served(_openai_session) -> tuple[str, OpenAIScript]:
+    """The test process's scripted server (tests/conftest.py), its script reset by each module's own fixtures."""
+    return _openai_session
