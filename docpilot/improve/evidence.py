@@ -85,6 +85,10 @@ class Evidence:
     vocabulary: list[Any] = field(default_factory=list)
     """The ``vocabulary.json`` entries chosen over the run's failing dev records
     (``docpilot.improve.vocabulary.VocabularyChoice``); a record's vocabulary edit is the ones that move it."""
+    trials: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    """Config values tried on the dev records, by ``option=value`` (``docpilot.improve.refusals``)."""
+    relater: Any = field(default=None, init=False, repr=False)
+    """The words' relater (``docpilot.improve.vocabulary.Relater``), built once for every record."""
     embedder: RememberingEmbedder | None = field(default=None, init=False, repr=False)
     """The run's embedder, once ``retriever`` has opened the run's index (None for BM25)."""
     _retriever: Retriever | None = field(default=None, init=False, repr=False)

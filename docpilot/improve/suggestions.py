@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from docpilot.assistant.language import detect_language
-from docpilot.corpus.pages import Corpus
+from docpilot.corpus.pages import Corpus, Section
 from docpilot.improve.calibration import threshold_above, threshold_below, threshold_effect, top_score
 from docpilot.improve.edit import Edit
 from docpilot.improve.evidence import (
@@ -25,7 +25,9 @@ from docpilot.improve.evidence import (
     missing_words,
     section_terms,
 )
+from docpilot.improve.refusals import try_min_evidence
 from docpilot.improve.taxonomy import primed_sections
+from docpilot.improve.vocabulary import related_words
 from docpilot.retrieval.tokens import terms, words
 from docpilot.schema import Row
 from metrics.answer import normalize_answer, strip_markers
@@ -57,45 +59,62 @@ def _retrieval_edits(row: Row, evidence: Evidence) -> list[Edit]:
                    "docs' word in vocabulary.json (the docs were not available to work it out)",
         ))
     else:
-        missing = missing_words(row, corpus, section, evidence)
-        keys = missing[:MAX_HEADING_WORDS]
-        entries = [choice for choice in evidence.vocabulary if row.id in choice.fixes]
-        if entries:
-            entry = {c.word: _merged_targets(corpus, c.word, c.targets) for c in entries}
-            edits.append(Edit(
-                kind="vocabulary", target=_vocabulary_path(corpus),
-                change="add " + ", ".join(f'"{k}": {json.dumps(v)}' for k, v in entry.items())
-                       + " (chosen over every failing dev record: `docpilot improve --apply` writes it)",
-                value=entry, effect="; ".join(c.reason for c in entries),
-            ))
-        elif keys and row.split == "dev":
-            edits.append(Edit(
-                kind="docs", target=section.id,
-                change=f"no word of {section.id} is related to the question's words ({', '.join(keys)}), so no "
-                       "vocabulary entry is proposed: one between unrelated words would move this question alone; "
-                       f"use the user's words in {section.id} where they fit",
-            ))
-        if keys:
-            page = corpus.pages[section.page_id]
-            anchor = f" {{ #{section.anchor} }}" if section.anchor else ""
-            edits.append(Edit(
-                kind="heading", target=f"{page.path} › {section.title or '(page start)'}",
-                change=f"name the user's words ({', '.join(keys)}) in the heading of {section.id} or in its "
-                       f"page's front-matter keywords; keep the link stable with an explicit id: "
-                       f"`## <new title>{anchor}`",
-                value={"section": section.id, "file": page.path, "words": keys},
-            ))
-        else:
-            edits.append(Edit(
-                kind="docs", target=section.id,
-                change=f"{section.id} already holds every content word of the question; other sections hold them "
-                       f"more often: make {section.id} state the answer plainly, or check the record's gold",
-            ))
+        edits += _section_edits(row, section, evidence)
     if before is not None and before > evidence.run.prime_k:
         edits.append(Edit(
             kind="config", target="prime.top_k", value=before,
             change=f"prime.top_k: {before} (now {evidence.run.prime_k}) so the model reads rank {before}",
             effect="every record's prompt grows by the extra sources; longer prompts cost tokens and time",
+        ))
+    return edits
+
+
+def _section_edits(row: Row, section: Section, evidence: Evidence) -> list[Edit]:
+    """The vocabulary entry that moves the record, else the words to name in its gold section's heading.
+
+    A word is asked for only when it is related to the section (``related_words``): a
+    writer puts "token" in a heading about credentials, never "hand" or "date".
+    """
+    corpus = evidence.corpus
+    missing = missing_words(row, corpus, section, evidence)
+    keys = related_words(missing, row, section, evidence)[:MAX_HEADING_WORDS]
+    edits: list[Edit] = []
+    entries = [choice for choice in evidence.vocabulary if row.id in choice.fixes]
+    if entries:
+        entry = {c.word: _merged_targets(corpus, c.word, c.targets) for c in entries}
+        edits.append(Edit(
+            kind="vocabulary", target=_vocabulary_path(corpus),
+            change="add " + ", ".join(f'"{k}": {json.dumps(v)}' for k, v in entry.items())
+                   + " (chosen over every failing dev record: `docpilot improve --apply` writes it)",
+            value=entry, effect="; ".join(c.reason for c in entries),
+        ))
+    elif keys and row.split == "dev":
+        edits.append(Edit(
+            kind="docs", target=section.id,
+            change=f"no vocabulary entry for the question's words ({', '.join(keys)}) moved it on dev without "
+                   f"lowering another record; use the user's words in {section.id} where they fit",
+        ))
+    if keys:
+        page = corpus.pages[section.page_id]
+        anchor = f" {{ #{section.anchor} }}" if section.anchor else ""
+        edits.append(Edit(
+            kind="heading", target=f"{page.path} › {section.title or '(page start)'}",
+            change=f"name the user's words ({', '.join(keys)}) in the heading of {section.id} or in its "
+                   f"page's front-matter keywords; keep the link stable with an explicit id: "
+                   f"`{'#' * max(section.level, 1)} <new title>{anchor}`",
+            value={"section": section.id, "file": page.path, "words": keys, "level": section.level},
+        ))
+    elif missing:
+        edits.append(Edit(
+            kind="docs", target=section.id,
+            change=f"the question's words {section.id} lacks ({', '.join(missing[:5])}) are related to none of "
+                   "its own, so no heading or text edit is proposed: check that the record's gold answers it",
+        ))
+    else:
+        edits.append(Edit(
+            kind="docs", target=section.id,
+            change=f"{section.id} already holds every content word of the question; other sections hold them "
+                   f"more often: make {section.id} state the answer plainly, or check the record's gold",
         ))
     return edits
 
@@ -133,7 +152,7 @@ def _wording_edits(row: Row, evidence: Evidence) -> list[Edit]:
     section = focus_section(row, evidence)
     if section is None or evidence.corpus is None:
         return []
-    missing = missing_words(row, evidence.corpus, section, evidence)
+    missing = related_words(missing_words(row, evidence.corpus, section, evidence), row, section, evidence)
     if not missing:
         return []
     return [Edit(kind="docs", target=section.id, value={"section": section.id, "words": missing},
@@ -154,12 +173,9 @@ def _answered_negative_edits(row: Row, evidence: Evidence) -> list[Edit]:
         ))
     if evidence.option("model", "provider", "extractive") == "extractive":
         current = float(evidence.option("model", "min_evidence", 0.18))
-        edits.append(Edit(
-            kind="config", target="model.min_evidence", value=round(min(1.0, current + 0.05), 2),
-            change=f"model.min_evidence: {min(1.0, current + 0.05):.2f} (now {current:g}): the extractive model "
-                   "refuses when the best sentence covers less of the question",
-            effect="cannot be tried without re-running the model: check over_refusal_answer on dev",
-        ))
+        edits.append(_min_evidence_edit(evidence, round(min(1.0, current + 0.05), 2), current,
+                                        "the extractive model refuses when the best sentence covers less of the "
+                                        "question"))
     else:
         edits.append(Edit(kind="prompt", target="system prompt",
                           change="tell the model to answer REFUSE: not-answerable when the sources do not "
@@ -190,18 +206,31 @@ def _model_refused_edits(row: Row, evidence: Evidence) -> list[Edit]:
             edits += _wording_edits(row, evidence)
     if evidence.option("model", "provider", "extractive") == "extractive":
         current = float(evidence.option("model", "min_evidence", 0.18))
-        lower = round(max(0.0, current - 0.05), 2)
-        edits.append(Edit(
-            kind="config", target="model.min_evidence", value=lower,
-            change=f"model.min_evidence: {lower:g} (now {current:g}): refuse only on weaker evidence",
-            effect="cannot be tried without re-running the model: it also answers more negatives; "
-                   "check negatives_caught on dev",
-        ))
+        edits.append(_min_evidence_edit(evidence, round(max(0.0, current - 0.05), 2), current,
+                                        "refuse only on weaker evidence"))
     else:
         edits.append(Edit(kind="prompt", target="system prompt",
                           change="the model refused with the gold section in front of it: make the refusal "
                                  "instruction ask for a refusal only when no source bears on the question"))
     return edits
+
+
+def _min_evidence_edit(evidence: Evidence, value: float, current: float, why: str) -> Edit:
+    """``model.min_evidence`` at ``value``, proposed only when the dev records say it gains (``improve.refusals``)."""
+    trial = try_min_evidence(evidence, value)
+    if trial is None:
+        return Edit(kind="config", target="model.min_evidence", value=value,
+                    change=f"model.min_evidence: {value:g} (now {current:g}): {why}",
+                    effect="could not be tried on dev (no dev records, or the docs are not at hand): "
+                           "check negatives_caught and over_refusal_answer on dev before keeping it")
+    if trial.gains:
+        return Edit(kind="config", target="model.min_evidence", value=value,
+                    change=f"model.min_evidence: {value:g} (now {current:g}): {why}", effect=trial.describe())
+    reason = (f"it makes {', '.join(trial.worse)} worse" if trial.worse
+              else "it turns no failing dev record right")
+    return Edit(kind="investigate", target="model.min_evidence",
+                change=f"model.min_evidence stays {current:g}: {value:g} was tried on dev and {reason}",
+                effect=trial.describe())
 
 
 # Answers -----------------------------------------------------------------------

@@ -260,6 +260,27 @@ def _distinctive_words(row: Row, section: Section, evidence: Evidence) -> list[s
     return [surface[s] for s in ranked[:CANDIDATE_TARGETS]]
 
 
+def related_words(candidates: list[str], row: Row, section: Section, evidence: Evidence) -> list[str]:
+    """Those of the question's ``candidates`` related (``Relater.relate``) to a word of the section's heading
+    or to one of its most distinctive words: the words a writer could add to that section."""
+    if not candidates or evidence.corpus is None:
+        return []
+    relater = shared_relater(evidence)
+    own = [w for w in words(section.title) if content_word(w, evidence)]
+    doc_words = list(dict.fromkeys([*own, *_distinctive_words(row, section, evidence)]))
+    relater.vectors.prepare([*candidates, *doc_words])
+    found = [w for w in candidates if any(relater.relate(w, d) for d in doc_words)]
+    relater.vectors.save()
+    return found
+
+
+def shared_relater(evidence: Evidence) -> Relater:
+    """The one ``Relater`` of a diagnosis, kept on ``evidence``: its co-occurrence table is built once."""
+    if evidence.relater is None:
+        evidence.relater = Relater(evidence)
+    return evidence.relater
+
+
 def _user_words(row: Row, section: Section, evidence: Evidence) -> list[str]:
     """The question's content words the gold section lacks."""
     have = set(section_terms(evidence.corpus, section))
@@ -301,20 +322,8 @@ def choose_vocabulary(evidence: Evidence, failing: dict[str, str]) -> list[Vocab
     dev = [r for r in evidence.report.rows if r.kind == "positive" and r.gold and r.split == "dev"]
     targets_of = [r for r in dev if failing.get(r.id) in RETRIEVAL_CAUSES]
     prime_k = evidence.run.prime_k
-    relater = Relater(evidence)
-    candidates: dict[str, dict[str, str]] = {}  # user word → doc word → relation
-    for row in targets_of:
-        section = focus_section(row, evidence)
-        if section is None:
-            continue
-        keys, docs = _user_words(row, section, evidence), _distinctive_words(row, section, evidence)
-        relater.vectors.prepare([*keys, *docs])
-        for key in keys:
-            for doc_word in docs:
-                how = relater.relate(key, doc_word)
-                if how is not None:
-                    candidates.setdefault(key, {}).setdefault(doc_word, how)
-    relater.vectors.save()  # every word it relates is embedded by now
+    relater = shared_relater(evidence)
+    candidates = _candidates(targets_of, evidence, relater)
     if not candidates:
         return []
     asks = {r.id: set(words(r.question)) for r in dev}
@@ -357,6 +366,24 @@ def choose_vocabulary(evidence: Evidence, failing: dict[str, str]) -> list[Vocab
         ))
         standing.update(moved)
     return chosen
+
+
+def _candidates(rows: list[Row], evidence: Evidence, relater: Relater) -> dict[str, dict[str, str]]:
+    """User word → the related doc words of the gold sections of ``rows`` → how each is related."""
+    candidates: dict[str, dict[str, str]] = {}
+    for row in rows:
+        section = focus_section(row, evidence)
+        if section is None:
+            continue
+        keys, docs = _user_words(row, section, evidence), _distinctive_words(row, section, evidence)
+        relater.vectors.prepare([*keys, *docs])
+        for key in keys:
+            for doc_word in docs:
+                how = relater.relate(key, doc_word)
+                if how is not None:
+                    candidates.setdefault(key, {}).setdefault(doc_word, how)
+    relater.vectors.save()  # every word it relates is embedded by now
+    return candidates
 
 
 def _best_targets(key: str, related: dict[str, str], relater: Relater) -> list[str]:
