@@ -12,15 +12,15 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from docpilot.corpus.chunking import chunk_texts
 from docpilot.corpus.discovery import find_pages
-from docpilot.corpus.markdown import ParsedPage, parse_page, slugify
+from docpilot.corpus.markdown import ParsedPage, parse_page
 from docpilot.corpus.sidecar import parse_llms, parse_vocabulary
+from docpilot.corpus.targets import FolderTargets, page_title
 from docpilot.errors import ConfigError, CorpusError
 from docpilot.userfiles.intake import DOCS_FILE, read_bytes
 from metrics.gold import TOP
@@ -214,7 +214,7 @@ def load_corpus(root: str | Path, *, chunk_words: int = 220) -> Corpus:
         parsed_pages.append((page_id, rel, parsed, text if parsed.references else None))
     if any(text is not None for *_, text in parsed_pages):
         # Cross-references name other pages' ids, labels and titles: read their pages again knowing them.
-        targets = _FolderTargets([(page_id, parsed) for page_id, _, parsed, _ in parsed_pages])
+        targets = FolderTargets([(page_id, parsed) for page_id, _, parsed, _ in parsed_pages])
         parsed_pages = [
             (page_id, rel, parsed if text is None else parse_page(
                 text, source=str(shown / rel), mdx=rel.endswith(".mdx"), page_id=page_id, targets=targets), None)
@@ -333,11 +333,7 @@ def _read_text(path: Path, name: str, digest: Any) -> str:
 
 
 def _build_page(page_id: str, rel: str, parsed: ParsedPage, listed: str | None) -> Page:
-    title = parsed.title
-    if not title:
-        title = next((s.title for s in parsed.sections if s.level == 1 and s.title), None)
-    if not title:
-        title = page_id.rsplit("/", 1)[-1]
+    title = page_title(page_id, parsed)
     description = parsed.description or listed
     sections: list[Section] = []
     chain: list[tuple[int, str]] = []
@@ -371,70 +367,3 @@ def _build_page(page_id: str, rel: str, parsed: ParsedPage, listed: str | None) 
         sections=tuple(sections),
         dropped=parsed.dropped,
     )
-
-
-def _page_title(page_id: str, parsed: ParsedPage) -> str:
-    """A page's title as ``_build_page`` gives it: front matter, else the first H1, else the id's last part."""
-    return (parsed.title or next((s.title for s in parsed.sections if s.level == 1 and s.title), None)
-            or page_id.rsplit("/", 1)[-1])
-
-
-class _FolderTargets:
-    """What the folder's cross-references can name: its pages, their sections and MyST labels.
-
-    A path (Hugo ``relref``, MyST ``{doc}``, Jekyll ``{% link %}``) is read as the
-    generators read it: relative to the page's folder first, then from the docs root,
-    then as the end of a page id (Hugo finds ``relref "env"`` by its name alone); its
-    extension and an ``index``/``_index`` name drop as page ids drop them. A
-    ``#anchor`` that names no section leaves the page's id. A label (MyST ``{ref}``)
-    is a ``(label)=`` target, else an anchor of the page, else of any page.
-    """
-
-    def __init__(self, pages: list[tuple[str, ParsedPage]]) -> None:
-        self.titles: dict[str, str] = {}
-        self.labels: dict[str, str] = {}
-        self.anchors: dict[str, str] = {}
-        for page_id, parsed in pages:
-            self.titles[page_id] = _page_title(page_id, parsed)
-            for raw in parsed.sections:
-                section_id = f"{page_id}#{raw.anchor}"
-                if raw.level:
-                    self.titles[section_id] = raw.title
-                    self.anchors.setdefault(raw.anchor, section_id)
-                for label in raw.labels:
-                    self.labels.setdefault(label, section_id)
-
-    def resolve(self, kind: str, target: str, page_id: str) -> str | None:
-        if kind == "label":
-            return self.labels.get(target) or self._section(page_id, slugify(target)) or self.anchors.get(target)
-        path, _, anchor = target.strip().partition("#")
-        path = path.split("?", 1)[0]
-        page = self._page(path, page_id) if path else page_id
-        if page is None:
-            return None
-        return (self._section(page, anchor) if anchor else None) or page
-
-    def title(self, target_id: str) -> str | None:
-        return self.titles.get(target_id)
-
-    def _section(self, page_id: str, anchor: str) -> str | None:
-        section_id = f"{page_id}#{anchor}"
-        return section_id if section_id in self.titles else None
-
-    def _page(self, path: str, page_id: str) -> str | None:
-        stem = path.rstrip("/")
-        for suffix in (".md", ".mdx", ".html", ".rst"):
-            stem = stem.removesuffix(suffix)
-        folder = posixpath.dirname(page_id) if page_id in self.titles else ""
-        candidates = [stem.lstrip("/")] if stem.startswith("/") else [posixpath.join(folder, stem), stem]
-        for candidate in candidates:
-            parts = [part for part in posixpath.normpath(candidate).split("/") if part not in ("", ".")]
-            named = ["/".join(parts)]
-            if parts and parts[-1] in ("index", "_index"):
-                named.insert(0, "/".join(parts[:-1]) or "index")
-            for found in named:
-                if found in self.titles and "#" not in found:
-                    return found
-        tail = "/" + stem.strip("/")
-        ends = [known for known in self.titles if "#" not in known and ("/" + known).endswith(tail)]
-        return ends[0] if len(ends) == 1 else None
