@@ -35,6 +35,9 @@ def _answered_golden(row: Row) -> bool:
 
 ALL = Population("all rows", lambda row: True)
 POSITIVES = Population("positives", _positive)
+RANKED_POSITIVES = Population(
+    "positives whose ranking was shown", lambda row: _positive(row) and not row.unranked
+)
 NEGATIVES = Population("negatives", lambda row: row.kind == "negative")
 # An errored turn is neither right nor wrong: it is counted under `errors`, and scoring
 # it would charge a fault of the service to the answer (a refused positive still scores).

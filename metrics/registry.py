@@ -111,16 +111,16 @@ def _usage_metrics() -> list[Metric]:
 _METRICS: tuple[Metric, ...] = (
     *(
         _mean(f"recall@{k}", f"share of gold entries matched in the top {k}", "retrieval",
-              pop.POSITIVES, _ranked(retrieval.recall_at_k, k=k))
+              pop.RANKED_POSITIVES, _ranked(retrieval.recall_at_k, k=k))
         for k in retrieval.RECALL_CUTOFFS
     ),
     _mean("mrr", f"reciprocal rank of the first relevant section in the top {retrieval.RANK_DEPTH}",
-          "retrieval", pop.POSITIVES, _ranked(retrieval.reciprocal_rank)),
+          "retrieval", pop.RANKED_POSITIVES, _ranked(retrieval.reciprocal_rank)),
     _mean(f"ndcg@{retrieval.RANK_DEPTH}", f"binary nDCG at {retrieval.RANK_DEPTH}, each gold entry credited once",
-          "retrieval", pop.POSITIVES, _ranked(retrieval.ndcg_at_k, k=retrieval.RANK_DEPTH)),
+          "retrieval", pop.RANKED_POSITIVES, _ranked(retrieval.ndcg_at_k, k=retrieval.RANK_DEPTH)),
     _mean(f"context_precision@{retrieval.CONTEXT_PRECISION_CUTOFF}",
           f"RAGAS context precision over the top {retrieval.CONTEXT_PRECISION_CUTOFF}", "retrieval",
-          pop.POSITIVES, _ranked(retrieval.context_precision_at_k, k=retrieval.CONTEXT_PRECISION_CUTOFF)),
+          pop.RANKED_POSITIVES, _ranked(retrieval.context_precision_at_k, k=retrieval.CONTEXT_PRECISION_CUTOFF)),
     _mean("answer_f1", "SQuAD token F1 of the answer against the gold answer", "answer",
           pop.POSITIVES_WITH_GOLD_ANSWER, answer.answer_f1),
     _mean("identifier_recall", "share of required identifiers found verbatim", "answer",

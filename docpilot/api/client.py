@@ -30,13 +30,6 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from docpilot.assistant.render import Panel
-from docpilot.config.model import ModelConfig
-from docpilot.models.base import paints
-from docpilot.models.wire import line_limit, reply_char_limit, reply_too_long
-from docpilot.net.retry import RetryPolicy, parse_retry_after
-from docpilot.net.sse import EventReader, LineTooLong
-from docpilot.schema import ErrorCode
 from docpilot.api.schema import (
     EVENT_MODELS,
     TOKEN_VARIABLE,
@@ -45,6 +38,13 @@ from docpilot.api.schema import (
     RetrievalEvent,
     TimingEvent,
 )
+from docpilot.assistant.render import Panel
+from docpilot.config.model import ModelConfig
+from docpilot.models.base import paints
+from docpilot.models.wire import line_limit, reply_char_limit, reply_too_long
+from docpilot.net.retry import RetryPolicy, parse_retry_after
+from docpilot.net.sse import EventReader, LineTooLong
+from docpilot.schema import ErrorCode
 
 __all__ = ["RemoteEvent", "RemoteTurn", "ask", "ask_url"]
 
@@ -114,6 +114,8 @@ class RemoteTurn(BaseModel):
     """The refusal, when refused."""
     timing: TimingEvent | None = None
     """The server's stage timings."""
+    server_timing: dict[str, float] = Field(default_factory=dict)
+    """Stage name → milliseconds from the reply's `Server-Timing` header (a target's, docs/targets.md)."""
     truncated: bool = False
     """The server said the answer stopped at the model's `max_tokens`."""
     usage: dict[str, int] = Field(default_factory=dict)
@@ -129,9 +131,9 @@ class RemoteTurn(BaseModel):
             self.error, self.error_code = message, code
 
     def stages_ms(self) -> dict[str, float]:
-        """The server's stage timings as a row's ``stages_ms``: embed, retrieve, model."""
+        """The server's stage timings as a row's ``stages_ms``: embed, retrieve, model (a target's: its `Server-Timing`)."""
         if self.timing is None:
-            return {}
+            return dict(self.server_timing)
         return {"embed": self.timing.embed_ms, "retrieve": self.timing.retrieve_ms, "model": self.timing.model_ms}
 
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from docpilot.assistant.render import Panel
+from docpilot.cache import StageCache
 from docpilot.config.model import Config
 from docpilot.corpus.pages import Chunk, Corpus, docs_signature, load_corpus
 from docpilot.errors import CorpusError
 from docpilot.models.base import Prompt, Turn
 from docpilot.models.extractive import document_frequencies
 from docpilot.retrieval.rankers import Retriever
-from docpilot.cache import StageCache
 from docpilot.schema import AttackProbe, GoldenRecord
 
 
@@ -41,6 +41,8 @@ class Trace:
     """Section ids ranked after ``hits``, down to ``depth``: where a gold section the top ones miss sits."""
     depth: int | None = None
     """How deep the ranking was searched (``hits`` and ``deeper``); None when only ``hits`` came (from a server)."""
+    unranked: bool = False
+    """The assistant showed no ranking (a target whose reply maps no sources): no retrieval metric reads it."""
     retrieve_ms: float | None = None
     """Time the retrieval took when it was computed."""
     prompt: Prompt | None = None

@@ -23,9 +23,10 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from docpilot.userfiles.intake import CONFIG_FILE, read_text
 from docpilot.config.model import Config
 from docpilot.config.ranges import option_range
+from docpilot.errors import ConfigError, InputError
+from docpilot.userfiles.intake import CONFIG_FILE, read_text
 from docpilot.userfiles.userfile import (
     Problem,
     describe,
@@ -37,7 +38,6 @@ from docpilot.userfiles.userfile import (
     raise_all,
     repeated_keys,
 )
-from docpilot.errors import ConfigError, InputError
 
 DEFAULT_PATH = Path("configs/docpilot.yaml")
 """The config file read when none is named, relative to the working directory."""
@@ -250,6 +250,17 @@ def _read_env(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[_Key, _Origi
     return data, origins, problems
 
 
+def _header_problems(dotted: str, key: Any, value: Any, origin: _Origin) -> list[Problem]:
+    """A target's header that carries a credential must read it from the environment (``${NAME}``)."""
+    name = str(key).lower().replace("-", "_")
+    credential = _SECRET_KEY.search(name) or name in ("authorization", "proxy_authorization", "cookie")
+    if credential and not (isinstance(value, str) and "${" in value):
+        return [origin.problem(f"{dotted!r} holds a credential, and secrets do not belong in the configuration",
+                               f"write it as an environment variable, such as {key}: \"${{MY_TOKEN}}\", "
+                               "and export MY_TOKEN; it is read when a question is sent and never stored")]
+    return []
+
+
 def _check_keys(
     data: Mapping[Any, Any], model: type[BaseModel] | None, prefix: _Key, origin: Callable[[_Key], _Origin]
 ) -> list[Problem]:
@@ -258,6 +269,9 @@ def _check_keys(
     for key, value in data.items():
         here = (*prefix, key)
         dotted = ".".join(map(str, here))
+        if len(prefix) == 3 and prefix[0] == "targets" and prefix[2] == "headers":
+            problems += _header_problems(dotted, key, value, origin(here))
+            continue
         if isinstance(key, str) and _SECRET_KEY.search(key.lower().replace("-", "_")):
             variable = "DOCPILOT_SERVER_TOKEN" if "token" in key.lower() else "DOCPILOT_API_KEY"
             problems.append(origin(here).problem(

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from docpilot.config.target import Target
 
 # A folder or page name, or several joined by "/", as reference_pages lists them.
 _PageName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, pattern=r"^[^/].*[^/]$|^[^/]$")]
@@ -233,3 +235,17 @@ class Config(_Strict):
     """Name → overrides of `model`, `prime`, `retrieval` or `guard` keys (nested or dotted, such as
     `prime.top_k: 3`): each variant runs beside the others on the same records, the first is the
     baseline the others are tested against. Empty: one run of the settings above."""
+    targets: dict[str, Target] = Field(default_factory=dict)
+    """Name → an assistant DocPilot did not build, reached over HTTP (docs/targets.md): its URL,
+    headers, body template and how its reply is read."""
+    target: str | None = None
+    """The target `--runtime server` measures (`--target NAME`, or a variant's `target` key); empty
+    means DocPilot's own server."""
+
+    @model_validator(mode="after")
+    def _target_named(self) -> Config:
+        if self.target is not None and self.target not in self.targets:
+            named = ", ".join(self.targets) or "none: add a `targets:` section"
+            raise ValueError(f"target {self.target!r} is not one of the config's targets ({named})")
+        return self
+

@@ -1,7 +1,7 @@
 """Variants: named sets of configuration overrides that run side by side in one eval.
 
 A variant changes how the assistant answers (``model.*``, ``prime.*``, ``retrieval.*``,
-``guard.*``), never what it is measured on: the golden set, the docs, the gates, the
+``guard.*``) or which assistant answers (``target``, one of the config's ``targets``), never what it is measured on: the golden set, the docs, the gates, the
 split and the selection are the run's, shared by every variant, so their rows pair up
 record by record. The first variant is the baseline the others are tested against.
 
@@ -29,7 +29,7 @@ SECTIONS = ("model", "prime", "retrieval", "guard")
 SHARED = {
     "golden": "the golden set", "adversarial": "the attack probes", "corpus": "the docs",
     "gates": "the gates", "reports_dir": "the reports folder", "cache_dir": "the stage cache",
-    "shard_size": "the shard size", "variants": "the list of variants",
+    "shard_size": "the shard size", "variants": "the list of variants", "targets": "the targets' definitions",
 }
 """Top-level keys every variant shares, and what they are: overriding one is refused."""
 
@@ -72,6 +72,8 @@ def key_problem(key: str) -> tuple[str, str] | None:
     if head in SHARED:
         return (f"a variant may not change {key!r}: every variant runs on {SHARED[head]} of the run",
                 f"set {head} once for the whole run, at the top of the config file or with its flag")
+    if key == "target":  # the assistant measured: one of the config's targets (checked with the other values)
+        return None
     if head in SELECTION:
         return (f"a variant may not change {key!r}: every variant runs the same records",
                 "choose the records for the whole run with --split, --id, --tag or --limit")
@@ -109,6 +111,9 @@ def apply(config: Config, name: str, overrides: Mapping[str, Any], defaults: Def
         for key, value in defaults(flat["model.provider"], data["model"]["provider"]).items():
             flat.setdefault(key, value)
     for key, value in flat.items():
+        if key == "target":
+            data["target"] = value
+            continue
         head, option = key.split(".")
         data[head][option] = value
     try:

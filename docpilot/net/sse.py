@@ -34,7 +34,10 @@ class EventReader:
         leftover = reader.close()
     """
 
-    def __init__(self, *, max_line: int | None = None) -> None:
+    def __init__(self, *, max_line: int | None = None, dataless: bool = False) -> None:
+        # ``dataless``: a named event with no data line is dispatched with empty data, as
+        # servers mark a stream's end (LangServe's `event: end`); SSE itself drops such events.
+        self._dataless = dataless
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._max_line = max_line
         self._line: list[str] = []  # the start of a line whose end has not arrived
@@ -109,7 +112,7 @@ class EventReader:
         events: list[tuple[str, str]] = []
         for line in lines:
             if not line:
-                if self._data:
+                if self._data or (self._dataless and self._name != "message"):
                     events.append((self._name, "\n".join(self._data)))
                     self._data, self._data_chars = [], 0
                 self._name = "message"

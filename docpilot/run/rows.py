@@ -10,9 +10,9 @@ import time
 
 from docpilot.assistant.language import RULE as LANGUAGE_RULE
 from docpilot.assistant.language import detect_language, expected_language
+from docpilot.assistant.workspace import Trace
 from docpilot.config.model import ModelConfig
 from docpilot.models.prices import turn_cost_usd
-from docpilot.assistant.workspace import Trace
 from docpilot.schema import Row
 from metrics.retrieval import first_relevant_rank
 
@@ -92,6 +92,7 @@ def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None,
         scores=scores,
         gold_rank=gold_rank,
         gold_depth=gold_depth,
+        unranked=trace.unranked,
         gold_answer=record.gold_answer,
         identifiers=record.identifiers,
         cached=trace.cached,

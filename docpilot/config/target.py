@@ -1,0 +1,101 @@
+"""Targets: an assistant DocPilot did not build, reached over HTTP, its request and reply mapped in config.
+
+A target is named under ``targets:`` and chosen with ``target:`` (``--target NAME``, or a
+variant's ``target`` key). Its request is a JSON body template; its reply is read with
+JMESPath expressions (``docpilot.api.target`` asks it), so nested shapes need no code.
+Header values may name environment variables (``${MY_TOKEN}``): they are read when a
+question is sent, so a secret never sits in the config a report stores.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class ReplyMapping(_Strict):
+    """How the target's reply is read: its shape and a JMESPath expression per field."""
+
+    kind: Literal["json", "sse", "ndjson"] = "json"
+    """`json`: one JSON document; `sse`: a server-sent event stream; `ndjson`: one JSON document a line."""
+    answer: str | None = None
+    """`json`: the answer text (such as `answer` or `output.answer`). Streams: the text delta of one
+    event or line (such as `delta`, `choices[0].delta.content`, or `@` for a bare JSON string)."""
+    sources: str | None = None
+    """The list of sources the answer drew on, in their order (such as `sources` or `context[*].metadata`);
+    unset, the target shows none and its retrieval metrics are absent. In a stream, the first event or
+    line (of `sources_event`) where it matches gives them."""
+    source_id: str = "@"
+    """Within one source, where its URL, path or id is (such as `url`, `metadata.source`); `@` is the
+    source itself, for a list of strings."""
+    refusal: str | None = None
+    """Where the reply says it refused (truthy means refused); unset, a reply refuses by DocPilot's own
+    rule, an answer that starts with `REFUSE: <cause>`."""
+    delta_event: str = "message"
+    """`sse`: the name of the events that carry text deltas (`message` is SSE's default name)."""
+    sources_event: str | None = None
+    """`sse`: the name of the event that carries the sources; unset, `delta_event`."""
+    end_event: str | None = None
+    """`sse`: the name of the event that ends the turn; a stream that stops before it is an error row.
+    Unset, the end of the stream ends the turn."""
+    end: str | None = None
+    """`ndjson`: where a line says the turn ended (truthy, such as `done`); a stream that stops
+    before it is an error row. Unset, the last line ends the turn."""
+
+
+class SourceMapping(_Strict):
+    """How a returned source (a URL, a path, an id) becomes a DocPilot page or section id."""
+
+    base_url: str | None = None
+    """A prefix stripped from each source, such as `https://docs.example.com/`; unset, the part of
+    a URL after its host is kept."""
+    prefix: str = ""
+    """A path prefix stripped after the base URL, such as `docs/` or `/page/`."""
+    suffixes: list[str] = Field(default_factory=lambda: [".html", ".htm", ".md", ".mdx", "/"])
+    """Endings dropped from the page part (`guide/auth.html` → `guide/auth`)."""
+    index: str = "index"
+    """The page name that names its folder (`guide/index` → `guide`)."""
+
+
+class Target(_Strict):
+    """An assistant reached over HTTP: where to send a question and how to read what comes back."""
+
+    url: str = Field(pattern=r"^https?://\S+$")
+    """The endpoint a question is sent to, such as `http://127.0.0.1:9000/ask`."""
+    method: Literal["POST", "GET", "PUT"] = "POST"
+    """The HTTP method."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Headers sent with each question; `${NAME}` in a value is the environment variable NAME, read
+    when the question is sent (a missing one stops the run before any question)."""
+    body: Any = Field(default_factory=lambda: {"question": "{question}"})
+    """The JSON body template: a string that is exactly `{question}`, `{scope}` or `{id}` becomes the
+    record's question, scope (a list, or null) or id as a JSON value; inside a longer string they are
+    spliced in as text."""
+    reply: ReplyMapping
+    """How the reply is read (`answer` at least)."""
+    source_ids: SourceMapping = Field(default_factory=SourceMapping)
+    """How returned sources map to DocPilot's section ids."""
+    timeout_s: float = Field(default=60.0, gt=0, le=86_400)
+    """Longest wait for one reply, in seconds."""
+
+    @field_validator("reply")
+    @classmethod
+    def _answer_named(cls, reply: ReplyMapping) -> ReplyMapping:
+        if reply.answer is None:
+            raise ValueError("reply.answer is required: the JMESPath of the answer text (or of a stream's delta)")
+        import jmespath
+        from jmespath.exceptions import JMESPathError
+
+        for name in ("answer", "sources", "source_id", "refusal", "end"):
+            expression = getattr(reply, name)
+            if expression is not None:
+                try:
+                    jmespath.compile(expression)
+                except JMESPathError as exc:
+                    raise ValueError(f"reply.{name}: {expression!r} is not a JMESPath expression ({exc})") from None
+        return reply

@@ -1,0 +1,326 @@
+"""Targets: assistants DocPilot did not build, asked over real HTTP on 127.0.0.1 in four other shapes.
+
+One server (``tests.support.assistant_shapes``) speaks a JSON API with ``Server-Timing``,
+SSE with named events, LangServe's ``/invoke`` and ``/stream``, and NDJSON. The eval's
+retrieval metrics over the sources each target returned are checked against
+pytrec_eval's, record by record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import pytrec_eval
+import yaml
+from click.testing import CliRunner
+
+from docpilot.api.target import (
+    TargetReplyError,
+    ask_target,
+    parse_server_timing,
+    request_body,
+    request_headers,
+    section_id,
+)
+from docpilot.cli import main
+from docpilot.config.model import Config
+from docpilot.config.target import SourceMapping, Target
+from docpilot.errors import ConfigError
+from tests.support.assistant_shapes import BASE, KEY, Script, Scripted, serve_shapes
+
+DOCS = Path(__file__).resolve().parents[2] / "data" / "pipeline" / "docs"
+SECTIONS = [
+    "guide/auth#authentication", "guide/auth#tokens", "guide/auth#rotating-tokens", "guide/deploy#deploying",
+    "guide/deploy#deploy-a-site", "guide/deploy#rollback", "index#acme-cli", "index#install",
+]
+# Records: exact-section gold (so relevance is equality, as pytrec_eval reads it), and two negatives.
+RECORDS = [
+    {"id": f"q{i}", "question": f"Question number {i} about Acme?", "gold": gold,
+     "gold_answer": f"Answer {i} is in the docs.", "split": "dev" if i % 2 else "test"}
+    for i, gold in enumerate([
+        ["guide/auth#tokens"], ["guide/deploy#rollback", "index#install"], ["index#acme-cli"],
+        ["guide/auth#rotating-tokens", "guide/auth#authentication"], ["guide/deploy#deploying"],
+        ["index#install"], ["guide/auth#tokens", "guide/deploy#deploy-a-site", "index#acme-cli"], ["index#install"],
+    ])
+] + [
+    {"id": "neg-price", "question": "How much does Acme cost?", "expected_cause": "not-answerable", "split": "dev"},
+    {"id": "neg-k8s", "question": "Does Acme run Kubernetes?", "expected_cause": "not-answerable", "split": "test"},
+]
+
+
+def _script() -> Script:
+    answers = {}
+    for n, record in enumerate(RECORDS):
+        rng = random.Random(n)
+        shown = rng.sample(SECTIONS, rng.randint(0, 8)) if n != 7 else []  # q7 shows an empty list
+        if "gold" in record:
+            answers[record["question"]] = Scripted(f"{record['gold_answer']} See [1].", shown)
+        else:
+            answers[record["question"]] = Scripted("REFUSE: not-answerable", shown[:2])
+    return Script(answers)
+
+
+SHAPES = {
+    "json": {"url": "{base}/api/chat", "headers": {"X-Api-Key": "${SHAPES_KEY}"},
+             "body": {"query": "{question}", "request_id": "{id}", "filters": {"scope": "{scope}"}},
+             "reply": {"kind": "json", "answer": "result.text", "sources": "documents[*].link",
+                       "refusal": "result.refused"},
+             "source_ids": {"base_url": BASE}},
+    "sse": {"url": "{base}/sse/ask", "body": {"q": "{question}"},
+            "reply": {"kind": "sse", "answer": "t", "delta_event": "delta", "sources_event": "sources",
+                      "sources": "items", "source_id": "path", "end_event": "done"},
+            "source_ids": {"prefix": "/page/"}},
+    "langserve": {"url": "{base}/rag/invoke", "body": {"input": {"question": "{question}"}},
+                  "reply": {"answer": "output.answer", "sources": "output.context",
+                            "source_id": "metadata.source"}},
+    "langserve-stream": {"url": "{base}/rag/stream", "body": {"input": {"question": "{question}"}},
+                         "reply": {"kind": "sse", "answer": "answer", "delta_event": "data",
+                                   "sources": "context", "source_id": "metadata.source", "end_event": "end"}},
+    "ndjson": {"url": "{base}/ndjson", "body": {"question": "{question}"},
+               "reply": {"kind": "ndjson", "answer": "token", "sources": "sources", "end": "done"},
+               "source_ids": {"base_url": BASE + "page/"}},
+    "no-sources": {"url": "{base}/rag/invoke", "body": {"input": {"question": "{question}"}},
+                   "reply": {"answer": "output.answer"}},
+}
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[str, Script]]:
+    script = _script()
+    with serve_shapes(script) as base:
+        yield base, script
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHAPES_KEY", KEY)
+
+
+def _target(base: str, shape: str, **changes: object) -> Target:
+    data = json.loads(json.dumps(SHAPES[shape]).replace("{base}", base))
+    for key, value in changes.items():
+        head, _, option = key.partition(".")
+        if option:
+            data[head][option] = value
+        else:
+            data[head] = value
+    return Target.model_validate(data)
+
+
+def _ask(target: Target, question: str, *, strict: bool = False):
+    async def run():
+        async with httpx.AsyncClient() as client:
+            return await ask_target(client, target, question, None, "q", strict=strict)
+
+    return asyncio.run(run())
+
+
+# --- the mapping, without a server ---
+
+@pytest.mark.parametrize(("source", "mapping", "expected"), [
+    ("https://docs.acme.test/guide/auth.html#tokens", {"base_url": "https://docs.acme.test/"}, "guide/auth#tokens"),
+    ("https://other.host/page/guide/auth/#tokens", {"prefix": "/page/"}, "guide/auth#tokens"),
+    ("/page/guide/index.html", {"prefix": "page/"}, "guide#"),
+    ("guide/auth.md", {}, "guide/auth#"),
+    ("https://docs.acme.test/", {"base_url": "https://docs.acme.test/"}, "index#"),
+    ("guide/deploy?utm=x#rollback", {}, "guide/deploy#rollback"),
+    ("", {}, "index#"),
+    (None, {}, None),
+])
+def test_a_source_maps_to_a_section_id(source, mapping, expected):
+    assert section_id(source, SourceMapping(**mapping)) == expected
+
+
+def test_server_timing_gives_each_stage_with_a_duration():
+    header = 'retrieve;dur=12.3;desc="BM25", cache;desc=hit, model;dur=80, total;dur="100.5"'
+    assert parse_server_timing(header) == {"retrieve": 12.3, "model": 80.0, "total": 100.5}
+    assert parse_server_timing(None) == {}
+
+
+def test_placeholders_become_json_values_or_text():
+    template = {"q": "{question}", "s": "{scope}", "meta": ["{id}", "id={id} in {scope}"], "n": 3}
+    assert request_body(template, 'say "hi"', ["guide"], "r1") == {
+        "q": 'say "hi"', "s": ["guide"], "meta": ["r1", 'id=r1 in ["guide"]'], "n": 3}
+    assert request_body({"s": "{scope}"}, "q", None, "r1") == {"s": None}
+
+
+def test_a_header_reads_the_environment_and_a_missing_variable_is_named(monkeypatch):
+    target = Target(url="http://127.0.0.1:1/", headers={"Authorization": "Bearer ${SHAPES_KEY}"},
+                    reply={"answer": "a"})
+    assert request_headers(target) == {"Authorization": f"Bearer {KEY}"}
+    monkeypatch.delenv("SHAPES_KEY")
+    with pytest.raises(ConfigError, match=r"\$\{SHAPES_KEY\}, which is not set"):
+        request_headers(target, "acme")
+
+
+def test_a_target_must_name_the_answer_and_a_chosen_target_must_exist():
+    with pytest.raises(ValueError, match="reply.answer is required"):
+        Target(url="http://127.0.0.1:1/", reply={})
+    with pytest.raises(ValueError, match="not a JMESPath"):
+        Target(url="http://127.0.0.1:1/", reply={"answer": "a[["})
+    with pytest.raises(ValueError, match="not one of the config's targets"):
+        Config.model_validate({"target": "nope"})
+
+
+# --- each shape, over HTTP ---
+
+@pytest.mark.parametrize("shape", ["json", "sse", "langserve", "langserve-stream", "ndjson"])
+def test_every_shape_gives_the_answer_and_its_sources_in_order(served, shape):
+    base, script = served
+    record = RECORDS[1]
+    turn = _ask(_target(base, shape), record["question"])
+    assert turn.error is None, turn.error
+    assert turn.answer == f"{record['gold_answer']} See [1]."
+    assert [h.section_id for h in turn.retrieval.hits] == script.shown[record["question"]]
+    assert [p.n for p in turn.retrieval.primed] == list(range(1, len(turn.retrieval.hits) + 1))
+    assert 0 < turn.first_token_ms <= turn.latency_ms
+
+
+def test_a_stream_s_first_token_comes_before_its_end(served):
+    base, script = served
+    script.delay_s = 0.15
+    try:
+        for shape in ("sse", "langserve-stream"):
+            turn = _ask(_target(base, shape), RECORDS[0]["question"])
+            assert turn.latency_ms - turn.first_token_ms >= 100, (shape, turn.first_token_ms, turn.latency_ms)
+        turn = _ask(_target(base, "json"), RECORDS[0]["question"])
+        assert turn.first_token_ms == turn.latency_ms  # a JSON reply paints all at once
+    finally:
+        script.delay_s = 0.0
+
+
+def test_server_timing_becomes_the_stage_times(served):
+    base, _ = served
+    turn = _ask(_target(base, "json"), RECORDS[0]["question"])
+    assert turn.stages_ms()["retrieve"] == 1.5 and "generate" in turn.stages_ms()
+
+
+def test_refusals_by_a_path_or_by_docpilot_s_rule(served):
+    base, script = served
+    question = RECORDS[-1]["question"]
+    assert _ask(_target(base, "langserve"), question).refusal.cause == "not-answerable"  # REFUSE: reply
+    script.answers["refuse by flag"] = Scripted("Sorry, I cannot help with that.", [], refused=True)
+    turn = _ask(_target(base, "json"), "refuse by flag")
+    assert turn.refusal is not None and turn.refusal.refused_by == "model" and turn.error is None
+
+
+# --- a mapping that does not fit: one clear error, nothing stored as an answer ---
+
+def test_an_answer_path_that_matches_nothing_names_the_path_and_the_keys(served):
+    base, _ = served
+    target = _target(base, "json", **{"reply.answer": "answer"})
+    with pytest.raises(TargetReplyError) as caught:
+        _ask(target, RECORDS[0]["question"], strict=True)
+    message = str(caught.value)
+    assert "'answer'" in message and "HTTP 200" in message and "keys result{text, refused}, documents" in message
+    turn = _ask(target, RECORDS[0]["question"])
+    assert turn.error_code == "malformed" and turn.answer == ""
+
+
+def test_a_stream_without_the_delta_event_names_the_events_it_sent(served):
+    base, _ = served
+    target = _target(base, "sse", **{"reply.delta_event": "token"})
+    with pytest.raises(TargetReplyError, match="sent no 'token' event .*: sources, delta, done"):
+        _ask(target, RECORDS[0]["question"], strict=True)
+
+
+def test_an_auth_failure_and_a_reply_that_is_not_json(served, monkeypatch):
+    base, _ = served
+    monkeypatch.setenv("SHAPES_KEY", "wrong")
+    with pytest.raises(TargetReplyError, match="HTTP 401 from .*/api/chat: .*invalid API key"):
+        _ask(_target(base, "json"), RECORDS[0]["question"], strict=True)
+    assert _ask(_target(base, "json"), RECORDS[0]["question"]).error_code == "auth"
+    with pytest.raises(TargetReplyError, match=r"is not JSON \(text/html.*Please sign in"):
+        _ask(_target(base, "langserve", url=f"{base}/html"), "anything", strict=True)
+
+
+# --- whole evals through the server runtime ---
+
+def _config_file(tmp_path: Path, base: str, **extra: object) -> Path:
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(yaml.safe_dump(RECORDS))
+    targets = {name: json.loads(json.dumps(shape).replace("{base}", base)) for name, shape in SHAPES.items()}
+    config = {"corpus": {"docs": str(DOCS)}, "golden": str(golden), "cache_dir": str(tmp_path / "cache"),
+              "reports_dir": str(tmp_path / "reports"), "targets": targets, **extra}
+    path = tmp_path / "docpilot.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _eval(*args: str):
+    return CliRunner().invoke(main, ["eval", "--orchestrator", "inline", *args], catch_exceptions=False)
+
+
+def _trec(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """Per record: recall@1/3/5/8, MRR and nDCG@8 by pytrec_eval over the rows' rankings."""
+    qrels = {r["id"]: {g: 1 for g in r["gold"]} for r in rows}
+    # pytrec_eval sorts by score, so the rank order is written as descending scores.
+    run = {r["id"]: {s: float(len(r["retrieved"]) - i) for i, s in enumerate(r["retrieved"])} or {"none#": 0.0}
+           for r in rows}
+    measures = {"recall.1,3,5,8", "recip_rank", "ndcg_cut.8"}
+    return pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+
+
+def test_two_targets_compared_in_one_run_agree_with_pytrec_eval(served, tmp_path):
+    base, script = served
+    config = _config_file(tmp_path, base, variants={"json": {"target": "json"}, "sse": {"target": "sse"}})
+    out = tmp_path / "run.json"
+    result = _eval("--config", str(config), "--runtime", "server", "--out", str(out), "--json")
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(out.read_text())
+    assert [v["name"] for v in report["variants"]] == ["json", "sse"]
+    assert "k-secret" not in out.read_text()  # the key came from the environment and stayed there
+    disagreements = 0
+    for variant in report["variants"]:
+        rows = [r for r in report["rows"] if r.get("variant") == variant["name"] and r["kind"] == "positive"]
+        assert len(rows) == 8
+        for row in rows:
+            assert row["retrieved"] == script.shown[row["question"]][:8]
+        trec = _trec(rows)
+        for name, ours in (("recall@1", "recall_1"), ("recall@3", "recall_3"), ("recall@5", "recall_5"),
+                           ("recall@8", "recall_8"), ("mrr", "recip_rank"), ("ndcg@8", "ndcg_cut_8")):
+            expected = sum(trec[r["id"]][ours] for r in rows) / len(rows)
+            disagreements += abs(variant["summary"][name] - expected) > 1e-9
+    assert disagreements == 0
+    json_rows = [r for r in report["rows"] if r.get("variant") == "json"]
+    assert all(r["stages_ms"].get("retrieve") == 1.5 for r in json_rows if r["error"] is None)
+    negatives = [r for r in json_rows if r["kind"] == "negative"]
+    assert all(r["refused"] for r in negatives)
+
+
+def test_a_target_with_no_sources_has_no_retrieval_metrics(served, tmp_path):
+    base, _ = served
+    config = _config_file(tmp_path, base)
+    out = tmp_path / "run.json"
+    result = _eval("--config", str(config), "--target", "no-sources", "--out", str(out), "--json")
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(out.read_text())
+    assert report["runtime"] == "server"
+    assert all(report["summary"][m] is None for m in ("recall@8", "mrr", "ndcg@8", "context_precision@5"))
+    assert report["summary"]["answer_f1"] is not None
+    assert all(r["unranked"] for r in report["rows"])
+
+
+def test_a_wrong_path_stops_the_run_after_the_first_record(served, tmp_path):
+    base, script = served
+    shapes = dict(SHAPES)
+    SHAPES["broken"] = {**SHAPES["json"], "reply": {**SHAPES["json"]["reply"], "answer": "data.answer"}}
+    try:
+        config = _config_file(tmp_path, base)
+    finally:
+        SHAPES.clear()
+        SHAPES.update(shapes)
+    script.shown.clear()
+    result = _eval("--config", str(config), "--target", "broken", "--out", str(tmp_path / "r.json"))
+    assert result.exit_code == 2
+    assert "reply.answer 'data.answer'" in result.output and "keys result{text, refused}" in result.output
+    # Each shard on the road checks its first reply, so the run stops after one question a shard.
+    assert len(script.shown) <= 2 < len(RECORDS)
+    assert result.output.count("reply.answer 'data.answer'") == 1
+    assert not (tmp_path / "r.json").exists()

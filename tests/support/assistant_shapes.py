@@ -1,0 +1,186 @@
+"""Assistants DocPilot did not build: one Starlette app under uvicorn on 127.0.0.1 speaking four other APIs.
+
+Every shape answers from one script (question → answer, the section ids it shows as
+sources, whether it refuses), and writes those sources in its own way, so a test can
+check the mapping back to section ids and the metrics computed from them:
+
+    POST /api/chat      JSON: {"query", "request_id"} → {"result": {"text", "refused"}, "documents": [{"link"}]},
+                        with a `Server-Timing` header; needs `X-Api-Key: k-secret`
+    POST /sse/ask       SSE with named events: `sources` ({"items": [{"path": "/page/guide/auth/#tokens"}]}),
+                        `delta` ({"t": "..."}) pieces, `done`
+    POST /rag/invoke    LangServe: {"input": {"question"}} → {"output": {"answer", "context": [{"metadata":
+                        {"source": "guide/auth.md#tokens"}}]}, "metadata": {"run_id"}}
+    POST /rag/stream    LangServe's stream: `metadata`, `data` chunks ({"context": [...]} then {"answer": "..."}), `end`
+    POST /ndjson        NDJSON lines: {"sources": [...]}, {"token": "..."}..., {"done": true}
+    POST /html          an HTML error page with status 200 (a proxy's login page)
+
+A request's sources are recorded in ``Script.shown`` (question → section ids), the
+ranking the metrics must read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.support.openai_server import _bind
+
+BASE = "https://docs.acme.test/"
+KEY = "k-secret"
+
+
+@dataclass(frozen=True)
+class Scripted:
+    """What the assistant says to one question."""
+
+    answer: str
+    sources: list[str] = field(default_factory=list)
+    """Section ids, in the order shown."""
+    refused: bool = False
+
+
+@dataclass
+class Script:
+    """The answers of every shape, and the sources each request showed."""
+
+    answers: dict[str, Scripted] = field(default_factory=dict)
+    delay_s: float = 0.0
+    """A wait before each reply (a stream waits it between its first and second delta)."""
+    shown: dict[str, list[str]] = field(default_factory=dict)
+
+    def take(self, question: str) -> Scripted:
+        scripted = self.answers.get(question, Scripted("I do not know that."))
+        self.shown[question] = list(scripted.sources)
+        return scripted
+
+
+def _page_url(section: str) -> str:
+    page, _, anchor = section.partition("#")
+    return f"/page/{page}/" + (f"#{anchor}" if anchor else "")
+
+
+def _pieces(text: str) -> list[str]:
+    words = text.split(" ")
+    return [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+
+
+def _sse(name: str, data: object) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+class _Shapes:
+    """The routes of every shape, answering from one script."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+
+    async def chat(self, request: Request) -> Response:
+        if request.headers.get("x-api-key") != KEY:
+            return JSONResponse({"detail": "invalid API key"}, status_code=401)
+        body = await request.json()
+        began = time.perf_counter()
+        scripted = self.script.take(body["query"])
+        await asyncio.sleep(self.script.delay_s)
+        took = (time.perf_counter() - began) * 1000
+        reply = {"result": {"text": scripted.answer, "refused": scripted.refused},
+                 "documents": [{"link": BASE + s.replace("#", ".html#", 1) if "#" in s else BASE + s + ".html"}
+                               for s in scripted.sources],
+                 "request_id": body.get("request_id")}
+        return JSONResponse(reply, headers={"Server-Timing": f'retrieve;dur=1.5;desc="search", generate;dur={took:.1f}'})
+
+    async def sse(self, request: Request) -> Response:
+        scripted = self.script.take((await request.json())["q"])
+
+        async def events() -> AsyncIterator[bytes]:
+            yield _sse("sources", {"items": [{"path": _page_url(s)} for s in scripted.sources]})
+            for n, piece in enumerate(_pieces(scripted.answer)):
+                yield _sse("delta", {"t": piece})
+                if n == 0:
+                    await asyncio.sleep(self.script.delay_s)
+            yield _sse("done", {"ok": True})
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    @staticmethod
+    def _context(scripted: Scripted) -> list[dict]:
+        return [{"page_content": "...", "metadata": {"source": s.replace("#", ".md#", 1) if "#" in s else s + ".md"}}
+                for s in scripted.sources]
+
+    async def invoke(self, request: Request) -> Response:
+        scripted = self.script.take((await request.json())["input"]["question"])
+        await asyncio.sleep(self.script.delay_s)
+        return JSONResponse({"output": {"answer": scripted.answer, "context": self._context(scripted)},
+                             "metadata": {"run_id": "r-1", "feedback_tokens": []}})
+
+    async def stream(self, request: Request) -> Response:
+        scripted = self.script.take((await request.json())["input"]["question"])
+
+        async def events() -> AsyncIterator[bytes]:
+            yield _sse("metadata", {"run_id": "r-1"})
+            yield _sse("data", {"context": self._context(scripted)})
+            for n, piece in enumerate(_pieces(scripted.answer)):
+                yield _sse("data", {"answer": piece})
+                if n == 0:
+                    await asyncio.sleep(self.script.delay_s)
+            yield b"event: end\n\n"  # as LangServe ends a stream: a named event with no data
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def ndjson(self, request: Request) -> Response:
+        scripted = self.script.take((await request.json())["question"])
+
+        async def lines() -> AsyncIterator[bytes]:
+            yield (json.dumps({"sources": [BASE + _page_url(s).lstrip("/") for s in scripted.sources]}) + "\n").encode()
+            for piece in _pieces(scripted.answer):
+                yield (json.dumps({"token": piece}) + "\n").encode()
+            yield b'{"done": true}\n'
+
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+    async def html(self, request: Request) -> Response:
+        return HTMLResponse("<html><body>Please sign in</body></html>")
+
+
+def build_app(script: Script) -> Starlette:
+    shapes = _Shapes(script)
+    return Starlette(routes=[
+        Route("/api/chat", shapes.chat, methods=["POST"]),
+        Route("/sse/ask", shapes.sse, methods=["POST"]),
+        Route("/rag/invoke", shapes.invoke, methods=["POST"]),
+        Route("/rag/stream", shapes.stream, methods=["POST"]),
+        Route("/ndjson", shapes.ndjson, methods=["POST"]),
+        Route("/html", shapes.html, methods=["POST"]),
+    ])
+
+
+@contextmanager
+def serve_shapes(script: Script) -> Iterator[str]:
+    """Serve ``script`` in every shape on a free port of 127.0.0.1 in a background thread; yields the base URL."""
+    sock = _bind()
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(build_app(script), log_config=None, access_log=False, lifespan="off",
+                                           timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"shapes-{port}", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the test assistant on port {port} did not start")
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)
+        sock.close()
