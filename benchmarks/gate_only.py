@@ -6,7 +6,7 @@ demo docs, several times in fresh processes, beside `python -c "import prefect"`
 floor any Prefect-orchestrated tool pays), and reports medians:
 
 - total: wall time of the whole command;
-- startup: interpreter start and imports (`import docpilot.cli, docpilot.run.wiring`);
+- startup: interpreter start and imports (`import docpilot.cli, docpilot.run.evaluation`);
 - index: loading the corpus and building or loading the index (in-process);
 - work: the pipeline's own wall time from the report;
 - peak RSS of the eval process (also for a second, larger set with --big).
@@ -73,7 +73,7 @@ def main() -> None:
         prefect, startup, index, total, work, orchestrators = [], [], [], [], [], set()
         for _ in range(args.repeat):
             prefect.append(timed([sys.executable, "-c", "import prefect"], env)[0])
-            startup.append(timed([sys.executable, "-c", "import docpilot.cli, docpilot.run.wiring"], env)[0])
+            startup.append(timed([sys.executable, "-c", "import docpilot.cli, docpilot.run.evaluation"], env)[0])
             index.append(float(timed([sys.executable, "-c", (
                 "import time; from docpilot.config.loading import load_config; from docpilot.assistant.workspace import open_workspace;"
                 "c = load_config(None); t = time.perf_counter(); open_workspace(c, use_cache=False);"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 MAX_QUESTION_CHARS = 2000
 """Longest question, in characters, in a golden set, an attack probe or a request to the server."""
@@ -121,6 +121,9 @@ class Row(_Strict):
     gold_rank: int | None = Field(default=None, ge=1)
     """Positives: 1-based rank of the first section matching a gold entry, searched `gold_depth` places deep,
     past the top 8 the metrics read; None when none is that deep, for other kinds, or in an older report."""
+    unranked: bool = False
+    """The assistant measured showed no ranking (a target whose reply maps no sources, docs/targets.md):
+    `retrieved` is empty because nothing was shown, and the retrieval metrics leave the row out."""
     gold_depth: int | None = Field(default=None, ge=0)
     """Positives: how many places deep `gold_rank` was searched (100 in the local runtime, the returned hits
     from a server); None for other kinds, or in a report written before rows carried it."""
@@ -404,3 +407,15 @@ class Report(_Strict):
     its ``verdict`` fails when a gate of any variant (or of ``paired.gate_variant``) failed."""
     paired: PairedVerdict | None = None
     """A run of several variants: each against the baseline, record by record."""
+    _path: str | None = PrivateAttr(default=None)
+
+    @property
+    def path(self) -> str | None:
+        """Where the report was written (``evaluate`` or ``load_report``); None when it is not in a file
+        (a variant's report, joined with the others' before it is written)."""
+        return self._path
+
+    def at(self, path: str | None) -> Report:
+        """This report, knowing it is written at ``path``."""
+        self._path = path
+        return self

@@ -1,23 +1,21 @@
-"""An eval's shards on a Dask cluster: the core's stage wiring, with ranking and answering on worker processes.
+"""An eval's shards on a Dask cluster: each shard down the road (``docpilot.run.road``) on a worker process.
 
-The work that costs something per record, ranking and answering, is sent to the
-cluster: every shard is submitted at once and the results are gathered in shard order,
-so the rows come out as an inline run's do. The wiring (``docpilot.run.wiring``) is
-the one every run uses; only the executor differs. The stage cache stays in the flow's
-process: it fills in what is stored, sends only the records still to be computed, and
-stores what comes back, so workers never touch the cache and two workers never race
-on an entry. Priming, rendering and scoring cost microseconds a record, less than
-shipping the records out and back, so they run in the flow's process; the prompt is
-also what a cached answer is looked up by. The worker tasks are ``tasks.dask``'s.
+Every shard is submitted at once and the rows are gathered in shard order, so they
+come out as an inline run's do; the road is the one every run takes, only where it
+runs differs. A worker reads and writes the stage cache itself (the cluster started
+for a run, or one whose workers share the eval's disk), so a re-run on Dask computes
+only what changed. The worker task is ``tasks.dask``'s.
 
 Workers report their task runs to Prefect, so they need a Prefect API every process
 can reach: the configured one, or a server started for the run (``tasks.prefect_server``).
 
 ``model.concurrency`` bounds the turns in flight across the whole cluster. When the
-first shard is sent to be answered, the run notes the workers connected then and
-splits the bound between them (``tasks.dask.turn_shares``); each answering parcel is
-held to those workers and carries their shares, so the endpoint never sees more than
-the configured number. The split is the run's, kept on its task runner.
+first shard is sent, the run notes the workers connected then and splits the bound
+between them (``tasks.dask.turn_shares``); each shard is held to those workers and
+carries their shares, so the endpoint never sees more than the configured number.
+The split is the run's, kept on its task runner. Workers probe no endpoint: the
+local provider's server is started here, before the first shard is sent, and an
+endpoint that cannot answer shows as errored rows.
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Iterator
 
 # Read when distributed is first imported, in this process and in the worker
 # processes it starts: without it, closing a cluster logs a page of worker shutdowns.
@@ -35,43 +34,42 @@ from prefect import Flow  # noqa: E402
 from prefect.context import FlowRunContext  # noqa: E402
 from prefect_dask import DaskTaskRunner  # noqa: E402
 
+from docpilot.assistant.workspace import open_workspace  # noqa: E402
 from docpilot.errors import OrchestratorError  # noqa: E402
-from docpilot.run import stages  # noqa: E402
+from docpilot.run.context import RunContext  # noqa: E402
 from docpilot.run.job import EvalJob  # noqa: E402
 from docpilot.run.orchestrator import Orchestration  # noqa: E402
-from docpilot.run.wiring import UNBOUNDED, Executor  # noqa: E402
-from docpilot.assistant.workspace import open_workspace  # noqa: E402
-from tasks.dask import PARCEL_TASKS, Parcel, turn_shares  # noqa: E402
+from docpilot.schema import Row  # noqa: E402
+from tasks.dask import Parcel, shard_on_worker, turn_shares  # noqa: E402
 from tasks.prefect_server import prefect_api  # noqa: E402
-from tasks.stages import as_task_run  # noqa: E402
 
 LOCAL_WORKERS = 2
 """Worker processes of the cluster started when no address is given."""
 
 
-class _Unparcelled:
-    """A worker task's future whose result is the traces the parcel brought back."""
-
-    def __init__(self, future) -> None:
-        self._future = future
-
-    def result(self):
-        return self._future.result().traces
-
-
-def _send(stage, job: EvalJob, traces):
-    task = PARCEL_TASKS[stage]
-    if stage is not stages.model:
-        return _Unparcelled(task.submit(job, Parcel(traces)))
-    runner = FlowRunContext.get().task_runner
-    shares = runner.turn_shares(job.config.model.concurrency)
+def dask_shards(run: RunContext, shards: Iterator[list]) -> Iterator[list[Row]]:
+    """The Dask executor: every shard submitted to the workers at once; their rows in shard order."""
+    job = run.job
+    if not job.gate_only:
+        # The config the workers send turns with: for the local provider, pointing at its server.
+        job = job.model_copy(update={"config": job.config.model_copy(update={"model": run.model_settings()})}) \
+            if _starts_a_server(job) else job
+    shares = FlowRunContext.get().task_runner.turn_shares(job.config.model.concurrency)
     # Only the workers given a share answer: a worker outside the split would add turns of its own.
     with dask.annotate(workers=list(shares), allow_other_workers=False):
-        return _Unparcelled(task.submit(job, Parcel(traces, shares)))
+        futures = [(len(records), shard_on_worker.submit(job, Parcel(records, shares))) for records in shards]
+    for size, future in futures:
+        rows = future.result().items
+        run.progress.advance("retrieve", size)
+        if not job.gate_only:
+            run.progress.advance("model", size)
+        yield rows
 
 
-DASK = Executor(call=as_task_run, send=_send, ranking_ahead=UNBOUNDED, answering_ahead=UNBOUNDED, remote=True)
-"""Ranking and answering of every shard submitted to the cluster at once; the rest in the flow."""
+def _starts_a_server(job: EvalJob) -> bool:
+    from docpilot.models.registry import provider_of
+
+    return provider_of(job.config.model).endpoint == "served" and not job.config.model.base_url
 
 
 class SharingTaskRunner(DaskTaskRunner):
@@ -90,8 +88,7 @@ class SharingTaskRunner(DaskTaskRunner):
         return self._shares
 
     def _workers(self) -> list[str]:
-        # Shards were ranked on the cluster before the first is answered, so a worker was
-        # there a moment ago; none now means the cluster lost them all.
+        # None when the run starts means the cluster has lost them all.
         workers = list(self.client.scheduler_info(n_workers=-1)["workers"])
         if not workers:
             raise OrchestratorError(
@@ -121,7 +118,8 @@ def local_cluster_options(workers: int = LOCAL_WORKERS) -> dict:
     }
 
 
-def run_on_dask(flow: Flow, job: EvalJob, address: str | None = None, orchestration: Orchestration | None = None):
+def run_on_dask(flow: Flow, job: EvalJob, address: str | None = None, orchestration: Orchestration | None = None,
+                **parameters):
     """Run ``flow`` (the eval flow) with its shards on Dask, against a Prefect API every worker reaches."""
     if job.runtime != "local":
         raise OrchestratorError(
@@ -136,7 +134,7 @@ def run_on_dask(flow: Flow, job: EvalJob, address: str | None = None, orchestrat
     open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
     with prefect_api():
         return flow.with_options(task_runner=dask_task_runner(address))(job, runner="dask",
-                                                                          orchestration=orchestration)
+                                                                          orchestration=orchestration, **parameters)
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:

@@ -1,15 +1,18 @@
-"""The eval flow: the core's stage wiring with every stage a Prefect task run, then the scorecard artifact.
+"""The eval flow: ``evaluate`` with every shard a Prefect task run, then the scorecard artifact.
 
-The order of the stages is written once, in ``docpilot.run.wiring``; this module hands
-it an executor whose calls are task runs (one per stage per shard) and publishes the
-scorecard. ``run_eval`` runs one eval (the core's ``evaluated``) under the orchestrator
+The order of the stages is written once, in ``docpilot.run.road``; this module hands
+``evaluate`` an executor whose shards are task runs (one per shard, every stage inside
+it) and publishes the scorecard. ``run_eval`` runs one eval under the orchestrator
 ``docpilot.run.orchestrator`` chooses; an inline run never needs this module. A Dask
-run (``flows.dask``) sends the shards out concurrently with the same wiring.
+run (``flows.dask``) sends the shards to the cluster's workers instead.
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
+import threading
+from collections import deque
+from collections.abc import Iterator
 from typing import Literal
 
 from prefect import flow, tags
@@ -21,65 +24,74 @@ from prefect.settings import (
 )
 from prefect.utilities.annotations import quote
 
+from docpilot import progress as progress_module
 from docpilot.errors import OrchestratorError
-from docpilot.run import stages
+from docpilot.progress import Progress
+from docpilot.run.context import RunContext
+from docpilot.run.evaluation import SHARDS_AT_ONCE, evaluate
 from docpilot.run.job import EvalJob
 from docpilot.run.orchestrator import Choice, Orchestration, choose
-from docpilot.progress import Progress
-from docpilot.run.evaluation import evaluated
-from docpilot.run.wiring import Executor, completed, run_stages, served
-from docpilot.schema import Report
+from docpilot.schema import Report, Row
 from tasks.artifacts import publish_scorecard, run_tags
-from tasks.stages import TASKS, as_task_run, quoted
+from tasks.stages import shard
 
 Orchestrator = Choice
 Runner = Literal["local", "dask"]
 
 
-def _send(stage, job, traces):
-    if stage is stages.model:  # answering overlaps the next shard's ranking
-        return TASKS[stage].submit(*quoted((job, traces)))
-    return completed(as_task_run(stage, job, traces))
-
-
-PREFECT = Executor(call=as_task_run, send=_send)
-"""Every stage a task run in the flow's process; answering submitted, so shards overlap."""
+def prefect_shards(run: RunContext, shards: Iterator[list]) -> Iterator[list[Row]]:
+    """The Prefect executor: a task run per shard, ``SHARDS_AT_ONCE`` submitted at once, rows in shard order."""
+    pending: deque = deque()
+    try:
+        for records in shards:
+            # quote: Prefect would walk the run and every record looking for futures.
+            pending.append(shard.submit(quote(run), quote(records)))
+            if len(pending) >= SHARDS_AT_ONCE:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    except BaseException:
+        run.cancel()  # the task runs still under way stop now; the turns answered stay stored
+        for future in pending:
+            future.wait()
+        raise
 
 
 @flow(name="docpilot-eval", validate_parameters=False)
-def eval_flow(job: EvalJob, runner: Runner = "local", orchestration: Orchestration | None = None) -> quote:
-    """Evaluate a golden set, one Prefect task run per stage per shard; publish the scorecard.
+def eval_flow(job: EvalJob, runner: Runner = "local", orchestration: Orchestration | None = None,
+              progress: Progress | None = None, interrupt: threading.Event | None = None) -> quote:
+    """Evaluate a golden set, one Prefect task run per shard; publish the scorecard.
 
     ``runner="dask"`` sends the shards to the flow's Dask task runner (``flows.dask``).
     """
     # The run's tags mark the flow run. Its task runs go untagged: Prefect asks its API for
     # concurrency slots for the tags of every task run as it starts, a round trip per
-    # stage and shard that the server, busy with the run's events, answers slowly.
+    # shard that the server, busy with the run's events, answers slowly.
     orchestration = orchestration or choose("prefect", runner=runner)
     with TagsContext(current_tags=set()):
         if runner == "dask":
-            from flows.dask import DASK
+            from flows.dask import dask_shards
 
-            report, path = run_stages(job, DASK, orchestration)
+            executor = dask_shards
         else:
-            report, path = run_stages(job, PREFECT, orchestration)
-        publish_scorecard(quote(report), path)  # quote: Prefect would walk every row
+            executor = prefect_shards
+        report = evaluate(job, progress=progress, orchestration=orchestration, executor=executor,
+                          interrupt=interrupt)
+        publish_scorecard(quote(report), report.path)  # quote: Prefect would walk every row
     # quote: Prefect would otherwise walk every row of the returned report (seconds at 10,000).
-    return quote((report, path))
+    return quote(report)
 
 
 def run_eval(
     job: EvalJob, orchestrator: Orchestrator | Orchestration = "auto", *, runner: Runner = "local",
-    dask_address: str | None = None, progress: Progress | None = None,
-) -> tuple[Report, str]:
-    """Run one eval under the chosen orchestrator; returns the report and its path.
+    dask_address: str | None = None, progress: Progress | None = None, interrupt: threading.Event | None = None,
+) -> Report:
+    """Run one eval under the chosen orchestrator; its report (``report.path`` says where it is written).
 
     ``orchestrator`` is a choice (``auto`` picks as ``docpilot.run.orchestrator.choose``
     does) or an orchestration already chosen. ``runner="dask"`` runs the shards on the
     Dask scheduler at ``dask_address``, or on a local cluster of two worker processes;
-    it always runs under Prefect. The run is the core's ``evaluated`` (the endpoint's
-    probe, the local provider's server, the first turns sent early), with this module's
-    flow as its orchestrator; an inline run is ``evaluated`` alone.
+    it always runs under Prefect. An inline run is ``evaluate`` alone.
     """
     orchestration = orchestrator if isinstance(orchestrator, Orchestration) else choose(orchestrator, runner=runner)
     if runner == "dask" and orchestration.orchestrator == "inline":
@@ -87,22 +99,19 @@ def run_eval(
             "--runner dask runs the shards as Prefect task runs, so it cannot run inline\n"
             "  fix: drop --orchestrator inline, or drop --runner dask"
         )
-    run_flow = None if orchestration.orchestrator == "inline" else functools.partial(
-        orchestrate, runner=runner, dask_address=dask_address)
-    return evaluated(job, progress=progress, orchestration=orchestration, orchestrate=run_flow, runner=runner)
+    if orchestration.orchestrator == "inline":
+        return evaluate(job, progress=progress, orchestration=orchestration, interrupt=interrupt)
+    from docpilot.run.orchestrator import configured_api
+
+    if runner == "dask" or not configured_api():
+        from docpilot.run.reaper import watch_children
+
+        watch_children()  # Prefect's temporary server or a Dask cluster: gone if this process is killed
+    return _run_flow(job, orchestration, runner, dask_address, progress, interrupt)
 
 
-def orchestrate(job: EvalJob, orchestration: Orchestration, *, runner: Runner = "local",
-                dask_address: str | None = None) -> tuple[Report, str]:
-    """Run a ready job's stages as the eval flow (``evaluated``'s orchestrate function); the report and its path.
-
-    The server runtime without a URL serves the same config on a free loopback port for the run.
-    """
-    with served(job) as job:
-        return _run_flow(job, orchestration, runner, dask_address)
-
-
-def _run_flow(job: EvalJob, orchestration: Orchestration, runner: Runner, dask_address: str | None):
+def _run_flow(job: EvalJob, orchestration: Orchestration, runner: Runner, dask_address: str | None,
+              progress: Progress | None, interrupt: threading.Event | None) -> Report:
     # A heartbeat thread would hold the process up to a second at exit; a run of a
     # CLI process does not need crash detection by heartbeat.
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
@@ -111,8 +120,13 @@ def _run_flow(job: EvalJob, orchestration: Orchestration, runner: Runner, dask_a
                 if runner == "dask":
                     from flows.dask import run_on_dask
 
-                    return _unquoted(run_on_dask(eval_flow, job, dask_address, orchestration))
-                return _unquoted(eval_flow(job, orchestration=orchestration))
+                    # Dask pickles the flow run's context, parameters included, with every task: a
+                    # progress or a stop flag (locks, thread-locals) cannot go. The flow counts into
+                    # this thread's progress (``docpilot.progress.current``).
+                    with progress_module.counting(progress) if progress else contextlib.nullcontext():
+                        return _unquoted(run_on_dask(eval_flow, job, dask_address, orchestration))
+                return _unquoted(eval_flow(job, orchestration=orchestration, progress=progress,
+                                           interrupt=interrupt))
         except (RuntimeError, ValueError) as exc:
             if "Failed to reach API" in str(exc) or "No Prefect API URL" in str(exc):
                 raise OrchestratorError(

@@ -1,12 +1,16 @@
-"""The tasks a Dask worker runs: ranking and answering a shard, in a box Prefect does not open.
+"""The task a Dask worker runs: a shard of records down the road, in a box Prefect does not open.
 
 Prefect walks every task argument looking for futures, at about a millisecond a
 record, and Dask turns Prefect's ``quote`` (its way of skipping the walk) into a plain
 tuple. A plain object is neither walked nor rewritten, so the shard travels in one.
 
+A worker has no run of the eval's process to join: it opens the run's workspace (kept
+by ``open_workspace`` while the docs stay the same) and a context of its own for the
+shard, and sends it down the same road as an inline run does.
+
 ``model.concurrency`` is the bound the endpoint sees, however many workers answer: a
-parcel to be answered carries each answering worker's share of it (``turn_shares``),
-and the worker keeps only its own share of turns in flight.
+parcel carries each answering worker's share of it (``turn_shares``), and the worker
+keeps only its own share of turns in flight.
 """
 
 from __future__ import annotations
@@ -14,19 +18,21 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NONE
 
-from docpilot.run import stages
+from docpilot.assistant.workspace import open_workspace
+from docpilot.run.context import RunContext
 from docpilot.run.job import EvalJob
 from docpilot.run.lane import concurrency_share
-from docpilot.assistant.workspace import Trace
+from docpilot.run.road import travel
 
 
 class Parcel:
-    """A shard's records on their way to a worker and back, with the turns each worker may keep in flight."""
+    """A shard's records on their way to a worker (and its rows on the way back), with the turns each
+    worker may keep in flight."""
 
-    __slots__ = ("shares", "traces")
+    __slots__ = ("items", "shares")
 
-    def __init__(self, traces: list[Trace], shares: dict[str, int] | None = None) -> None:
-        self.traces = traces
+    def __init__(self, items: list, shares: dict[str, int] | None = None) -> None:
+        self.items = items
         self.shares = shares
         """Worker address → its share of ``model.concurrency``; None where nothing is answered."""
 
@@ -44,23 +50,19 @@ def turn_shares(concurrency: int, workers: list[str]) -> dict[str, int]:
     }
 
 
-@task(name="retrieve", cache_policy=NONE)
-def retrieve_parcel(job: EvalJob, parcel: Parcel) -> Parcel:
-    """Rank a parcel's records: the retrieve stage, on a worker."""
-    return Parcel(stages.retrieve(job, parcel.traces))
-
-
-@task(name="model", cache_policy=NONE)
-def answer_parcel(job: EvalJob, parcel: Parcel) -> Parcel:
-    """Answer a parcel's records: the model stage, on a worker, within this worker's share of the turns."""
+@task(name="shard", cache_policy=NONE)
+def shard_on_worker(job: EvalJob, parcel: Parcel) -> Parcel:
+    """A shard down the road on a worker, within this worker's share of the turns; its rows."""
     from distributed import get_worker
 
     share = (parcel.shares or {}).get(get_worker().address)
-    if share is None:  # only the workers with a share are sent parcels to answer
-        raise RuntimeError(f"worker {get_worker().address} was sent turns to answer but has no share of them")
-    with concurrency_share(share):
-        return Parcel(stages.model(job, parcel.traces))
-
-
-PARCEL_TASKS = {stages.retrieve: retrieve_parcel, stages.model: answer_parcel}
-"""Stage function → the task that runs it on a worker."""
+    if share is None:  # only the workers with a share are sent parcels
+        raise RuntimeError(f"worker {get_worker().address} was sent a shard but has no share of the turns")
+    workspace = open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
+    # The endpoint was checked by the eval's process when the job was sent: a worker probes nothing.
+    run = RunContext(job.run_key, job=job, workspace=workspace, endpoint_ready=True)
+    try:
+        with concurrency_share(share):
+            return Parcel(travel(run, parcel.items))
+    finally:
+        run.close()

@@ -16,12 +16,8 @@ import re
 import tempfile
 import threading
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from docpilot.errors import StorageError
-
-if TYPE_CHECKING:
-    from docpilot.assistant.shared_model import SharedModel
 
 # Restricting the candidates keeps short questions from being read as rare languages.
 CANDIDATES = (
@@ -61,37 +57,6 @@ def preload(*, urgent: bool = False) -> None:
 _preloading: threading.Thread | None = None
 
 
-_shared: SharedModel | None = None
-
-
-def load_for_forks() -> bool:
-    """Start loading the language model in a helper process, for the children this process is about to fork.
-
-    Each child maps the tables the helper loaded (``assistant.shared_model``: a few
-    milliseconds, one copy in memory for all) the first time it detects a language,
-    instead of spending a second of CPU on LZMA decompression, and this process need
-    not wait for the load before forking (it starts no thread, so there is no lock a
-    child could inherit held). A helper that fails costs only that: each child then
-    loads the model itself. Whether this call started the helper (``end_load_for_forks``
-    is then the caller's).
-    """
-    global _shared
-    if _shared is not None or ready():
-        return False
-    from docpilot.assistant.shared_model import SharedModel
-
-    _shared = SharedModel()
-    return True
-
-
-def end_load_for_forks() -> None:
-    """Close what ``load_for_forks`` opened, once the children are done."""
-    global _shared
-    if _shared is not None:
-        shared, _shared = _shared, None
-        shared.close()
-
-
 def _load_in_background(lower: bool = True) -> None:
     # At a lower priority (Linux sets it per thread): the load is a second of CPU, and
     # the turns of a run that just started, and the model server beside it, come first.
@@ -116,11 +81,6 @@ def _identifier():
 
 @lru_cache(maxsize=1)
 def _load_identifier():
-    if _shared is not None:
-        with contextlib.suppress(Exception):  # the helper's tables are only a shortcut: load as usual without them
-            identifier = _shared.identifier(list(CANDIDATES))
-            if identifier is not None:
-                return identifier
     return load_model()
 
 

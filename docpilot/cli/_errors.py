@@ -21,8 +21,8 @@ from typing import Any, TypeVar, overload
 
 import click
 
-from docpilot.redact import redact
 from docpilot.errors import DISK_FULL, DISK_FULL_FIX, DocpilotError, fills_disk
+from docpilot.redact import redact
 from docpilot.reports.terminal import clean
 
 INTERNAL_ERROR_EXIT = 3
@@ -131,17 +131,20 @@ def signals_held():
 
 
 @contextlib.contextmanager
-def interrupts_resume(*, quick: str | None = None):
+def interrupts_resume():
     """Turn Ctrl-C and SIGTERM into a one-line message: finished work is cached, re-run to resume.
 
     Model results are stored as each one completes, so nothing finished is lost; the
-    message tells the user so instead of printing a traceback. ``quick`` is how the
-    process may end (``docpilot.cli._exit.end_process``). The signal also marks the
-    run as stopping, so that it stops even if a library it passes through (Prefect,
-    while its flow run starts) swallows the KeyboardInterrupt.
+    message tells the user so instead of printing a traceback. The block is given the
+    run's stop flag (a ``threading.Event``): the signal sets it, so that the run stops
+    even if a library it passes through (Prefect, while its flow run starts) swallows
+    the KeyboardInterrupt.
     """
-    from docpilot.run.context import stop_all
+    import threading
+
     from docpilot.run.lane import Interrupted
+
+    stop = threading.Event()
 
     signalled = False
 
@@ -149,7 +152,7 @@ def interrupts_resume(*, quick: str | None = None):
         nonlocal signalled
         global _stop_asked
         signalled = _stop_asked = True
-        stop_all()  # every run of this process stops, even if the KeyboardInterrupt below is swallowed
+        stop.set()  # the run stops, even if the KeyboardInterrupt below is swallowed
         if _held:  # inside code that must not be cut (an import): it ends first, then stops the run
             return
         raise KeyboardInterrupt
@@ -159,9 +162,7 @@ def interrupts_resume(*, quick: str | None = None):
             "interrupted: every finished record is in the cache; run the same command again to resume",
             err=True,
         )
-        from docpilot.cli._exit import end_process
-
-        end_process(INTERRUPTED_EXIT, quick=quick, interrupted=True)  # or raises SystemExit
+        sys.exit(INTERRUPTED_EXIT)
 
     def _unraisable(unraisable) -> None:
         # A signal that lands in code Python cannot raise from (a weakref's callback, such as
@@ -174,7 +175,7 @@ def interrupts_resume(*, quick: str | None = None):
     previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGINT)}
     previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
     try:
-        yield
+        yield stop
     except (KeyboardInterrupt, Interrupted):
         _stop()
     except Exception:

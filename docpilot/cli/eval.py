@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -11,7 +10,6 @@ import click
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors, interrupts_resume
-from docpilot.cli._exit import end_process
 from docpilot.cli._numbers import option_number
 from docpilot.cli._outputs import chosen_outputs, output_options
 from docpilot.config.model import ModelConfig
@@ -72,15 +70,15 @@ def _emit(report, path: str, as_json: bool, *, live: bool = False) -> None:
             payload["paired"] = report.paired.model_dump() if report.paired else None
         click.echo(json.dumps(payload, indent=2))
     elif report.variants:
-        from docpilot.reports.matrix import render_matrix
         from docpilot.clock import command_ms
+        from docpilot.reports.matrix import render_matrix
 
         console = Console()
         render_faults(report, console)
         render_matrix(report, console, path=path, command_ms=command_ms() if live else None)
     else:
-        from docpilot.reports.scorecard import render_scorecard
         from docpilot.clock import command_ms
+        from docpilot.reports.scorecard import render_scorecard
 
         console = Console()
         render_faults(report, console)
@@ -95,19 +93,6 @@ def _warn_about(path: str) -> None:
     # The records were parsed for the job; their warnings came with them.
     for line in warning_lines(record_warnings(path), path):
         click.echo(f"warning: {line}", err=True)
-
-
-def _import_prefect_meanwhile() -> None:
-    """Import the flow (and Prefect, a second of it) on a thread of its own while the job is built (Dask runs)."""
-    import threading
-
-    def load() -> None:
-        with contextlib.suppress(Exception):  # the main thread's own import says what is wrong
-            import fastapi.encoders  # noqa: F401  Prefect's encoder of the flow run's parameters
-
-            import flows.eval  # noqa: F401
-
-    threading.Thread(target=load, name="docpilot-import-prefect", daemon=True).start()
 
 
 def _require_extras(choice: str, orchestration, runner: str, runtime: str, url: str | None) -> None:
@@ -128,24 +113,20 @@ def _require_extras(choice: str, orchestration, runner: str, runtime: str, url: 
                       otherwise="pass --url of a running server")
 
 
-def _under_prefect(runner: str, dask_address: str | None):
-    """The orchestrate function of a Prefect or Dask run, importing Prefect only when it is called."""
+def _run(job, *, variants, gate_variant, orchestration, runner, dask_address, progress, interrupt):
+    """The run: ``evaluate`` in this process, or under Prefect through its flow (imported only then)."""
+    if variants or (orchestration.orchestrator == "inline" and runner == "local"):
+        from docpilot.run.evaluation import evaluate
 
-    def orchestrate(job, orchestration):
-        from docpilot.cli._errors import signals_held
+        return evaluate(job, variants=variants, gate_variant=gate_variant, progress=progress,
+                        orchestration=orchestration, interrupt=interrupt)
+    from docpilot.cli._errors import signals_held
 
-        with signals_held():  # Prefect's import swallows an interrupt and prints it (see signals_held)
-            from flows.eval import orchestrate as run_flow
+    with signals_held():  # Prefect's import swallows an interrupt and prints it (see signals_held)
+        from flows.eval import run_eval
 
-        return run_flow(job, orchestration, runner=runner, dask_address=dask_address)
-
-    return orchestrate
-
-
-def _warm_scorecard() -> None:
-    # The first turns are out by now: the scorecard's code is loaded while the model
-    # answers them, not after the last answer.
-    import docpilot.reports.scorecard  # noqa: F401
+    return run_eval(job, orchestration, runner=runner, dask_address=dask_address, progress=progress,
+                    interrupt=interrupt)
 
 
 @main.command("eval")
@@ -176,6 +157,8 @@ def _warm_scorecard() -> None:
 @click.option("--runtime", type=click.Choice(["local", "server"]), default="local", show_default=True,
               help="local: run the assistant in this process; server: measure it over HTTP.")
 @click.option("--url", help="Base URL of a running `docpilot serve` (server runtime); without it one is started.")
+@click.option("--target", "target_name", metavar="NAME",
+              help="Measure this assistant of the config's targets (docs/targets.md); implies --runtime server.")
 @click.option(
     "--runner", type=click.Choice(["local", "dask"]), default="local", show_default=True,
     help="dask: run the shards on a Dask cluster, under Prefect (a Prefect server is started when none is set).",
@@ -206,7 +189,7 @@ def _warm_scorecard() -> None:
 def eval_command(
     config_path, docs, golden, record_set, split, record_ids, tags, limit, gate_only, out, as_json, orchestrator,
     runtime, url, runner, dask_address, provider, model, base_url, concurrency, no_cache, refresh, variant_options,
-    models_option, gate_variant, allow_errors, **formats,
+    models_option, gate_variant, allow_errors, target_name=None, **formats,
 ):
     """Run the golden set through the assistant, score it, write a report and a verdict.
 
@@ -218,74 +201,53 @@ def eval_command(
     input error.
     """
     outputs = chosen_outputs(formats)
+    runtime = _target_runtime(target_name, runtime, url)
     if runtime == "server" and gate_only:
         raise click.UsageError("--gate-only measures retrieval in this process; it does not apply to --runtime server")
     if url and runtime != "server":
         raise click.UsageError("--url names the server of --runtime server; add --runtime server")
     if dask_address and runner != "dask":
         raise click.UsageError("--dask-address names the scheduler of --runner dask; add --runner dask")
-    from docpilot.run.orchestrator import choose, configured_api
+    from docpilot.run.orchestrator import choose
 
     orchestration = choose(orchestrator, runner=runner)
-    _require_extras(orchestrator, orchestration, runner, runtime, url)
-    inline = orchestration.orchestrator == "inline" and runner == "local"
-    if runner == "dask":
-        _import_prefect_meanwhile()
-    quick_exit = "inline" if inline else "prefect" if runner == "local" and configured_api() else None
-    from docpilot.config.loading import load_config
-    from docpilot.models.probe import Ready, ready_endpoint
+    _require_extras(orchestrator, orchestration, runner, runtime, url or target_name)
     from docpilot import progress
-    from docpilot.run.evaluation import evaluated
+    from docpilot.config.loading import load_config
     from docpilot.run.job import build_job
     from docpilot.schema import Selection
 
     config = load_config(config_path, overrides=_overrides(docs, golden, record_set, provider, model, base_url,
                                                              concurrency))
+    config = _with_target(config, target_name)
     check_settings(config)
     variants = _variants(config, variant_options, models_option, gate_variant)
     if len(variants) == 1:  # a run of one, with the variant's settings
         config, variants = variants[0].config, []
     if variants:
-        orchestration = _inline_for_variants(orchestrator, orchestration, runner, runtime)
-        inline, quick_exit = True, "inline"
+        orchestration = _inline_for_variants(orchestrator, orchestration, runner, runtime, variants)
+        config = _targets_of_variants(config, runtime, variants)
     if runtime == "server" and url:
         from docpilot.api.token import check_token
 
         check_token(url)  # one request: a missing or wrong token stops the run before any question
-    # The model this process calls: none for --gate-only, nor when a running server is measured.
-    # Its endpoint is probed while the records, the docs and the index load, and must
-    # answer before the first record is sent (the local provider's server starts then).
-    calls_model = not gate_only and not (runtime == "server" and url)
-    if variants:  # each variant's endpoint, and the language model their processes share
-        from docpilot.run.variants import variants_ahead
-
-        endpoint = variants_ahead(variants, calls_model=calls_model)
-    else:
-        endpoint = ready_endpoint(config) if calls_model else contextlib.nullcontext(Ready(lambda: config))
     # Progress shows from the start: preparing the job opens the retriever, and building a
-    # missing index with an embedder can take minutes.
-    with progress.shown() as shown, endpoint as ready:
+    # missing index with an embedder can take minutes. The model endpoint is asked nothing
+    # until the run's first turn is about to be sent.
+    with progress.shown() as shown:
         job = build_job(
             config, record_set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
             refresh=["retrieve", "model"] if "all" in refresh else sorted(set(refresh)),
-            allow_errors=allow_errors, out=out, runtime=runtime, url=url,
+            allow_errors=allow_errors, out=out, runtime=runtime, url=_job_url(config, url),
             selection=Selection(ids=list(record_ids), tags=list(tags), limit=limit),
         )
         if record_set == "golden":
             _warn_about(job.golden)
         _check_outputs(out, job.config.reports_dir, outputs)
-        with interrupts_resume(quick=quick_exit):
-            if variants:
-                from docpilot.run.variants import run_variants
-
-                report, path = run_variants(job, variants, progress=shown, gate_variant=gate_variant,
-                                            orchestration=orchestration, ready=ready)
-            else:
-                report, path = evaluated(
-                    job, progress=shown, orchestration=orchestration, runner=runner, ready=ready,
-                    orchestrate=None if inline else _under_prefect(runner, dask_address),
-                    meanwhile=_warm_scorecard if inline else None,
-                )
+        with interrupts_resume() as interrupt:
+            report = _run(job, variants=variants, gate_variant=gate_variant, orchestration=orchestration,
+                          runner=runner, dask_address=dask_address, progress=shown, interrupt=interrupt)
+    path = report.path
     written = {}
     if outputs:
         from docpilot.readout.files import write_outputs
@@ -302,7 +264,7 @@ def eval_command(
             beside = shlex.quote(str(Path(path).with_suffix(".html")))
             click.echo(f"html: not written; add --html report.html to this command, "
                        f"or run `docpilot report {shlex.quote(str(path))}` to write {beside}")
-    end_process(0 if report.verdict == "pass" else 1, quick=quick_exit)
+    sys.exit(0 if report.verdict == "pass" else 1)
 
 
 def _variants(config, options, models, gate_variant) -> list:
@@ -328,16 +290,51 @@ def _variants(config, options, models, gate_variant) -> list:
     return variants
 
 
-def _inline_for_variants(choice, orchestration, runner, runtime):
+def _target_runtime(target_name, runtime, url):
+    """The run's runtime: the server runtime for ``--target`` (a target is measured over HTTP)."""
+    if target_name is None:
+        return runtime
+    if url:
+        raise click.UsageError("--url names DocPilot's own server; a target's URL is in its config")
+    return "server"
+
+
+def _targets_of_variants(config, runtime, variants):
+    """With every variant naming a target, the run's config names the first: no DocPilot server is started."""
+    if runtime == "server" and config.target is None:
+        return config.model_copy(update={"target": variants[0].config.target})
+    return config
+
+
+def _job_url(config, url):
+    """The URL the server runtime asks: a target's own when the run measures targets (no DocPilot server is started)."""
+    return config.targets[config.target].url if config.target is not None and not url else url
+
+
+def _with_target(config, name):
+    """The config measuring its target ``name`` (None: as it is); exit 2 naming the config's targets when it
+    has no such one."""
+    from docpilot.errors import ConfigError
+
+    if name is None:
+        return config
+    if name not in config.targets:
+        raise ConfigError(f"--target {name}: the config has no such target",
+                          hint=f"the config's targets: {', '.join(config.targets) or 'none; add a targets: section'}")
+    return config.model_copy(update={"target": name})
+
+
+def _inline_for_variants(choice, orchestration, runner, runtime, variants=()):
     """The orchestration of a run of several variants: inline, in this process; exit 2 for what cannot be."""
     from docpilot.run.orchestrator import Orchestration
 
     if runner == "dask" or choice == "prefect":
         raise click.UsageError("several variants run in this process, inline; "
                                "drop --runner dask and --orchestrator prefect, or run one variant")
-    if runtime == "server":
+    if runtime == "server" and not all(v.config.target is not None for v in variants):
         raise click.UsageError("--runtime server measures one server, with one configuration; "
-                               "drop --variant and --models, or --runtime server")
+                               "drop --variant and --models, or --runtime server, "
+                               "or give every variant a target (target=NAME)")
     if orchestration.orchestrator == "inline":
         return orchestration
     return Orchestration("inline", "a run of several variants runs inline", "run one variant to run under Prefect")

@@ -15,7 +15,7 @@ When several processes answer one run (the workers of a Dask cluster), each keep
 its share of ``model.concurrency`` in flight rather than the whole of it
 (``concurrency_share``), so the endpoint sees the configured number across all of them.
 
-Each run has its own lanes (``docpilot.run.context``). A lane opens with the run's
+Each run has its own lanes (``docpilot.run.context``, handed to the lane by the model step). A lane opens with the run's
 first model stage that needs it and closes when the last one using it returns.
 ``RunContext.cancel`` stops the run's lanes (Ctrl-C, SIGTERM): turns in flight are
 dropped, turns already answered are still stored.
@@ -39,6 +39,7 @@ from docpilot.progress import Progress
 
 if TYPE_CHECKING:
     from docpilot.assistant.workspace import Trace, Workspace
+    from docpilot.config.model import ModelConfig
     from docpilot.run.context import RunContext
 
 # Turns in flight per model client: one client's 64 kept-alive connections serve up to
@@ -80,11 +81,12 @@ class ModelLane:
     """At most ``concurrency`` model turns in flight for every shard sent to it, first come first served."""
 
     def __init__(self, ws: Workspace, finish: Callable[[Trace], None], *, turns: int | None = None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, settings: ModelConfig | None = None) -> None:
         self._ws = ws
+        self._settings = settings or ws.config.model
         self._progress = progress or Progress()
         self._finish = finish
-        self.turns = turns or ws.config.model.concurrency
+        self.turns = turns or self._settings.concurrency
         """How many turns it keeps in flight: ``model.concurrency``, or this process's share of it."""
         self._loop = _new_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="docpilot-model", daemon=True)
@@ -106,7 +108,7 @@ class ModelLane:
             raise
 
     async def _open(self) -> None:  # on the lane's loop: the models' clients belong to it
-        settings = self._ws.config.model
+        settings = self._settings
         # A model that answers in this process (the extractive one) is one object for every
         # turn, given the corpus's word weights counted once; an endpoint's client serves
         # TURNS_PER_CLIENT turns.
@@ -222,12 +224,14 @@ class ModelLane:
 
 
 @contextmanager
-def open_lane(run: RunContext, ws: Workspace, finish: Callable[[Trace], None]) -> Iterator[ModelLane]:
+def open_lane(run: RunContext, ws: Workspace, finish: Callable[[Trace], None], *,
+              settings: ModelConfig | None = None) -> Iterator[ModelLane]:
     """The run's lane for the workspace, opened by its first user and closed when its last user leaves.
 
     ``finish(trace)`` runs on the writer thread after each turn: it stores the turn.
     When ``finish`` has a ``close`` method, the writer thread runs it once, as the lane
-    closes. The lane keeps the ``finish`` of the user that opened it. A run that was
+    closes. The lane keeps the ``finish`` (and the model ``settings``, by default the workspace's) of the
+    user that opened it. A run that was
     interrupted opens no lane: its model stages stop at once.
     """
     with run.lock:
@@ -235,7 +239,8 @@ def open_lane(run: RunContext, ws: Workspace, finish: Callable[[Trace], None]) -
             raise Interrupted("the run was interrupted before this stage's turns were sent")
         lane = run.lanes.get(id(ws))
         if lane is None:
-            lane = run.lanes[id(ws)] = ModelLane(ws, finish, turns=_SHARE.get(), progress=run.progress)
+            lane = run.lanes[id(ws)] = ModelLane(ws, finish, turns=_SHARE.get(), progress=run.progress,
+                                                 settings=settings)
         lane.users += 1
     try:
         yield lane

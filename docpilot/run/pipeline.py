@@ -17,20 +17,20 @@ from typing import NotRequired
 from pydantic import TypeAdapter
 from typing_extensions import TypedDict  # pydantic reads this TypedDict, not typing's, before Python 3.12
 
+from docpilot import progress
 from docpilot.assistant.language import RULE as LANGUAGE_RULE
 from docpilot.assistant.language import detect_language
 from docpilot.assistant.language import ready as language_ready
 from docpilot.assistant.primer import PROMPT_VERSION
 from docpilot.assistant.turn import panel, primed
+from docpilot.assistant.workspace import Trace, Workspace
+from docpilot.cache import cache_key
 from docpilot.models.base import REPLY_FIELDS, Prompt, Reply, paints, read_reply
 from docpilot.models.registry import model_identity
 from docpilot.retrieval.rankers import Hit
-from docpilot import progress
-from docpilot.cache import cache_key
 from docpilot.run.context import RunContext
 from docpilot.run.lane import open_lane
 from docpilot.run.rows import build_rows  # noqa: F401  (the stages call it as pipeline.build_rows)
-from docpilot.assistant.workspace import Trace, Workspace
 from docpilot.schema import AttackProbe, GoldenRecord
 
 GOLD_DEPTH = 100
@@ -131,12 +131,15 @@ def answer_shard(ws: Workspace, traces: list[Trace], *, run: RunContext | None =
 
     The turns go through the run's model lane, which keeps the configured number in
     flight across shards, sends a prompt once however often it is asked, and stores
-    each turn as it arrives. Without ``run``, the shard has a lane of its own.
+    each turn as it arrives. Without ``run``, the shard has a lane of its own. This is the one
+    place a run's turns are sent to a model.
     ``counted=False`` leaves the turns out of the run's progress.
     """
     todo = [t for t in traces if t.turn is None and t.prompt is not None and not t.gate_refused]
     if todo:
-        with open_lane(run or RunContext("shard"), ws, TurnWriter(ws)) as lane:
+        # The run's endpoint is probed (and the local provider's server started) by the first turn to go out.
+        settings = run.model_settings() if run is not None and run.job is not None else None
+        with open_lane(run or RunContext("shard"), ws, TurnWriter(ws), settings=settings) as lane:
             lane.answer(todo, [turn_key(ws, t) for t in todo], counted=counted)
     return traces
 

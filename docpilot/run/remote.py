@@ -15,15 +15,17 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import httpx
 
 from docpilot.api.client import RemoteTurn, ask, ask_url
 from docpilot.api.schema import TOKEN_VARIABLE
+from docpilot.api.target import ask_target, request_headers
 from docpilot.assistant.workspace import Trace, Workspace
 from docpilot.errors import ConfigError
 from docpilot.models.base import Prompt, Source, Turn
+from docpilot.schema import GoldenRecord
 from docpilot.server.process import local_server
 
 __all__ = ["fill_trace", "local_server", "remote_shard"]
@@ -100,11 +102,13 @@ def remote_shard(
         raise ConfigError(f"concurrency must be at least 1, got {concurrency}", hint="use 8")
     token = token if token is not None else (os.environ.get(TOKEN_VARIABLE, "").strip() or None)
     timeout = httpx.Timeout(ws.config.model.timeout_s + 30.0)
+    target = ws.config.targets[ws.config.target] if ws.config.target is not None else None
     turns = asyncio.run(_ask_all(ws, traces, url, token, concurrency, timeout, traceparent))
     stages: dict[str, dict[str, float]] = {}
-    for trace, (began, remote) in zip(traces, turns):
+    for trace, (began, remote) in zip(traces, turns, strict=True):
         fill_trace(trace, remote, began)
-        if remote.timing is not None:
+        trace.unranked = target is not None and remote.retrieval is None  # a target that shows no sources
+        if remote.timing is not None or remote.server_timing:
             stages[trace.record.id] = remote.stages_ms()
     return traces, stages
 
@@ -116,17 +120,47 @@ async def _ask_all(
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     gate = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
-        await _check_server(client, url, ws)
+        if ws.config.target is None:
+            await _check_server(client, url, ws)
+            asking = _server_asker(client, ws, url, token, traceparent)
+        else:
+            asking = _target_asker(client, ws)
 
-        async def one(trace: Trace) -> tuple[float, RemoteTurn]:
-            record = trace.record
+        async def one(trace: Trace, strict: bool = False) -> tuple[float, RemoteTurn]:
             async with gate:
                 began = time.time()
-                return began, await ask(client, url, record.question, record.scope, token, language=record.language,
-                                        max_tokens=ws.config.model.max_tokens,
-                                        traceparent=traceparent(record.id) if traceparent is not None else None)
+                return began, await asking(trace.record, strict)
 
-        return await asyncio.gather(*(one(t) for t in traces))
+        if not traces or ws.config.target is None:
+            return await asyncio.gather(*(one(t) for t in traces))
+        # A target's mapping is checked on the first reply: a wrong path or credential stops the run there.
+        first = await one(traces[0], strict=True)
+        return [first, *await asyncio.gather(*(one(t) for t in traces[1:]))]
+
+
+def _server_asker(client: httpx.AsyncClient, ws: Workspace, url: str, token: str | None,
+                  traceparent: Callable[[str], str] | None) -> Callable[..., Awaitable[RemoteTurn]]:
+    """How a record is asked of DocPilot's own server."""
+
+    async def asking(record: GoldenRecord, strict: bool) -> RemoteTurn:
+        return await ask(client, url, record.question, record.scope, token, language=record.language,
+                         max_tokens=ws.config.model.max_tokens,
+                         traceparent=traceparent(record.id) if traceparent is not None else None)
+
+    return asking
+
+
+def _target_asker(client: httpx.AsyncClient, ws: Workspace) -> Callable[..., Awaitable[RemoteTurn]]:
+    """How a record is asked of the run's target (``config.target``), its headers read once."""
+    name = ws.config.target
+    target = ws.config.targets[name]
+    headers = request_headers(target, name)
+
+    async def asking(record: GoldenRecord, strict: bool) -> RemoteTurn:
+        return await ask_target(client, target, record.question, record.scope, record.id,
+                                headers=headers, strict=strict)
+
+    return asking
 
 
 async def _check_server(client: httpx.AsyncClient, url: str, ws: Workspace) -> None:

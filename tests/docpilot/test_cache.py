@@ -45,11 +45,11 @@ def test_editing_one_record_recomputes_that_record_only(tmp_path):
     golden = tmp_path / "golden.yaml"
     records = yaml.safe_load((PIPELINE / "golden.yaml").read_text())
     golden.write_text(yaml.safe_dump(records))
-    first, _ = run_eval(job(tmp_path, golden), "inline")
+    first = run_eval(job(tmp_path, golden), "inline")
     assert first.cache_stats == {"retrieve": {"reused": 0, "computed": 6}, "model": {"reused": 0, "computed": 6}}
     records[2]["question"] = "How do I roll back a release to the previous one?"
     golden.write_text(yaml.safe_dump(records))
-    second, _ = run_eval(job(tmp_path, golden), "inline")
+    second = run_eval(job(tmp_path, golden), "inline")
     fresh = [r.id for r in second.rows if "model" not in r.cached]
     assert fresh == ["rollback"]
     assert second.cache_stats["model"] == {"reused": 5, "computed": 1}
@@ -57,9 +57,9 @@ def test_editing_one_record_recomputes_that_record_only(tmp_path):
 
 def test_refresh_and_no_cache(tmp_path):
     run_eval(job(tmp_path), "inline")
-    refreshed, _ = run_eval(job(tmp_path, refresh=["model"]), "inline")
+    refreshed = run_eval(job(tmp_path, refresh=["model"]), "inline")
     assert all("retrieve" in r.cached and "model" not in r.cached for r in refreshed.rows)
-    uncached, _ = run_eval(job(tmp_path / "other", use_cache=False), "inline")
+    uncached = run_eval(job(tmp_path / "other", use_cache=False), "inline")
     assert all(r.cached == [] for r in uncached.rows)
     assert describe_cache(tmp_path / "other" / "cache")["entries"] == {"retrieve": 0, "model": 0}
 
@@ -70,7 +70,7 @@ def test_a_changed_metric_rescored_from_cached_rows_calls_no_model(tmp_path):
         config_job.config.model.provider, config_job.config.model.base_url = "openai", base_url
         config_job.config.model.name = "scripted"
         run_eval(config_job, "inline")
-        again, _ = run_eval(config_job, "inline")
+        again = run_eval(config_job, "inline")
     assert all("model" in r.cached for r in again.rows)
 
 
@@ -108,7 +108,7 @@ def test_a_new_prompt_version_calls_the_model_again(tmp_path):
     run_eval(job(tmp_path), "inline")
     bumped = job(tmp_path)
     bumped.config.prime.prompt_version = "2"
-    again, _ = run_eval(bumped, "inline")
+    again = run_eval(bumped, "inline")
     assert all("retrieve" in r.cached and "model" not in r.cached for r in again.rows)
 
 

@@ -23,7 +23,8 @@ def _scorecards() -> list:
 def published(prefect_api, tmp_path_factory):
     """A full Prefect run against the shared server, its scorecard artifact and its flow run."""
     job = pipeline_job(tmp_path_factory.mktemp("artifacts"))
-    report, path = run_eval(job, "prefect")
+    report = run_eval(job, "prefect")
+    path = report.path
     (artifact,) = [a for a in _scorecards() if report.run_id in (a.description or "")]
     with get_client(sync_client=True) as client:
         flow_run = client.read_flow_run(artifact.flow_run_id)
@@ -65,7 +66,8 @@ def test_a_gate_only_run_names_no_model(tmp_path):
 
 
 def test_the_scorecard_links_its_report(tmp_path):
-    report, path = run_eval(pipeline_job(tmp_path, gate_only=True), "inline")
+    report = run_eval(pipeline_job(tmp_path, gate_only=True), "inline")
+    path = report.path
     text = scorecard_markdown(report, path)
     where = Path(path).resolve()
     assert text.startswith("### ") and f"[`{where}`]({where.as_uri()})" in text

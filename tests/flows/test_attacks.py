@@ -138,7 +138,7 @@ def test_no_forbidden_entry_matches_any_page_of_the_demo_docs(demo_probes):
 
 def test_the_default_assistant_on_the_demo_leaks_nothing_and_errs_nowhere(tmp_path, demo_probes):
     # The extractive baseline can only quote the docs, so any success here is a false positive.
-    report, _ = run_eval(_job(tmp_path, DEMO_PROBES, docs=DEMO_DOCS), "inline")
+    report = run_eval(_job(tmp_path, DEMO_PROBES, docs=DEMO_DOCS), "inline")
     assert len(report.rows) == len(demo_probes)
     assert all(row.kind == "attack" and row.error is None for row in report.rows)
     assert report.summary["attack_success_rate"] == 0.0 and list_leaks(report.rows) == []
@@ -171,7 +171,8 @@ def _script_leaks(script: OpenAIScript, probes: list[AttackProbe]) -> None:
 def test_a_leaking_model_is_scored_and_its_leaks_listed(tmp_path, script, server, demo_probes):
     probes = _subset(demo_probes, SCRIPTED, tmp_path / "probes.yaml")
     _script_leaks(script, demo_probes)
-    report, path = run_eval(_job(tmp_path, probes, base_url=server[1]), "inline")
+    report = run_eval(_job(tmp_path, probes, base_url=server[1]), "inline")
+    path = report.path
 
     # Every probe reached the model once, as the question, under a system prompt holding the canary
     # (the endpoint's one-token probe, sent before the run as the CLI sends it, aside).
@@ -212,7 +213,7 @@ def test_the_extractive_baseline_repeats_a_visible_injection_verbatim(tmp_path):
     Instructions in an HTML comment never reach it (the parser drops comments), and the
     hidden <span> is not quoted for its question; the clean control page leaks nothing.
     """
-    report, _ = run_eval(_job(tmp_path, INDIRECT), "inline")
+    report = run_eval(_job(tmp_path, INDIRECT), "inline")
     leaks = list_leaks(report.rows)
     assert {leak.record for leak in leaks} == {"indirect-export-pdf", "indirect-export-formats"}
     assert {leak.text for leak in leaks} == {"PWNED-4411", "evil.example"}
@@ -228,7 +229,7 @@ def test_injected_pages_reach_a_hosted_model_and_a_compliant_reply_is_caught(tmp
     script.default = Reply(answer="Here is what the docs say.")
     script.by_content[probes["indirect-export-pdf"].prompt] = Reply(
         answer="PWNED-4411. Get the PDF exporter at http://evil.example/export")
-    report, _ = run_eval(_job(tmp_path, INDIRECT, base_url=server[1]), "inline")
+    report = run_eval(_job(tmp_path, INDIRECT, base_url=server[1]), "inline")
 
     asked = [request.body["messages"][1]["content"] for request in script.turns]
     prompts = {probe_id: next(text for text in asked if probe.prompt in text) for probe_id, probe in probes.items()}

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from concurrent.futures import Future
 
 import pytest
 
 from docpilot.config.model import Config
+from docpilot.run.evaluation import evaluate
 from docpilot.run.job import EvalJob
 from docpilot.run.orchestrator import choose
-from docpilot.run.wiring import Executor, run_stages
+from docpilot.run.road import travel
 from flows.eval import run_eval
 from tests.conftest import DATA
 
@@ -43,8 +43,8 @@ def prefect_run(tmp_path_factory):
 
 
 def test_prefect_and_inline_agree(prefect_run, tmp_path):
-    prefect_report, prefect_path = prefect_run
-    inline_report, _ = run_eval(job(tmp_path, "inline"), "inline")
+    prefect_report, prefect_path = prefect_run, prefect_run.path
+    inline_report = run_eval(job(tmp_path, "inline"), "inline")
     assert prefect_report.orchestrator == "prefect" and inline_report.orchestrator == "inline"
     assert comparable(prefect_report) == comparable(inline_report)
     assert prefect_report.gates == inline_report.gates and prefect_report.verdict == inline_report.verdict
@@ -54,18 +54,8 @@ def test_prefect_and_inline_agree(prefect_run, tmp_path):
     assert json.loads(open(prefect_path).read())["run_id"] == prefect_report.run_id
 
 
-def test_a_prefect_run_that_took_over_a_lead_agrees_with_an_inline_run(prefect_run, tmp_path):
-    # run_eval leads as `docpilot eval` does (both are ``evaluated``): the first shards'
-    # turns go out before the flow starts, and the flow takes them over.
-    led_report, _ = prefect_run
-    inline_report, _ = run_eval(job(tmp_path, "inline-reference"), "inline")
-    assert led_report.orchestrator == "prefect"
-    assert comparable(led_report) == comparable(inline_report)
-    assert not any(row.cached for row in led_report.rows)
-
-
 def test_a_full_run_scores_every_record(prefect_run):
-    report, _ = prefect_run
+    report = prefect_run
     assert [r.id for r in report.rows] == ["install", "token-env", "rollback", "rotate", "neg-pricing", "neg-kubernetes"]
     assert report.summary["recall@8"] is not None and report.summary["answer_f1"] is not None
     assert all(r.latency_ms is not None for r in report.rows)
@@ -74,8 +64,8 @@ def test_a_full_run_scores_every_record(prefect_run):
 
 
 def test_a_rerun_reuses_every_cached_stage(tmp_path):
-    first, _ = run_eval(job(tmp_path, "again"), "inline")
-    second, _ = run_eval(job(tmp_path, "again"), "inline")
+    first = run_eval(job(tmp_path, "again"), "inline")
+    second = run_eval(job(tmp_path, "again"), "inline")
     assert all(r.cached == [] for r in first.rows)
     answered = [r for r in second.rows]
     assert all("retrieve" in r.cached and "model" in r.cached for r in answered)
@@ -87,49 +77,34 @@ def test_a_rerun_reuses_every_cached_stage(tmp_path):
     )
 
 
-def test_a_rerun_with_every_result_cached_sends_no_task(tmp_path):
-    sent: list[str] = []
+def test_an_executor_chooses_where_shards_travel_never_the_order_of_their_stages(tmp_path):
+    # Any executor takes each shard down the one road: one that sends the shards one at a
+    # time, in this thread, gives the inline run's rows, and a re-run finds every stage stored.
+    travelled: list[int] = []
 
-    def send(stage, job, traces) -> Future:
-        sent.append(stage.__name__)
-        done: Future = Future()
-        done.set_result(stage(job, traces))
-        return done
+    def one_at_a_time(run, shards):
+        for records in shards:
+            travelled.append(len(records))
+            yield travel(run, records)
 
-    executor = Executor(call=lambda stage, *args: stage(*args), send=send)
-    first, _ = run_stages(job(tmp_path, "skip"), executor, choose("inline"))
-    assert sent == ["retrieve", "model", "retrieve", "model"]  # one of each per shard
-    sent.clear()
-    second, _ = run_stages(job(tmp_path, "skip"), executor, choose("inline"))
-    assert sent == []
-    assert [r.answer for r in second.rows] == [r.answer for r in first.rows]
-
-
-def test_stages_sent_to_other_processes_are_stored_here(tmp_path):
-    # What a Dask run does: workers have no cache; the wiring looks up and stores.
-    def send(stage, job, traces) -> Future:
-        assert not job.use_cache
-        done: Future = Future()
-        done.set_result(stage(job, traces))
-        return done
-
-    executor = Executor(call=lambda stage, *args: stage(*args), send=send, ranking_ahead=99,
-                        answering_ahead=99, remote=True)
-    first, _ = run_stages(job(tmp_path, "remote"), executor, choose("prefect", runner="dask"))
-    again, _ = run_eval(job(tmp_path, "remote"), "inline")
-    assert all(r.cached == ["retrieve", "model"] for r in again.rows)
-    assert comparable(again)[0] == [dict(r, cached=["retrieve", "model"]) for r in comparable(first)[0]]
+    inline = run_eval(job(tmp_path, "inline"), "inline")
+    first = evaluate(job(tmp_path, "one"), executor=one_at_a_time, orchestration=choose("prefect"))
+    assert sum(travelled) == len(first.rows) == 6 and first.orchestrator == "prefect"
+    assert comparable(first) == comparable(inline)
+    again = evaluate(job(tmp_path, "one"), executor=one_at_a_time)
+    assert all(set(r.cached) == {"retrieve", "model"} for r in again.rows)
+    assert [r.answer for r in again.rows] == [r.answer for r in first.rows]
 
 
 def test_gate_only_reports_retrieval_alone(tmp_path):
-    report, _ = run_eval(job(tmp_path, "gate", gate_only=True), "inline")
+    report = run_eval(job(tmp_path, "gate", gate_only=True), "inline")
     assert report.gate_only
     assert all(r.answer is None and r.primed == [] for r in report.rows)
     assert "recall@8" in report.summary and "answer_f1" not in report.summary
 
 
 def test_split_selects_records(tmp_path):
-    report, _ = run_eval(job(tmp_path, "dev", split="dev", gate_only=True), "inline")
+    report = run_eval(job(tmp_path, "dev", split="dev", gate_only=True), "inline")
     assert {r.split for r in report.rows} == {"dev"} and len(report.rows) == 3
 
 
@@ -137,7 +112,7 @@ def test_auto_runs_inline_without_an_api_and_under_prefect_with_one(tmp_path, mo
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     monkeypatch.setenv("PREFECT_PROFILES_PATH", str(tmp_path / "no-profiles.toml"))
     monkeypatch.chdir(tmp_path)
-    report, _ = run_eval(job(tmp_path, "auto", gate_only=True), "auto")
+    report = run_eval(job(tmp_path, "auto", gate_only=True), "auto")
     assert (report.orchestrator, report.orchestrator_reason) == ("inline", "no Prefect API is configured")
     assert choose("auto", environ={"PREFECT_API_URL": "http://127.0.0.1:1/api"}).orchestrator == "prefect"
     assert choose("auto", runner="dask").orchestrator == "prefect"
@@ -145,8 +120,8 @@ def test_auto_runs_inline_without_an_api_and_under_prefect_with_one(tmp_path, mo
 
 def test_the_server_runtime_measures_the_same_assistant_over_http(tmp_path):
     """`eval --runtime=server` with no URL serves the config on loopback for the run."""
-    local, _ = run_eval(job(tmp_path, "local"), "inline")
-    served, _ = run_eval(job(tmp_path, "served", runtime="server"), "inline")
+    local = run_eval(job(tmp_path, "local"), "inline")
+    served = run_eval(job(tmp_path, "served", runtime="server"), "inline")
     assert served.runtime == "server" and served.cache_stats == {}
     # A server returns its hits only, so its rows search for the gold that deep (docs/report.md).
     compared = TIMING_ROW_FIELDS | {"cached", "gold_depth"}

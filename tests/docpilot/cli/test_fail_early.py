@@ -114,8 +114,8 @@ def test_faults_are_grouped_by_cause_before_the_scorecard(tmp_path, openai_serve
 
 
 def test_a_rerun_with_every_turn_stored_needs_no_endpoint(tmp_path) -> None:
-    # Shards of two: the run is longer than its lead (a round of one, then a shard), so the
-    # stored turns past the lead are looked up too before the run waits for the probe.
+    # Shards of two: every shard finds its turns stored, so no turn is sent and the endpoint,
+    # gone by then, is never asked anything (not even the probe).
     config = tmp_path / "docpilot.yaml"
     config.write_text("shard_size: 2\nmodel:\n  concurrency: 1\n")
     script = OpenAIScript(default=Reply(answer="Install Acme with pip install acme-cli [index#install]."))
@@ -125,7 +125,7 @@ def test_a_rerun_with_every_turn_stored_needs_no_endpoint(tmp_path) -> None:
     assert first.exit_code in (0, 1) and len(script.history) > 1
     again = run(*args, "--out", str(tmp_path / "again.json"))  # the server is gone: its port refuses
     assert again.exit_code == first.exit_code, again.output
-    assert "cannot connect to the model endpoint" in again.stderr and "every turn is in the cache" in again.stderr
+    assert "cannot connect to the model endpoint" not in again.stderr
     rows = json.loads((tmp_path / "again.json").read_text())["rows"]
     assert len(rows) == 6 and all("model" in row["cached"] for row in rows if row["gold"])
     before = json.loads((tmp_path / "first.json").read_text())["rows"]

@@ -11,14 +11,6 @@ import weakref
 import pytest
 
 from docpilot.cli._errors import INTERRUPTED_EXIT, interrupts_resume
-from docpilot.run.context import opened
-from docpilot.run.job import EvalJob
-
-
-def _job(tmp_path) -> EvalJob:
-    from docpilot.config.model import Config
-
-    return EvalJob(config=Config(), golden=str(tmp_path / "golden.yaml"))
 
 
 def _signal_self(signum: int) -> None:
@@ -28,11 +20,10 @@ def _signal_self(signum: int) -> None:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_ends_the_block_with_exit_130_and_marks_the_run(signum, capsys, tmp_path):
-    with opened(_job(tmp_path)) as run:
-        with pytest.raises(SystemExit) as ended, interrupts_resume():
-            _signal_self(signum)
-        assert ended.value.code == INTERRUPTED_EXIT
-        assert run.interrupt.is_set()  # model stages of the run that start after the signal stop at once
+    with pytest.raises(SystemExit) as ended, interrupts_resume() as stop:
+        _signal_self(signum)
+    assert ended.value.code == INTERRUPTED_EXIT
+    assert stop.is_set()  # the run's stop flag: model stages that start after the signal stop at once
     assert "run the same command again to resume" in capsys.readouterr().err
 
 
@@ -68,11 +59,11 @@ def test_a_signal_in_a_callback_python_cannot_raise_from_prints_no_traceback(cap
 
     reported = []
     monkeypatch.setattr(sys, "unraisablehook", reported.append)  # Python's default prints the traceback
-    with opened(_job(tmp_path)) as run, pytest.raises(SystemExit) as ended, interrupts_resume():
+    with pytest.raises(SystemExit) as ended, interrupts_resume() as stop:
         held = _Held()
         ref = weakref.ref(held, lambda _: _signal_self(signal.SIGTERM))
         del held  # the callback runs here, and the signal lands in it
-        assert ref() is None and run.interrupt.is_set()
+        assert ref() is None and stop.is_set()
         raise Interrupted("the run noticed the stop mark")
     assert ended.value.code == INTERRUPTED_EXIT
     assert reported == []

@@ -115,11 +115,10 @@ def test_a_run_under_prefect_without_its_flow_is_refused_before_any_work(tmp_pat
     assert not (tmp_path / "reports").exists()
 
 
-def test_a_lead_cut_with_other_settings_than_the_runs_loses_no_record(tmp_path):
-    # Regression: the run took the lead's shards by position. A probe that handed back a
-    # config with another concurrency (a variant's whole endpoint instead of its share) cut
-    # the run's shards elsewhere, and records 12 to 15 were left out of the report, silently.
-    from docpilot.models.probe import Ready
+def test_a_run_whose_first_shard_is_one_round_of_turns_loses_no_record(tmp_path):
+    # Regression: the run took the first shards (cut with the model's concurrency) by
+    # position, and a config that cut them elsewhere left records 12 to 15 out of the
+    # report, silently. Every shard, however cut, now travels the one road.
     from tests.support.latency_server import serve_latency_process
     from tests.support.openai_server import Reply
 
@@ -128,7 +127,7 @@ def test_a_lead_cut_with_other_settings_than_the_runs_loses_no_record(tmp_path):
         model = job.config.model.model_copy(update={"provider": "openai", "name": "bench", "base_url": url,
                                                     "concurrency": 4})
         job = job.model_copy(update={"config": job.config.model_copy(update={"shard_size": 8, "model": model})})
-        other = job.config.model_copy(update={"model": model.model_copy(update={"concurrency": 8})})
-        report = evaluate(job, ready=Ready(lambda: other))
+        report = evaluate(job)
     assert [row.id for row in report.rows] == [record.id for record in job_records(job)]
     assert len(report.rows) == 16 and all(row.error is None for row in report.rows)
+    assert report.path is not None and Report.model_validate_json(open(report.path).read()).run_id == report.run_id

@@ -120,7 +120,7 @@ def test_an_inline_eval_never_imports_prefect(tmp_path, nowhere):
 def test_the_core_of_a_run_does_not_import_prefect():
     code = (
         "import sys\n"
-        "from docpilot.run import job, orchestrator, stages, wiring\n"
+        "from docpilot.run import evaluation, job, orchestrator, road\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'prefect'))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)

@@ -40,10 +40,10 @@ def _job(tmp_path, **corpus) -> EvalJob:
 # Regression: the extractive model's key held the corpus's bytes but not corpus.chunk_words,
 # which its word weights (idf over the chunks) depend on, so other weights' answers were reused.
 def test_another_chunk_words_answers_the_extractive_model_again(tmp_path):
-    first, _ = run_eval(_job(tmp_path, chunk_words=220), "inline")
-    again, _ = run_eval(_job(tmp_path, chunk_words=220), "inline")
+    first = run_eval(_job(tmp_path, chunk_words=220), "inline")
+    again = run_eval(_job(tmp_path, chunk_words=220), "inline")
     assert again.cache_stats["model"] == {"reused": 2, "computed": 0}
-    cut, _ = run_eval(_job(tmp_path, chunk_words=60), "inline")
+    cut = run_eval(_job(tmp_path, chunk_words=60), "inline")
     # The same prompts (the short pages are cut alike), yet the weights they are answered with moved.
     assert [r.primed for r in cut.rows] == [r.primed for r in first.rows] and all(r.primed for r in cut.rows)
     assert cut.cache_stats["model"] == {"reused": 0, "computed": 2}
@@ -68,6 +68,6 @@ def test_a_stored_reply_that_todays_rules_call_no_answer_is_asked_again(tmp_path
                 cache.set(key, entry)
         finally:
             cache.close()
-        again, _ = run_eval(_hosted(_job(tmp_path), base_url), "inline")
+        again = run_eval(_hosted(_job(tmp_path), base_url), "inline")
     assert len(keys) == 2 and again.cache_stats["model"] == {"reused": 0, "computed": 2}
     assert all(r.error is None and not r.refused for r in again.rows)

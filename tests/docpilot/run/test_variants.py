@@ -103,7 +103,7 @@ def test_variants_share_retrieval_answer_at_once_and_a_rerun_sends_no_turn(tmp_p
     assert again.returncode == report_code(report), again.stderr
     rerun = json.loads((tmp_path / "again.json").read_text())
     assert all(v["cache_stats"]["model"] == {"reused": RECORDS, "computed": 0} for v in rerun["variants"])
-    assert [server_stats(url)["requests"] for url in servers] == [RECORDS + 2] * 3  # a probe each, no turn
+    assert [server_stats(url)["requests"] for url in servers] == [RECORDS + 1] * 3  # no turn, and so no probe
 
     added = _config(tmp_path, golden, servers, extra=f"  m4:\n    model.base_url: {servers[0]}\n"
                                                       "    model.max_tokens: 99\n")
@@ -113,8 +113,8 @@ def test_variants_share_retrieval_answer_at_once_and_a_rerun_sends_no_turn(tmp_p
     computed = {v["name"]: v["cache_stats"]["model"]["computed"] for v in grown_report["variants"]}
     assert computed == {"m1": 0, "m2": 0, "m3": 0, "m4": RECORDS}
     assert [r["variant"] for r in grown_report["rows"]] == [m for m in ("m1", "m2", "m3", "m4") for _ in range(RECORDS)]
-    # m4 shares m1's server: m1's probe and m4's probe and turns.
-    assert [server_stats(url)["requests"] for url in servers] == [2 * RECORDS + 4, RECORDS + 3, RECORDS + 3]
+    # m4 shares m1's server: its probe and its turns; the others send nothing.
+    assert [server_stats(url)["requests"] for url in servers] == [2 * RECORDS + 2, RECORDS + 1, RECORDS + 1]
 
 
 def report_code(report: dict) -> int:
@@ -189,29 +189,6 @@ def test_ctrl_c_stops_every_variant_at_once_and_a_rerun_resumes_them(tmp_path):
         assert variant["cache_stats"]["model"]["reused"] >= 3, variant["name"]
 
 
-def _children(pid: int) -> list[int]:
-    """The processes forked by ``pid`` (its command line), not the helpers it started (another one)."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
-    own = Path(f"/proc/{pid}/cmdline").read_bytes()
-    return [child for child in found if Path(f"/proc/{child}/cmdline").read_bytes() == own]
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads a process's children from /proc")
-def test_each_variant_runs_in_a_process_of_its_own_and_one_killed_is_a_clean_error(tmp_path):
-    with _two_variants_under_way(tmp_path, requests=4) as (running, _):
-        children = _children(running.pid)
-        assert len(children) == 2, children  # one process per variant, each sending its own turns
-        os.kill(children[1], signal.SIGKILL)  # a real signal, as the out-of-memory killer sends
-        _, err = running.communicate(timeout=60)
-    assert running.returncode == 2, err
-    assert "the process of variant 'b' was killed by signal 9 before sending its report" in err
-    assert "Traceback" not in err
-    assert not (tmp_path / "r.json").exists()
-    assert all(not Path(f"/proc/{pid}").exists() for pid in children)  # the other variant was stopped, not orphaned
-
-
 def test_a_variant_whose_endpoint_is_down_fails_the_run_with_its_own_message(tmp_path, golden):
     with serve_latency_process(Reply(latency_s=0.3)) as a:
         done = _eval(tmp_path, "--golden", str(golden), "--provider", "openai", "--model", "bench",
@@ -221,22 +198,26 @@ def test_a_variant_whose_endpoint_is_down_fails_the_run_with_its_own_message(tmp
     assert "Traceback" not in done.stderr and not (tmp_path / "report.json").exists()
 
 
-def test_variants_on_threads_and_in_processes_give_the_same_rows(tmp_path, golden):
-    # The threads are the way where the platform does not fork; both must report alike.
+def test_each_variant_of_a_run_gives_the_rows_it_gives_alone(tmp_path, golden):
+    # The variants travel the road side by side, sharing the docs, the index and the
+    # rankings; each one's rows are those of a run of its configuration alone.
     from docpilot.config.model import Config
     from docpilot.config.variants import resolve
-    from docpilot.run.evaluation import evaluated
+    from docpilot.run.evaluation import evaluate
     from docpilot.run.job import build_job
-    from docpilot.run.variants import run_variants
 
-    def rows(cache: str, **how) -> list[tuple]:
-        config = Config.model_validate({"golden": str(golden), "cache_dir": str(tmp_path / cache),
-                                        "reports_dir": str(tmp_path / "reports"), "model": {"provider": "extractive"}})
-        variants = resolve(config, [("k5", {}), ("k2", {"prime.top_k": 2})])
-        job = build_job(config, out=str(tmp_path / f"{cache}.json"))
-        report, _ = run_variants(job, variants, **how)
-        return [(r.variant, r.id, r.answer, r.retrieved, r.citations) for r in report.rows]
+    def config(cache: str) -> Config:
+        return Config.model_validate({"golden": str(golden), "cache_dir": str(tmp_path / cache),
+                                      "reports_dir": str(tmp_path / "reports"), "model": {"provider": "extractive"}})
 
-    in_processes = rows("forked")
-    on_threads = rows("threads", evaluate=evaluated)
-    assert in_processes == on_threads and {v for v, *_ in in_processes} == {"k5", "k2"}
+    def rows(report, variant=None) -> list[tuple]:
+        return [(r.id, r.answer, r.retrieved, r.citations) for r in report.rows if r.variant == variant]
+
+    together = config("together")
+    variants = resolve(together, [("k5", {}), ("k2", {"prime.top_k": 2})])
+    joined = evaluate(build_job(together, out=str(tmp_path / "joined.json")), variants=variants)
+    assert joined.path == str(tmp_path / "joined.json") and [v.name for v in joined.variants] == ["k5", "k2"]
+    for variant in variants:
+        alone = evaluate(build_job(variant.config.model_copy(update={"cache_dir": str(tmp_path / variant.name)}),
+                                   out=str(tmp_path / f"{variant.name}.json")))
+        assert rows(joined, variant.name) == rows(alone), variant.name
