@@ -121,12 +121,12 @@ class Row(_Strict):
     gold_rank: int | None = Field(default=None, ge=1)
     """Positives: 1-based rank of the first section matching a gold entry, searched `gold_depth` places deep,
     past the top 8 the metrics read; None when none is that deep, for other kinds, or in an older report."""
-    unranked: bool = False
-    """The assistant measured showed no ranking (a target whose reply maps no sources, docs/targets.md):
-    `retrieved` is empty because nothing was shown, and the retrieval metrics leave the row out."""
     gold_depth: int | None = Field(default=None, ge=0)
     """Positives: how many places deep `gold_rank` was searched (100 in the local runtime, the returned hits
     from a server); None for other kinds, or in a report written before rows carried it."""
+    unranked: bool = False
+    """The assistant measured showed no ranking (a target whose reply maps no sources, docs/targets.md):
+    `retrieved` is empty because nothing was shown, and the retrieval metrics leave the row out."""
     primed: list[str] = Field(default_factory=list)
     """Section ids put in front of the model as numbered sources [1]..[5]."""
     answer: str | None = None
