@@ -43,6 +43,8 @@ def rewrite_drafts(drafted: Drafted, corpus: Corpus, config: Config, spec: str) 
     settings = config.model.model_copy(update={"provider": provider})
     provider_of(settings)  # an unknown provider's error names the valid ones
     defaults = {key.removeprefix("model."): value for key, value in provider_defaults(provider, "").items()}
+    if provider == config.model.provider and config.model.base_url:
+        defaults.pop("base_url", None)  # the config names this provider's server already: it is used, not started
     # A question is short: 64 tokens end a rambling reply early, and a busy CPU may take minutes per turn.
     settings = settings.model_copy(update={**defaults, "temperature": 0.0, "max_tokens": _MOST_TOKENS,
                                            "timeout_s": max(settings.timeout_s, _TIMEOUT_S),

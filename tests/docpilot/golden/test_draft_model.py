@@ -14,11 +14,13 @@ from tests.support.llama_server import needs_local
 pytestmark = needs_local
 
 
-def test_a_local_model_rewords_drafts_or_the_template_stays_and_says_why(tmp_path, monkeypatch):
+def test_a_local_model_rewords_drafts_or_the_template_stays_and_says_why(tmp_path, monkeypatch, llama_server):
     monkeypatch.chdir(tmp_path)
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    # The config names the test process's llama.cpp server, so the command uses it instead of starting one.
+    (tmp_path / "local.yaml").write_text(f"model:\n  provider: local\n  base_url: {llama_server}\n")
     result = CliRunner().invoke(main, ["golden", "draft", "--docs", "docs", "--count", "3", "--negatives", "0",
-                                       "--model", "local", "--out", "drafts.yaml"])
+                                       "--model", "local", "--config", "local.yaml", "--out", "drafts.yaml"])
     assert result.exit_code == 0, result.output
     text = (tmp_path / "drafts.yaml").read_text(encoding="utf-8")
     assert "at temperature 0" in text and "You reword questions about software documentation" in text
