@@ -21,6 +21,7 @@ from docpilot.improve.calibration import threshold_above, threshold_below, thres
 from docpilot.improve.edit import Edit
 from docpilot.improve.evidence import (
     Evidence,
+    content_word,
     focus_section,
     missing_words,
     section_terms,
@@ -267,8 +268,9 @@ def _uncited_edits(row: Row, evidence: Evidence) -> list[Edit]:
         if other is None:
             continue
         theirs = set(section_terms(evidence.corpus, other))
-        pulled += [w for w in words(row.question) if terms(w) and terms(w)[0] in theirs - have]
-    pulled = list(dict.fromkeys(pulled))
+        pulled += [w for w in words(row.question)
+                   if terms(w) and terms(w)[0] in theirs - have and content_word(w, evidence)]
+    pulled = related_words(list(dict.fromkeys(pulled)), row, section, evidence)
     change = (f"the cited sections hold the question's words {', '.join(pulled)} and {section.id} does not: "
               f"use them in {section.id}" if pulled else
               f"{section.id} shares as many question words as the cited sections: state the answer in one "

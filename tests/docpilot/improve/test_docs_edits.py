@@ -113,3 +113,13 @@ def test_a_value_that_costs_negatives_caught_on_dev_is_not_proposed_and_the_cost
     assert kept.kind == "investigate" and kept.value is None
     assert "stays 0.15" in kept.change and "negatives_caught" in kept.change
     assert "negatives_caught 1.00 → 0.00" in kept.effect and "wrong now: rain" in kept.effect
+
+
+# Regression: "the cited sections hold the question's words image, app, them, put": everyday words as an edit.
+def test_an_uncited_gold_section_is_asked_for_no_everyday_word(tmp_path):
+    row = Row(id="pip", kind="positive", split="dev", question="Can I put them in the color palette with pip?",
+              gold=["themes#palette-23"], retrieved=["install#pip", "themes#palette-23"], scores=[2.0, 1.0],
+              primed=["install#pip", "themes#palette-23"], answer="Run pip install acme. [1]", markers=["1"],
+              citations=["install#pip"], gold_answer="Pick the color palette in Settings.", language="en")
+    edit = suggest_edits(row, "uncited-evidence", _evidence(_docs(tmp_path), [row]))[0]
+    assert not {"put", "them", "can"} & set(edit.value["words"])
