@@ -1,4 +1,4 @@
-"""The shape of the code: packages by noun, arrows one way, no cycles, modules that fit in one read.
+"""The shape of the code: packages by noun, arrows one way, no cycles, one road through the eval.
 
 These read the source tree itself (its ``import`` statements, those inside functions
 included) rather than trust a diagram, so the architecture in docs/architecture.md
@@ -17,7 +17,6 @@ from tests.conftest import ROOT
 from tests.support.tree_copy import copy_tree, edit_source
 
 PROJECT = ("docpilot", "metrics", "tasks", "flows")
-MAX_LINES = 400
 MAX_TOP_LEVEL = 12
 
 LAYERS: list[tuple[str, frozenset[str]]] = [
@@ -208,11 +207,112 @@ def test_arrows_point_one_way():
                 assert into != "flows", (module, target)
 
 
-def test_the_core_has_few_top_level_modules_and_none_too_long():
+def test_the_core_has_few_top_level_modules():
     top = [p.name for p in (ROOT / "docpilot").glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
     assert len(top) <= MAX_TOP_LEVEL, top
-    long = {str(p.relative_to(ROOT)): n for p in MODULES.values() if (n := len(p.read_text().splitlines())) > MAX_LINES}
-    assert long == {}
+
+
+# One road (docs/architecture.md): one entry point to an eval, the run's state in the run,
+# and the stage order written in one function.
+
+RUN = "docpilot/run"
+
+MEMOS = {"docpilot.run.job._PARSED": "record files parsed, by path and content digest: a memo of a pure read"}
+"""Module-level containers of docpilot/run/ that are allowed, each a memo of a pure function, and why."""
+
+STEPS = {
+    "retrieve": ("retriev", "rank_shard", "lookup_rankings", "ask_server"),
+    "prime": ("prime",),
+    "model": ("answer", "send_turns", "model_shard", "lookup_turns"),
+    "render": ("render",),
+    "score": ("score", "build_rows"),
+}
+"""The stages of a record's way, each by the names of the functions that do it (a name holding one of them)."""
+
+_CONTAINERS = {"dict", "list", "set", "OrderedDict", "defaultdict", "deque", "WeakValueDictionary", "WeakSet",
+               "WeakKeyDictionary", "ChainMap", "Counter"}
+
+
+def _functions(tree: ast.AST) -> Iterable[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+
+
+def entry_points(root: Path) -> list[str]:
+    """The public functions of docpilot/run/ that take a job and give a report: the ways into an eval."""
+    found = []
+    for path in sorted((root / RUN).glob("*.py")):
+        module = ast.parse(path.read_text(), str(path))
+        for node in module.body:
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.name.startswith("_"):
+                continue
+            takes_job = any(a.arg == "job" for a in node.args.args + node.args.kwonlyargs)
+            gives_report = node.returns is not None and "Report" in ast.unparse(node.returns)
+            if takes_job and gives_report:
+                found.append(f"{path.stem}.{node.name}")
+    return found
+
+
+def run_registries(root: Path) -> list[str]:
+    """Module-level containers in docpilot/run/ (a dict, list or set a run could be kept in), but the memos
+    and a module's ``__all__``."""
+    found = []
+    for path in sorted((root / RUN).glob("*.py")):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, ast.AnnAssign) and node.value is not None else []
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            shown = isinstance(value, ast.Dict | ast.List | ast.Set | ast.DictComp | ast.ListComp | ast.SetComp)
+            called = isinstance(value, ast.Call) and ast.unparse(value.func).rpartition(".")[2] in _CONTAINERS
+            for target in targets:
+                name = f"docpilot.run.{path.stem}.{ast.unparse(target)}"
+                if (shown or called) and name not in MEMOS and not ast.unparse(target).startswith("__"):
+                    found.append(name)
+    return found
+
+
+def stage_orders(root: Path) -> list[str]:
+    """Every function of the project that calls a step of each stage: each one writes the stage order."""
+    found = []
+    for module, path in sorted(modules_of(root).items()):
+        for function in _functions(ast.parse(path.read_text(), str(path))):
+            called = {ast.unparse(n.func).rpartition(".")[2] for n in ast.walk(function) if isinstance(n, ast.Call)}
+            if all(any(word in name for name in called for word in words) for words in STEPS.values()):
+                found.append(f"{module}.{function.name}")
+    return found
+
+
+def test_an_eval_has_one_entry_point():
+    assert entry_points(ROOT) == ["evaluation.evaluate"]
+
+
+def test_no_module_of_the_eval_keeps_runs():
+    assert run_registries(ROOT) == []
+
+
+def test_the_stage_order_is_written_once():
+    assert stage_orders(ROOT) == ["docpilot.run.road.travel"]
+
+
+def test_the_road_checks_fail_on_a_second_entry_point_a_registry_and_a_second_road_in_a_copy(tmp_path):
+    tree = copy_tree(tmp_path / "tree")
+    assert (entry_points(tree), run_registries(tree), stage_orders(tree)) == (
+        ["evaluation.evaluate"], [], ["docpilot.run.road.travel"])  # the copy holds as the checkout does
+    # A second way in: the variants' own evaluate, as run_variants was.
+    edit_source(tree, "docpilot/run/variants.py", "from __future__ import annotations\n",
+                "from __future__ import annotations\n\n\ndef run_variants(job, variants) -> Report:\n"
+                "    return join(job, variants)\n")
+    assert entry_points(tree) == ["evaluation.evaluate", "variants.run_variants"]
+    # A table of the runs open in this process, as context.py's _RUNS was.
+    edit_source(tree, "docpilot/run/context.py", "from __future__ import annotations\n",
+                "from __future__ import annotations\n\n_RUNS: dict[str, object] = {}\n_WORKERS = OrderedDict()\n")
+    assert run_registries(tree) == ["docpilot.run.context._RUNS", "docpilot.run.context._WORKERS"]
+    # A second road: the stage order written again, for the lead, as wiring.leading did.
+    edit_source(tree, "docpilot/run/variants.py", "from __future__ import annotations\n",
+                "from __future__ import annotations\n\n\ndef _lead(ws, traces):\n"
+                "    pipeline.rank_shard(ws, traces)\n    pipeline.prime_shard(ws, traces)\n"
+                "    pipeline.answer_shard(ws, traces)\n    pipeline.render_shard(ws, traces)\n"
+                "    return pipeline.build_rows(traces)\n")
+    assert stage_orders(tree) == ["docpilot.run.road.travel", "docpilot.run.variants._lead"]
 
 
 def test_every_core_module_imports_without_prefect():
