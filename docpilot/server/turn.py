@@ -26,16 +26,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 from pydantic import BaseModel
 
-from docpilot.assistant.turn import panel, primed, url_for
-from docpilot.errors import ModelError
-from docpilot.models.base import INTERRUPTED_HINT, Model, Prompt, finish_piece, parse_refusal, read_finish
-from docpilot.models.wire import reply_char_limit, reply_too_long
-from docpilot.assistant.workspace import Workspace
-from docpilot.schema import Cause
 from docpilot.api.schema import (
     AskRequest,
     DoneEvent,
@@ -47,7 +42,15 @@ from docpilot.api.schema import (
     TextEvent,
     TimingEvent,
 )
+from docpilot.assistant.turn import panel, primed, url_for
+from docpilot.assistant.workspace import Workspace
+from docpilot.errors import ModelError
+from docpilot.models.base import INTERRUPTED_HINT, Model, Prompt, finish_piece, parse_refusal, read_finish
+from docpilot.models.wire import reply_char_limit, reply_too_long
+from docpilot.schema import Cause
 from docpilot.server.searching import SearchPool
+
+T = TypeVar("T")
 
 Event = tuple[str, BaseModel]
 """An event's name and its payload."""
@@ -148,18 +151,63 @@ def _model_failure(failure: ModelError, request_id: str) -> ErrorEvent:
 
 async def _model_events(model: Model, prompt: Prompt, reply: _Reply, timeout_s: float) -> AsyncIterator[Event]:
     """The model's pieces as events, the whole stage bounded by ``timeout_s``."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    async with contextlib.aclosing(_pieces(model, prompt)) as pieces:
-        while True:
-            # The deadline guards each wait, never a yield: a timeout that fired while the
-            # consumer held the generator would cancel the consumer's work instead.
-            async with asyncio.timeout_at(deadline):
+    deadline = _Deadline(timeout_s)
+    try:
+        async with contextlib.aclosing(_pieces(model, prompt)) as pieces:
+            while True:
                 try:
-                    kind, text = await anext(pieces)
+                    kind, text = await deadline.wait(anext(pieces))
                 except StopAsyncIteration:
                     return
-            for event in reply.take(kind, text):
-                yield event
+                for event in reply.take(kind, text):
+                    yield event
+    finally:
+        deadline.close()
+
+
+class _Deadline:
+    """One timer for a whole stage that cancels a wait of it, never the consumer's work between waits.
+
+    A timeout that fired while the consumer held the generator would cancel the
+    consumer's work instead, so the deadline guards each wait alone. ``asyncio.timeout``
+    around each wait did that by arming and cancelling a timer per piece, 64 for an
+    extractive answer's words (0.2 ms of CPU a question, and a heap of cancelled timers);
+    this arms one.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._handle = loop.call_at(loop.time() + timeout_s, self._expire)
+        self._expired = False
+        self._waiting: asyncio.Task | None = None  # the task in a wait now
+        self._cancelled: asyncio.Task | None = None  # the task this deadline cancelled
+
+    def _expire(self) -> None:
+        self._expired = True
+        if self._waiting is not None:
+            self._cancelled = self._waiting
+            self._waiting.cancel()
+
+    async def wait(self, step: Awaitable[T]) -> T:
+        """Await ``step``; TimeoutError once the deadline is past, before it or during it."""
+        if self._expired:
+            close = getattr(step, "close", None)
+            if close is not None:
+                close()  # never awaited: closed, so it warns of nothing
+            raise TimeoutError
+        task = asyncio.current_task()
+        self._waiting = task
+        try:
+            return await step
+        except asyncio.CancelledError:
+            if self._cancelled is task and task is not None and task.uncancel() == 0:
+                raise TimeoutError from None
+            raise
+        finally:
+            self._waiting = None
+
+    def close(self) -> None:
+        self._handle.cancel()
 
 
 async def _pieces(model: Model, prompt: Prompt) -> AsyncIterator[tuple[str, str]]:
