@@ -8,11 +8,10 @@ section lacks, and the section's words that point at it.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -26,8 +25,6 @@ from docpilot.retrieval.tokens import STOPWORDS, terms, words
 from docpilot.schema import Report, Row
 from metrics.gold import matches
 from metrics.retrieval import RANK_DEPTH, first_relevant_rank
-
-MAX_TARGETS = 2
 
 COMMON_SHARE = 0.2
 """A word in at least this share of the docs' sections is common: it points at no section,
@@ -211,40 +208,3 @@ def missing_words(row: Row, corpus: Corpus, section: Section, evidence: Evidence
             continue
         seen[word] = stems[0]
     return sorted(seen, key=lambda w: evidence.document_frequency(seen[w]))
-
-
-def target_words(row: Row, section: Section, evidence: Evidence) -> list[str]:
-    """Words that point at the section: heading words first, then its most distinctive words.
-
-    Words common across the docs (``Evidence.is_common``) are never targets. A word's
-    weight in the section is its count there times its rarity across the docs (tf·idf);
-    words the gold answer uses are preferred, and none the question has.
-    """
-    asked = set(terms(row.question))
-    answer = set(terms(row.gold_answer or ""))
-    title = set(terms(section.title))
-    body = Counter(terms(section.text))
-    sections = max(len(evidence.corpus.sections), 1) if evidence.corpus is not None else 1
-    surface: dict[str, str] = {}
-    for word in [*words(section.title), *words(section.text)]:
-        stems = terms(word)
-        if stems and not word.isdigit():
-            surface.setdefault(stems[0], word)
-
-    def weight(stem: str) -> tuple[bool, bool, float]:
-        idf = math.log(1 + sections / max(evidence.document_frequency(stem), 1))
-        return stem in title, stem in answer, (body[stem] + (stem in title)) * idf
-
-    ranked = sorted((stem for stem in surface if stem not in asked and not evidence.is_common(stem)),
-                    key=weight, reverse=True)
-    return [surface[stem] for stem in ranked[:MAX_TARGETS]]
-
-
-def rank_with(row: Row, extra: list[str], evidence: Evidence) -> int | None | Literal[False]:
-    """The first gold rank when the question is searched with ``extra`` words; False when it cannot be tried."""
-    retriever = evidence.retriever()
-    if retriever is None:
-        return False
-    query = " ".join([row.question, *extra])
-    hits = retriever.search(query, scope=row.scope, k=RANK_DEPTH)
-    return first_relevant_rank([h.section_id for h in hits], row.gold)

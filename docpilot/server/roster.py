@@ -106,10 +106,6 @@ class Roster:
         """The answers finished and cut over every worker's drain."""
         return sum(row.finished for row in self._rows), sum(row.cut for row in self._rows)
 
-    def pids(self) -> list[int]:
-        """The process ids of the workers, 0 for one not yet forked."""
-        return [row.pid for row in self._rows]
-
     def report(self) -> tuple[list[WorkerHealth], HealthTotals]:
         """Every worker's figures, and their sums over the workers that are up."""
         workers = []
