@@ -375,3 +375,37 @@ def _close(turn: RemoteTurn, target: Target, now_ms: float) -> RemoteTurn:
     if turn.first_token_ms is None:
         turn.first_token_ms = turn.latency_ms  # nothing painted early: the wait was the whole turn
     return turn
+
+
+def sample_reply(target: Target, name: str, question: str, scope: Sequence[str] | None,
+                 record_id: str) -> RemoteTurn:
+    """Ask the target one question, as a run would, and return the turn (a fault is its ``error``)."""
+    import asyncio
+
+    headers = request_headers(target, name)
+
+    async def one() -> RemoteTurn:
+        async with httpx.AsyncClient() as client:
+            return await ask_target(client, target, question, scope, record_id, headers=headers)
+
+    return asyncio.run(one())
+
+
+def describe_sample(turn: RemoteTurn, target: Target, known: Callable[[str], bool]) -> dict[str, Any]:
+    """What a sample reply gave by the mapping: each field matched or not, each source's id and whether the docs
+    have it (``known``), the stage times and first token, so a config can be fixed before a run."""
+    reply = target.reply
+    sources = turn.retrieval.primed if turn.retrieval is not None else []
+    first = turn.events[0].data if turn.events else None
+    return {
+        "url": target.url, "status": turn.status, "error": turn.error,
+        "reply_has": _keys(first) if first is not None else None,
+        "fields": {
+            "answer": {"path": reply.answer, "matched": bool(turn.answer), "value": turn.answer[:_EXCERPT]},
+            "sources": {"path": reply.sources, "matched": turn.retrieval is not None, "count": len(sources)},
+            "refusal": {"path": reply.refusal, "refused": turn.refusal is not None},
+        },
+        "sources": [{"n": s.n, "source": s.url, "section_id": s.section_id, "in_docs": known(s.section_id)}
+                    for s in sources],
+        "latency_ms": turn.latency_ms, "first_token_ms": turn.first_token_ms, "server_timing": turn.server_timing,
+    }

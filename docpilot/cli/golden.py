@@ -44,6 +44,9 @@ def golden() -> None:
 @click.option("--set", "record_set", type=click.Choice(["golden", "adversarial"]), default="golden",
               show_default=True, help="Which file to check.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--target", "target_name", metavar="NAME",
+              help="Also send the first positive's question to this target of the config and show how its "
+                   "reply maps (docs/targets.md).")
 @handle_errors
 def check(
     golden_path: Path | None,
@@ -52,6 +55,7 @@ def check(
     config_path: Path | None,
     record_set: str,
     as_json: bool,
+    target_name: str | None = None,
 ) -> None:
     """Validate every record, resolve every gold entry against the docs, and print the set's shape.
 
@@ -79,11 +83,57 @@ def check(
     from docpilot.drafting.bias import BiasMeter
 
     bias = BiasMeter(corpus, config.retrieval).measure_set(checked.records)
+    sample = _target_sample(config, target_name, checked.records, corpus) if target_name else None
     if as_json:
-        click.echo(shape.model_copy(update={"bias": bias.model_dump(mode="json")}).model_dump_json(indent=2))
+        shown = shape.model_copy(update={"bias": bias.model_dump(mode="json")}).model_dump(mode="json")
+        click.echo(json.dumps({**shown, "target": sample} if sample is not None else shown, indent=2))
     else:
         _show_shape(config.golden, config.corpus.docs, shape)
         _show_bias(bias)
+        if sample is not None:
+            _show_sample(target_name, sample)
+
+
+def _target_sample(config, name: str, records: list, corpus) -> dict:
+    """One question (the first positive's) sent to the target, and what its reply gave by the mapping."""
+    from docpilot.api.target import describe_sample, sample_reply
+    from docpilot.errors import ConfigError
+
+    if name not in config.targets:
+        raise ConfigError(f"--target {name}: the config has no such target",
+                          hint=f"the config's targets: {', '.join(config.targets) or 'none; add a targets: section'}")
+    record = next((r for r in records if r.gold), records[0])
+    turn = sample_reply(config.targets[name], name, record.question, record.scope, record.id)
+    return {"record": record.id, "question": record.question, "gold": record.gold,
+            **describe_sample(turn, config.targets[name], corpus.has_entry)}
+
+
+def _show_sample(name: str, sample: dict) -> None:
+    """The sample reply's mapping: each field matched or not, each source and the id it maps to."""
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(f"target {escape(name)}: {escape(sample['url'])} answered HTTP {sample['status']} to "
+                  f"{escape(sample['record'])} in {sample['latency_ms']:.0f} ms "
+                  f"(first token {sample['first_token_ms']:.0f} ms); the reply has {escape(str(sample['reply_has']))}")
+    if sample["error"]:
+        console.print(f"error: {escape(clean(sample['error']))}")
+    for field, got in sample["fields"].items():
+        if got["path"] is None and field != "answer":
+            console.print(f"  {field}: not mapped" + (" (retrieval metrics will be absent)" if field == "sources"
+                                                      else " (DocPilot's REFUSE: rule)"))
+            continue
+        matched = got.get("matched", got.get("refused"))
+        detail = {"answer": lambda g: repr(g["value"][:80]), "sources": lambda g: f"{g['count']} sources",
+                  "refusal": lambda g: "refused" if g["refused"] else "not refused"}[field](got)
+        console.print(f"  {field} ({escape(str(got['path']))}): {'matched' if matched else 'NO MATCH'}, "
+                      f"{escape(clean(detail))}")
+    table = Table("n", "source", "section id", "in the docs", title_justify="left",
+                  title=f"sources → ids (gold: {escape(', '.join(sample['gold']))})")
+    for s in sample["sources"]:
+        table.add_row(str(s["n"]), escape(clean(s["source"])), escape(s["section_id"]), "yes" if s["in_docs"] else "NO")
+    if sample["sources"]:
+        console.print(table)
+    if sample["server_timing"]:
+        console.print("  Server-Timing: " + ", ".join(f"{k} {v:g} ms" for k, v in sample["server_timing"].items()))
 
 
 def _stale_warnings(path: str, records: list, corpus) -> list[str]:

@@ -103,11 +103,20 @@ def shown_metrics(report: Report, metrics: Iterable[str]) -> tuple[set[str], str
     metrics = list(metrics)
     shown = {m for m in metrics if applies(m, report.set) or m in gated}
     hidden = [m for m in metrics if m not in shown and m not in _BOUNDS.values()]
-    if not hidden:
-        return shown, ""
-    why = ("a golden run has no attack probes" if report.set == "golden"
-           else "an attack run has no golden questions")
-    return shown, f"left off, as {why} to measure them on: {', '.join(hidden)}"
+    lines = [_unranked_line(report)] if any(r.unranked for r in report.rows) else []
+    if hidden:
+        why = ("a golden run has no attack probes" if report.set == "golden"
+               else "an attack run has no golden questions")
+        lines.insert(0, f"left off, as {why} to measure them on: {', '.join(hidden)}")
+    return shown, "; ".join(lines)
+
+
+def _unranked_line(report: Report) -> str:
+    """Why retrieval metrics are absent: the assistant measured showed no sources (a target without reply.sources)."""
+    unranked = sum(r.unranked for r in report.rows if r.kind == "positive")
+    positives = sum(r.kind == "positive" for r in report.rows)
+    return (f"retrieval metrics are absent, not 0, for {unranked} of {positives} positives: the assistant "
+            "showed no sources (a target without reply.sources, docs/targets.md)")
 
 
 def headline_metrics(report: Report, *, terminal: bool = False) -> list[str]:

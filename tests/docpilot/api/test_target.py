@@ -305,6 +305,24 @@ def test_a_target_with_no_sources_has_no_retrieval_metrics(served, tmp_path):
     assert all(report["summary"][m] is None for m in ("recall@8", "mrr", "ndcg@8", "context_precision@5"))
     assert report["summary"]["answer_f1"] is not None
     assert all(r["unranked"] for r in report["rows"])
+    scored = CliRunner().invoke(main, ["score", str(out)], catch_exceptions=False)
+    assert "retrieval metrics are absent, not 0, for 8 of 8 positives" in " ".join(scored.output.split())
+
+
+def test_golden_check_shows_how_a_sample_reply_maps(served, tmp_path):
+    base, _ = served
+    config = _config_file(tmp_path, base)
+    result = CliRunner().invoke(main, ["golden", "check", "--config", str(config), "--target", "json", "--json"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    sample = json.loads(result.stdout)["target"]
+    assert sample["record"] == "q0" and sample["status"] == 200 and sample["fields"]["answer"]["matched"]
+    shown = _script().answers[RECORDS[0]["question"]].sources
+    assert [s["section_id"] for s in sample["sources"]] == shown and all(s["in_docs"] for s in sample["sources"])
+    assert sample["server_timing"]["retrieve"] == 1.5
+    text = CliRunner().invoke(main, ["golden", "check", "--config", str(config), "--target", "no-sources"],
+                              catch_exceptions=False).output
+    assert "sources: not mapped (retrieval metrics will be absent)" in text
 
 
 def test_a_wrong_path_stops_the_run_after_the_first_record(served, tmp_path):
