@@ -311,8 +311,8 @@ async def _read_sse(turn: RemoteTurn, response: httpx.Response, target: Target,
         for name, raw in reader.feed_named(piece):
             now = elapsed()
             stream.names.append(name)
-            if name == reply.end_event:
-                stream.ended, turn.latency_ms = True, now
+            if name == reply.end_event or (name == "message" and raw.strip() == "[DONE]"):
+                stream.ended, turn.latency_ms = True, now  # `[DONE]`: how OpenAI-style streams end
                 break
             if name not in (reply.delta_event, sources_event):
                 continue
