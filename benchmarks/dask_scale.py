@@ -79,9 +79,9 @@ def run_variant(work: Path, docs: Path, golden: Path, variant: str, shard_size: 
 
     job = EvalJob(config=_config(work, docs, golden, variant, shard_size), golden=str(golden), gate_only=True)
     if variant == "dask":
-        report, _ = run_eval(job, runner="dask")
+        report = run_eval(job, runner="dask")
     else:
-        report, _ = run_eval(job, "inline")
+        report = run_eval(job, "inline")
     summary = {k: v for k, v in report.summary.items() if not k.startswith(TIMING_METRICS)}
     return {"pipeline_wall_s": round(report.wall_ms / 1000, 2), "rows": len(report.rows),
             "computed": sum(not r.cached for r in report.rows), "summary": summary}
