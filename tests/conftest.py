@@ -83,6 +83,7 @@ _SLOW = (
     "tests/docpilot/history/test_real_runs.py",
     "tests/docpilot/history/test_index.py::test_two_processes_writing_at_once_lose_nothing",
     "tests/docpilot/improve/test_vocabulary.py",
+    "tests/docpilot/improve/test_settings_proposal.py::test_improve_tries_the_other_embedders",
     "tests/docpilot/corpus/test_generators_eval.py",
     "tests/docpilot/readout/test_formats.py::test_a_format_added_by_one_module_and_one_entry",
     "tests/docpilot/models/test_registry.py::test_a_provider_added_by_one_module_and_one_entry",
