@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -32,7 +34,7 @@ def _fmt(value: float | None) -> str:
 def calibrate_command(config_path, docs, golden, target, write, as_json):
     """Choose the gate threshold on the dev split: most negatives caught while the gate's
     over-refusal (its one-sided 95 % Wilson upper bound) stays within the target."""
-    from docpilot.golden.loading import validate_against_corpus
+    from docpilot import progress
     from docpilot.config.loading import DEFAULT_PATH, load_config
     from docpilot.errors import InputError
     from docpilot.improve.calibration import (
@@ -40,10 +42,8 @@ def calibrate_command(config_path, docs, golden, target, write, as_json):
         choose_threshold,
         write_guard,
     )
-    from docpilot import progress
-    from docpilot.run.job import read_records
-    from docpilot.run.pipeline import build_rows, retrieve_shard, start_traces
-    from docpilot.assistant.workspace import open_workspace
+    from docpilot.run.evaluation import evaluate
+    from docpilot.run.job import build_job, read_records
 
     overrides: dict = {}
     if docs:
@@ -51,18 +51,18 @@ def calibrate_command(config_path, docs, golden, target, write, as_json):
     if golden:
         overrides["golden"] = golden
     config = load_config(config_path, overrides=overrides)
-    records = read_records(config.golden)
-    with progress.shown():  # on stderr: how far the build of a missing index is
-        workspace = open_workspace(config)
-    validate_against_corpus(records, workspace.corpus, config.golden)
-    dev = [r for r in records if r.split == "dev"]
+    dev = [r for r in read_records(config.golden) if r.split == "dev"]
     if not any(r.kind == "negative" for r in dev) or not any(r.kind == "positive" for r in dev):
         raise InputError(
             "the dev split needs both positives and negatives to calibrate the gate",
             path=config.golden,
             hint="add questions the docs do not answer (empty gold) and ones they do, with split: dev",
         )
-    rows = build_rows(retrieve_shard(workspace, start_traces(dev)), gate_only=True)
+    # The dev split's rankings, as a gate-only eval makes them (its report is a scratch file):
+    # the gold entries checked against the docs, each ranking looked up in the stage cache first.
+    with progress.shown(), tempfile.TemporaryDirectory(prefix="docpilot-calibrate-") as scratch:
+        job = build_job(config, split="dev", gate_only=True, out=str(Path(scratch) / "dev.json"))
+        rows = evaluate(job).rows
     target = target or config.guard.max_over_refusal
     table = calibration_table(rows)
     chosen = choose_threshold(table, target)
