@@ -97,7 +97,8 @@ def _gold_primed(row: Row, run: RunSettings) -> bool:
 
 
 def _not_retrieved(row: Row, run: RunSettings) -> bool:
-    return _positive(row) and first_relevant_rank(row.retrieved, row.gold) is None
+    # An assistant that showed no sources (``unranked``) cannot tell a retrieval miss: no cause is claimed.
+    return _positive(row) and not row.unranked and first_relevant_rank(row.retrieved, row.gold) is None
 
 
 def _below_primed(row: Row, run: RunSettings) -> bool:

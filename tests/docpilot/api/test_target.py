@@ -305,6 +305,12 @@ def test_a_target_with_no_sources_has_no_retrieval_metrics(served, tmp_path):
     assert all(report["summary"][m] is None for m in ("recall@8", "mrr", "ndcg@8", "context_precision@5"))
     assert report["summary"]["answer_f1"] is not None
     assert all(r["unranked"] for r in report["rows"])
+    from docpilot.improve.taxonomy import causes_of, run_settings
+    from docpilot.reports.report import load_report
+
+    stored = load_report(out)
+    causes = {cause for row in stored.rows for cause in causes_of(row, run_settings(stored))}
+    assert "not-retrieved" not in causes  # a ranking never shown is no retrieval miss
     scored = CliRunner().invoke(main, ["score", str(out)], catch_exceptions=False)
     assert "retrieval metrics are absent, not 0, for 8 of 8 positives" in " ".join(scored.output.split())
 
