@@ -57,8 +57,10 @@ def test_improve_a_report_file(reports):
     out = result.stdout
     assert f"run {RUN_A} (test split): 2 of 2 records failing" in out
     assert "not-retrieved" in out and "answered-negative" in out
-    # Test records choose no vocabulary entry; their gold section is still named for a heading.
-    assert "try (vocabulary)" not in out and "name the user's words (renew, credentials)" in out
+    # Test records choose no vocabulary entry; neither word is related to the gold section's, so no
+    # heading is asked to carry them: the edit says so, and to check the gold.
+    assert "try (vocabulary)" not in out and "try (heading)" not in out
+    assert "lacks (renew, credentials) are related to none of its own" in out
     assert "guard.threshold" in out
 
 
@@ -83,7 +85,7 @@ def test_options_before_or_after_the_report(reports):
         failure = data["failures"][0]
         assert set(failure) == {"id", "kind", "split", "question", "cause", "also", "detail", "moves", "edits",
                                 "languages"}
-        assert failure["edits"][0]["kind"] == "heading"
+        assert failure["edits"][0]["kind"] == "docs"
         assert set(failure["edits"][0]) == {"kind", "target", "change", "value", "effect"}
 
 
