@@ -327,7 +327,13 @@ class _Service:
             denied = self._refusal(request, request_id)
             if denied is not None:
                 return denied
-            question = _parse(await _read_body(request, self.max_body_bytes), self.max_question_chars)
+            body = await _read_body(request, self.max_body_bytes)
+            if self.drain.draining:
+                # Refused once the body is read: closing on unread bytes would reset the
+                # connection before the client could read why.
+                stopping = "the server is stopping and takes no new questions; ask again, another server will answer"
+                raise _Problem(503, "draining", stopping, {"Retry-After": "1", **_CLOSE})
+            question = _parse(body, self.max_question_chars)
             if not await self.slots.take():
                 busy = f"{self.slots.limit} questions are being answered and {self.slots.waiting} wait; retry in a second"
                 raise _Problem(503, "busy", busy, {"Retry-After": "1"})
@@ -354,15 +360,12 @@ class _Service:
                 self._release()
 
     def _refusal(self, request: Request, request_id: str) -> Response | None:
-        """Why the request is refused before its body is read: another site, no token, the wrong type, a drain."""
+        """Why the request is refused before its body is read: another site, no token, the wrong type."""
         if self.local_hosts is not None and (foreign := foreign_request(request, self.local_hosts)) is not None:
             raise _Problem(403, *foreign)
         denied = self.auth.denial(request, request_id)
         if denied is not None:
             return denied
-        if self.drain.draining:
-            stopping = "the server is stopping and takes no new questions; ask again, another server will answer"
-            raise _Problem(503, "draining", stopping, {"Retry-After": "1", **_CLOSE})
         if not is_json(request.headers.get("content-type")):
             raise _Problem(415, "unsupported_media_type", "send the body as Content-Type: application/json")
         return None

@@ -146,6 +146,6 @@ def test_a_second_signal_stops_at_once(tmp_path):
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    assert took < 2.0, took  # not the 30 s of the grace period
+    assert took < 5.0, took  # not the 30 s of the grace period (the margin is for a loaded machine)
     assert not any(_alive(pid) for pid in workers)
     assert all(names[-1] == "(cut)" for names in events), events
