@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from docpilot.errors import ConfigError
 from docpilot.api.schema import TOKEN_VARIABLE, ErrorBody, ErrorEvent
+from docpilot.errors import ConfigError
 
 __all__ = ["TOKEN_VARIABLE", "BearerAuth", "is_loopback", "server_token"]
 _REALM = 'Bearer realm="docpilot"'

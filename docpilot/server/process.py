@@ -20,11 +20,11 @@ from pathlib import Path
 
 import yaml
 
+from docpilot.api.schema import TOKEN_VARIABLE
 from docpilot.config.loading import ENV_PREFIX, SECRET_VARIABLES, public_config
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError
 from docpilot.processes import scratch_folder, start_child, stop_child, wait_until_ready
-from docpilot.api.schema import TOKEN_VARIABLE
 
 _READY = re.compile(r"listening on (http://\S+)")
 
@@ -50,8 +50,8 @@ def local_server(
             f"a local server runs without auth, so only on loopback; got host {host!r}", hint="use 127.0.0.1"
         )
     if in_process:
-        from docpilot.models.registry import build_model
         from docpilot.assistant.workspace import open_workspace
+        from docpilot.models.registry import build_model
         from docpilot.server.app import create_app, serve_in_thread
 
         workspace = open_workspace(config)
