@@ -312,8 +312,8 @@ def _job_url(config, url):
 
 
 def _with_target(config, name):
-    """The config measuring its target ``name`` (None: as it is); exit 2 naming the config's targets when it
-    has no such one."""
+    """The config measuring its target ``name`` alone, without the config file's variants (None: as it is);
+    exit 2 naming the config's targets when it has no such one."""
     from docpilot.errors import ConfigError
 
     if name is None:
@@ -321,7 +321,7 @@ def _with_target(config, name):
     if name not in config.targets:
         raise ConfigError(f"--target {name}: the config has no such target",
                           hint=f"the config's targets: {', '.join(config.targets) or 'none; add a targets: section'}")
-    return config.model_copy(update={"target": name})
+    return config.model_copy(update={"target": name, "variants": {}})  # one target alone (--variant still adds)
 
 
 def _inline_for_variants(choice, orchestration, runner, runtime, variants=()):

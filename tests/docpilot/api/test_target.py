@@ -296,12 +296,14 @@ def test_two_targets_compared_in_one_run_agree_with_pytrec_eval(served, tmp_path
 
 def test_a_target_with_no_sources_has_no_retrieval_metrics(served, tmp_path):
     base, _ = served
-    config = _config_file(tmp_path, base)
+    config = _config_file(tmp_path, base, variants={"json": {"target": "json"}, "sse": {"target": "sse"}})
     out = tmp_path / "run.json"
+    # --target measures that target alone: the config file's variants are left out.
     result = _eval("--config", str(config), "--target", "no-sources", "--out", str(out), "--json")
     assert result.exit_code in (0, 1), result.output
     report = json.loads(out.read_text())
     assert report["runtime"] == "server"
+    assert report.get("variants") is None
     assert all(report["summary"][m] is None for m in ("recall@8", "mrr", "ndcg@8", "context_precision@5"))
     assert report["summary"]["answer_f1"] is not None
     assert all(r["unranked"] for r in report["rows"])
