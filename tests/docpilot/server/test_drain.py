@@ -149,3 +149,27 @@ def test_a_second_signal_stops_at_once(tmp_path):
     assert took < 5.0, took  # not the 30 s of the grace period (the margin is for a loaded machine)
     assert not any(_alive(pid) for pid in workers)
     assert all(names[-1] == "(cut)" for names in events), events
+
+
+def test_a_single_process_server_drains_on_the_first_ctrl_c_too(tmp_path):
+    with serve_openai_process(Reply(answer=ANSWER, first_token_delay_s=2.0)) as base_url:
+        process, url, log = _start(
+            tmp_path, "--workers", "1", "--provider", "openai", "--base-url", base_url, "--model", "slow-model"
+        )
+        try:
+            events: list[str] = []
+            thread = threading.Thread(target=_stream, args=(url, events, []), daemon=True)
+            thread.start()
+            _poll(lambda: httpx.get(f"{url}/healthz").json()["in_flight"] == 1)
+            os.kill(process.pid, signal.SIGINT)
+            _poll(lambda: httpx.get(f"{url}/healthz").status_code == 503)
+            thread.join(timeout=30)
+            process.wait(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert events[:2] == ["200", "retrieval"] and events[-1] == "done" and "error" not in events, events
+    text = log.read_text()
+    assert "docpilot serve: SIGINT: draining, 1 answer under way" in text
+    assert "docpilot serve: drained: 1 answer finished, 0 cut" in text and "Traceback" not in text
