@@ -255,6 +255,9 @@ def retrieval_line(report: Report) -> str | None:
     settings = report.config.get("retrieval") if isinstance(report.config, dict) else None
     if not isinstance(settings, dict) or "retriever" not in settings:
         return None
+    target = report.config.get("target")
+    if target:  # an assistant DocPilot did not build: its own ranking, read from the sources it returned
+        return f"retrieval: the target {target}'s own, from the sources it returned"
     retriever = settings["retriever"]
     if retriever == "bm25":
         return "retrieval: bm25"

@@ -315,6 +315,7 @@ def test_a_target_with_no_sources_has_no_retrieval_metrics(served, tmp_path):
     assert "not-retrieved" not in causes  # a ranking never shown is no retrieval miss
     scored = CliRunner().invoke(main, ["score", str(out)], catch_exceptions=False)
     assert "retrieval metrics are absent, not 0, for 8 of 8 positives" in " ".join(scored.output.split())
+    assert "retrieval: the target no-sources's own" in scored.output  # not DocPilot's retriever
 
 
 def test_golden_check_shows_how_a_sample_reply_maps(served, tmp_path):
