@@ -57,6 +57,7 @@ under unless until up upon us use used uses using very via want wanted wants way
 were whatever whenever wherever whether while whole within without yet yourself yourselves
 able actually anymore basically certain cannot can could may might must shall should will would
 get gets two lot far don doesn didn isn aren wasn weren won wouldn shouldn couldn haven hasn
+give gives gave given giving
 """.split())
 
 # Words a question uses for the docs themselves ("what do the docs say about", the wording of

@@ -123,3 +123,12 @@ def test_an_uncited_gold_section_is_asked_for_no_everyday_word(tmp_path):
               citations=["install#pip"], gold_answer="Pick the color palette in Settings.", language="en")
     edit = suggest_edits(row, "uncited-evidence", _evidence(_docs(tmp_path), [row]))[0]
     assert not {"put", "them", "can"} & set(edit.value["words"])
+
+
+# Regression: "lacks the question's words edit, gives, router": an everyday verb asked for in the docs.
+def test_everyday_verbs_are_not_content_words(tmp_path):
+    evidence = _evidence(_docs(tmp_path), [])
+    from docpilot.improve.evidence import content_word
+
+    assert not any(content_word(w, evidence) for w in ("gives", "give", "gave", "given"))
+    assert content_word("router", evidence)
