@@ -53,84 +53,111 @@ def render_answer(answer: str, links: Mapping[str, str], primed: Collection[str]
     of a primed source becomes a link, a primed section id stays as text, and any
     other number or section id (a hallucinated citation) is left out.
     """
-    blocks: list[str] = []
-    paragraph: list[str] = []
-    items: list[str] = []
-    ordered: str | None = None  # the first number of an open numbered list, "" for a bullet list
-    lines = answer.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    fence: str | None = None
-    code: list[str] = []
-    language = ""
+    reader = _BlockReader(links, primed)
+    for line in answer.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        reader.read(line)
+    return reader.finish()
 
-    def inline(text: str) -> str:
-        return _inline(_TITLE_RUN.sub("", text.strip()), links, primed)
 
-    def close() -> None:
-        nonlocal ordered
-        if paragraph:
-            blocks.append(f"<p>{inline(' '.join(paragraph))}</p>")
-            paragraph.clear()
-        if items:
-            rendered = "".join(f"<li>{inline(item)}</li>" for item in items)
-            if ordered:
-                start = "" if ordered == "1" else f' start="{int(ordered)}"'
-                blocks.append(f"<ol{start}>{rendered}</ol>")
+class _BlockReader:
+    """The answer's lines read into HTML blocks in one pass, the open paragraph, list or fence kept between lines."""
+
+    def __init__(self, links: Mapping[str, str], primed: Collection[str]) -> None:
+        self.links = links
+        self.primed = primed
+        self.blocks: list[str] = []
+        self.paragraph: list[str] = []
+        self.items: list[str] = []
+        self.ordered: str | None = None  # the first number of an open numbered list, "" for a bullet list
+        self.fence: str | None = None
+        self.code: list[str] = []
+        self.language = ""
+
+    def read(self, line: str) -> None:
+        """Take the answer's next line."""
+        if self.fence is not None:
+            self._fenced(line, self.fence)
+        elif not self._block_line(line):
+            self._text_line(line)
+
+    def finish(self) -> str:
+        """Close whatever is open and return the blocks as one fragment."""
+        if self.fence is not None:  # a fence never closed runs to the end of the answer
+            self.blocks.append(_code_block(self.code, self.language))
+        self.close()
+        return "".join(self.blocks)
+
+    def close(self) -> None:
+        """End the open paragraph or list, if any, as a block."""
+        if self.paragraph:
+            self.blocks.append(f"<p>{self._inline(' '.join(self.paragraph))}</p>")
+            self.paragraph.clear()
+        if self.items:
+            rendered = "".join(f"<li>{self._inline(item)}</li>" for item in self.items)
+            if self.ordered:
+                start = "" if self.ordered == "1" else f' start="{int(self.ordered)}"'
+                self.blocks.append(f"<ol{start}>{rendered}</ol>")
             else:
-                blocks.append(f"<ul>{rendered}</ul>")
-            items.clear()
-        ordered = None
+                self.blocks.append(f"<ul>{rendered}</ul>")
+            self.items.clear()
+        self.ordered = None
 
-    for line in lines:
-        if fence is not None:
-            stripped = line.strip()
-            if stripped and stripped == fence[0] * len(stripped) and len(stripped) >= len(fence):
-                blocks.append(_code_block(code, language))
-                fence, code = None, []
-            else:
-                code.append(line)
-            continue
+    def _inline(self, text: str) -> str:
+        """A paragraph's, item's, heading's or quote's text as inline markup, an admonition's run-in title dropped."""
+        return _inline(_TITLE_RUN.sub("", text.strip()), self.links, self.primed)
+
+    def _fenced(self, line: str, fence: str) -> None:
+        """A line inside an open code fence: kept as written, or the fence's closer."""
+        stripped = line.strip()
+        if stripped and stripped == fence[0] * len(stripped) and len(stripped) >= len(fence):
+            self.blocks.append(_code_block(self.code, self.language))
+            self.fence, self.code = None, []
+        else:
+            self.code.append(line)
+
+    def _block_line(self, line: str) -> bool:
+        """Handle a line that opens a fence, separates blocks or is a block of its own; False for any other line."""
         opened = _FENCE.match(line)
         if opened:
-            close()
-            fence, language, code = opened.group(1), opened.group(2), []
-            continue
-        if not line.strip():
-            close()
-            continue
-        if _ADMONITION.match(line):
-            close()  # an opener or closer: its title is a label, not part of the answer's text
-            continue
+            self.close()
+            self.fence, self.language, self.code = opened.group(1), opened.group(2), []
+            return True
+        if not line.strip() or _ADMONITION.match(line):
+            self.close()  # a blank line, or an admonition's opener or closer: its title is a label, not text
+            return True
         heading = _HEADING.match(line)
         if heading:
-            close()
-            blocks.append(f"<p><strong>{inline(heading.group(1))}</strong></p>")
-            continue
+            self.close()
+            self.blocks.append(f"<p><strong>{self._inline(heading.group(1))}</strong></p>")
+            return True
         quote = _QUOTE.match(line)
         if quote:
-            close()
-            blocks.append(f"<blockquote>{inline(quote.group(1))}</blockquote>")
-            continue
+            self.close()
+            self.blocks.append(f"<blockquote>{self._inline(quote.group(1))}</blockquote>")
+            return True
+        return False
+
+    def _text_line(self, line: str) -> None:
+        """A list item, a wrapped line of the open item, or a line of a paragraph."""
         item = _ITEM.match(line)
         if item:
-            if paragraph:
-                close()
-            kind = item.group(2) or ""
-            if items and bool(ordered) != bool(kind):
-                close()  # a bullet after numbers, or numbers after bullets: a new list
-            if not items:
-                ordered = kind
-            items.append(item.group(3))
-            continue
-        if items and line[:1] in " \t":
-            items[-1] += " " + line.strip()  # a wrapped line of the open item
-            continue
-        if items:
-            close()
-        paragraph.append(line)
-    if fence is not None:  # a fence never closed runs to the end of the answer
-        blocks.append(_code_block(code, language))
-    close()
-    return "".join(blocks)
+            self._item(item.group(2) or "", item.group(3))
+        elif self.items and line[:1] in " \t":
+            self.items[-1] += " " + line.strip()  # a wrapped line of the open item
+        else:
+            if self.items:
+                self.close()
+            self.paragraph.append(line)
+
+    def _item(self, kind: str, text: str) -> None:
+        """A list item's line: added to the open list, or the first of a new one."""
+        if self.paragraph:
+            self.close()
+        if self.items and bool(self.ordered) != bool(kind):
+            self.close()  # a bullet after numbers, or numbers after bullets: a new list
+        if not self.items:
+            self.ordered = kind
+        self.items.append(text)
 
 
 def _code_block(lines: list[str], language: str) -> str:
