@@ -26,26 +26,8 @@ def render_matrix(report: Report, console: Console, *, path: str | None = None,
                   command_ms: float | None = None) -> None:
     """Print the metrics × variants table, the paired tests against the baseline, each variant's gates and the verdict."""
     variants = report.variants or []
-    names = [v.name for v in variants]
-    baseline = names[0]
-    table = Table(title=f"DocPilot scorecard — {len(variants)} variants × {len(report.rows) // max(len(variants), 1)} "
-                        f"records, {report.split} split; baseline {baseline}", title_justify="left")
-    table.add_column("metric")
-    for name in names:
-        table.add_column(escape(name), justify="right")
-    shown, left_off = shown_metrics(report, report.summary)
-    for metric in report.summary:
-        if metric not in shown or metric in COST_ROWS or metric.endswith(("_upper95", "_cached")):
-            continue
-        if metric in ("prompt_tokens", "completion_tokens", "cost_usd"):
-            continue
-        table.add_row(metric, *(format_value(metric, v.summary.get(metric)) for v in variants))
-    table.add_section()
-    for metric in COST_ROWS:
-        values = [v.summary.get(metric) for v in variants]
-        if any(value is not None for value in values):
-            table.add_row(metric, *(format_value(metric, value) for value in values))
-    table.add_row("verdict", *(("[green]pass[/]" if v.verdict == "pass" else "[red]FAIL[/]") for v in variants))
+    baseline = variants[0].name
+    table, left_off = _scorecard_table(report, baseline)
     console.print(table)
     if left_off:
         console.print(left_off, highlight=False, markup=False, soft_wrap=True)
@@ -69,6 +51,31 @@ def render_matrix(report: Report, console: Console, *, path: str | None = None,
                   highlight=False)
     if path:
         console.print(f"report: {path}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _scorecard_table(report: Report, baseline: str) -> tuple[Table, str]:
+    """The metrics × variants table, quality rows above the cost and time ones, and the note on metrics left off it."""
+    variants = report.variants or []
+    names = [v.name for v in variants]
+    table = Table(title=f"DocPilot scorecard — {len(variants)} variants × {len(report.rows) // max(len(variants), 1)} "
+                        f"records, {report.split} split; baseline {baseline}", title_justify="left")
+    table.add_column("metric")
+    for name in names:
+        table.add_column(escape(name), justify="right")
+    shown, left_off = shown_metrics(report, report.summary)
+    for metric in report.summary:
+        if metric not in shown or metric in COST_ROWS or metric.endswith(("_upper95", "_cached")):
+            continue
+        if metric in ("prompt_tokens", "completion_tokens", "cost_usd"):
+            continue
+        table.add_row(metric, *(format_value(metric, v.summary.get(metric)) for v in variants))
+    table.add_section()
+    for metric in COST_ROWS:
+        values = [v.summary.get(metric) for v in variants]
+        if any(value is not None for value in values):
+            table.add_row(metric, *(format_value(metric, value) for value in values))
+    table.add_row("verdict", *(("[green]pass[/]" if v.verdict == "pass" else "[red]FAIL[/]") for v in variants))
+    return table, left_off
 
 
 def _render_tests(report: Report, console: Console) -> None:
