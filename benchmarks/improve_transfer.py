@@ -150,6 +150,12 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
+    _print_figures(results)
+    _print_entries(results)
+
+
+def _print_figures(results: list[dict]) -> None:
+    """The table of recall@8 and MRR before and after, per corpus and split, the ceiling's test* rows among them."""
     print(f"{'corpus':<9} {'split':<5} {'recall@8 before':>15} {'after':>7} {'MRR before':>11} {'after':>7}")
     for result in results:
         if "absent" in result:
@@ -165,6 +171,10 @@ def main() -> None:
                   f"{b['mrr']:>11.3f} {a['mrr']:>7.3f}")
     if any(r.get("ceiling") for r in results):
         print("test*: after entries chosen on the test split itself, by the same rules (the ceiling)")
+
+
+def _print_entries(results: list[dict]) -> None:
+    """The vocabulary entries each present corpus had chosen on dev, and on test itself where the ceiling ran."""
     for result in results:
         if "absent" in result:
             continue
