@@ -49,7 +49,6 @@ def onnx_graph(folder: Path, path: Path) -> None:
     """Write the model in ``folder`` as an ONNX graph: (input_ids, attention_mask) → unit-length mean-pooled vectors."""
     import json
 
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -115,6 +114,14 @@ def onnx_graph(folder: Path, path: Path) -> None:
                               axis1], keepdims=0)
     pooled = op("Div", [summed, op("ReduceSum", [mask, axis1], keepdims=1)])
     nodes.append(helper.make_node("Div", [pooled, op("ReduceL2", [pooled, axis1], keepdims=1)], ["vector"]))
+    _save_graph(nodes, initializers, hidden, path)
+
+
+def _save_graph(nodes: list, initializers: list, hidden: int, path: Path) -> None:
+    """Write the encoder's nodes and weights to ``path`` as a checked opset-18 model: token ids and mask in, vectors out."""
+    import onnx
+    from onnx import TensorProto, helper
+
     graph = helper.make_graph(
         nodes, "all-MiniLM-L6-v2",
         [helper.make_tensor_value_info(name, TensorProto.INT64, ["texts", "tokens"]) for name in ("input_ids", "attention_mask")],
@@ -174,7 +181,7 @@ def product_speed(work: Path, *, rows: int = 2048, inner: int = 384, outer: int 
     for name in ("product", "product-int8"):
         sess = session(work / f"{name}.onnx", 1)
         sess.run(None, {"x": x})
-        best = min(_timed(lambda: sess.run(None, {"x": x})) for _ in range(repeats))
+        best = min(_timed(lambda sess=sess: sess.run(None, {"x": x})) for _ in range(repeats))
         speeds["int8" if name.endswith("int8") else "float32"] = 2 * rows * inner * outer / best / 1e9
     return speeds
 
