@@ -207,11 +207,22 @@ def gold_depth_note(row: Row, run: RunSettings) -> str:
     return f"{missing} in the top {top} (the ranking holds no more sections)"
 
 
+_BEFORE_THE_ANSWER = frozenset({"error", "not-retrieved", "gold-below-primed", "gate-refused"})
+"""The causes that hold before the model answers: the turn's error, the ranking, the retrieval gate."""
+
+
 def describe(row: Row, cause: str, run: RunSettings) -> str:
     """The facts behind a record's cause, in one line, from the row alone."""
     primed = primed_sections(row, run)
     gold_at = first_relevant_rank(primed, row.gold) if row.gold else None
     top = f"{row.scores[0]:.4f}" if row.scores else "none"
+    if cause in _BEFORE_THE_ANSWER:
+        return _describe_before_the_answer(row, cause, run, top)
+    return _describe_the_answer(row, cause, primed, gold_at, top)
+
+
+def _describe_before_the_answer(row: Row, cause: str, run: RunSettings, top: str) -> str:
+    """The facts behind an error, a ranking's miss or the gate's refusal; ``top`` is rank 1's score as shown."""
     if cause == "error":
         return f"error: {(row.error or '').strip()[:200]}"
     if cause == "not-retrieved":
@@ -223,6 +234,11 @@ def describe(row: Row, cause: str, run: RunSettings) -> str:
         return f"first gold section at rank {rank}; the model reads ranks 1–{run.prime_k}"
     if cause == "gate-refused":
         return f"top retrieval score {top} is below guard.threshold {run.guard_threshold:g}"
+    raise KeyError(cause)
+
+
+def _describe_the_answer(row: Row, cause: str, primed: list[str], gold_at: int | None, top: str) -> str:
+    """The facts behind a cause the model's reply holds: a refusal, its citations, its words, a leak."""
     if cause == "model-refused":
         where = f"gold primed as [{gold_at}]" if gold_at else "no gold primed"
         return f"the model refused ({row.refusal_cause or 'no cause given'}) with {where}"
