@@ -191,7 +191,8 @@ def expected_task_runs(records: int, concurrency: int) -> int:
     return 5 * len(list(shards(range(records), Config().shard_size, first=concurrency))) + 2
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
+    """The command line: records, latency and concurrency of the run timed, repeats, and the Prefect server to use."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.2)
@@ -202,7 +203,11 @@ def main() -> None:
     parser.add_argument("--prefect-api", help="API URL of a running Prefect server, to time runs that report to it")
     parser.add_argument("--prefect-server", action="store_true", help="start a Prefect server to time runs against")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
 
     os.chdir(ROOT)
     # Byte-compiled first, as an installed package is: the first timed command must not
