@@ -11,8 +11,8 @@ import os
 import stat
 from pathlib import Path
 
-from docpilot.userfiles.intake import DOCS_FILE, not_regular
 from docpilot.errors import CorpusError
+from docpilot.userfiles.intake import DOCS_FILE, not_regular
 
 PAGE_SUFFIXES = (".md", ".mdx")
 """File name endings of pages."""
@@ -31,34 +31,27 @@ def find_pages(shown: Path, real_root: Path) -> list[str]:
     is no regular file (a named pipe, a device) is refused, and ``MAX_PAGES`` and
     ``MAX_DOCS_BYTES`` bound the rest.
     """
-    found: list[str] = []
-    root_text = str(real_root)
-    walked: set[str] = {root_text}
-    files: dict[tuple[int, int], tuple[str, int, int]] = {}  # (dev, inode) -> (rel, links named here, nlink)
-    links: list[tuple[os.DirEntry, str]] = []
-    total = 0
+    walk = _PageWalk(shown, real_root)
+    walk.read_folder(shown, "")
+    walk.follow_links()
+    walk.refuse_outside_hard_links()
+    return sorted(walk.found)
 
-    def _inside(real: str) -> bool:
-        return real == root_text or real.startswith(root_text.rstrip(os.sep) + os.sep)
 
-    def _add(rel: str, info: os.stat_result, *, hard_link: bool) -> None:
-        nonlocal total
-        key = (info.st_dev, info.st_ino)
-        if key in files:
-            first, named, nlink = files[key]
-            files[key] = (first, named + hard_link, nlink)
-            return  # the same file under a second name: indexed once
-        files[key] = (rel, int(hard_link), info.st_nlink)
-        found.append(rel)
-        total += info.st_size
-        if len(found) > MAX_PAGES or total > MAX_DOCS_BYTES:
-            raise CorpusError(
-                f"the docs folder holds more than {MAX_PAGES:,} pages or {MAX_DOCS_BYTES // 2**20} MiB of them",
-                path=shown,
-                hint="point corpus.docs at the folder of the docs themselves, not a parent holding other trees",
-            )
+class _PageWalk:
+    """One walk of a docs folder: the pages found so far, the folders read, the links still to follow."""
 
-    def _walk(folder: Path, rel: str) -> None:
+    def __init__(self, shown: Path, real_root: Path) -> None:
+        self.shown = shown
+        self.root_text = str(real_root)
+        self.found: list[str] = []
+        self.walked: set[str] = {self.root_text}
+        self.files: dict[tuple[int, int], tuple[str, int, int]] = {}  # (dev, inode) -> (rel, links named here, nlink)
+        self.links: list[tuple[os.DirEntry, str]] = []
+        self.total = 0
+
+    def read_folder(self, folder: Path, rel: str) -> None:
+        """Read a folder's pages and subfolders, keeping its symbolic links to follow later."""
         try:
             entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
         except OSError as exc:
@@ -72,44 +65,73 @@ def find_pages(shown: Path, real_root: Path) -> list[str]:
                 continue
             entry_rel = f"{rel}{entry.name}"
             if entry.is_symlink():
-                links.append((entry, entry_rel))  # after the real tree, so real paths keep their ids
+                self.links.append((entry, entry_rel))  # after the real tree, so real paths keep their ids
             elif entry.is_dir(follow_symlinks=False):
-                walked.add(os.path.realpath(entry.path))
-                _walk(Path(entry.path), entry_rel + "/")
+                self.walked.add(os.path.realpath(entry.path))
+                self.read_folder(Path(entry.path), entry_rel + "/")
             elif entry.name.endswith(PAGE_SUFFIXES):
                 info = entry.stat(follow_symlinks=False)
-                _refuse_special(shown / entry_rel, info)
-                _add(entry_rel, info, hard_link=True)
+                _refuse_special(self.shown / entry_rel, info)
+                self._add(entry_rel, info, hard_link=True)
 
-    _walk(shown, "")
-    while links:
-        entry, entry_rel = links.pop(0)
+    def follow_links(self) -> None:
+        """Read what the symbolic links add, in the order they were met (a folder read may add more)."""
+        while self.links:
+            entry, entry_rel = self.links.pop(0)
+            self._follow(entry, entry_rel)
+
+    def refuse_outside_hard_links(self) -> None:
+        """Refuse a page with more hard-link names than the walk met inside the folder."""
+        for rel, named, nlink in self.files.values():
+            if nlink > max(named, 1):  # a page read through a symbolic link names itself nowhere here
+                raise CorpusError(
+                    f"the page is a hard link with {nlink} names, {nlink - max(named, 1)} of them outside the docs "
+                    "folder",
+                    path=self.shown / rel,
+                    hint="copy the file into the docs folder instead of linking it (cp, not ln)",
+                )
+
+    def _follow(self, entry: os.DirEntry, entry_rel: str) -> None:
+        """Read the page or folder one symbolic link leads to, if it is inside the docs folder."""
         real = os.path.realpath(entry.path)
         is_page = entry.name.endswith(PAGE_SUFFIXES)
         if not (is_page or os.path.isdir(real)):
-            continue
-        if not _inside(real):
+            return
+        if not self._inside(real):
             raise CorpusError(
                 f"symbolic link points outside the docs folder, to {real}",
-                path=shown / entry_rel,
+                path=self.shown / entry_rel,
                 hint="copy the target into the docs folder or remove the link",
             )
         if os.path.isdir(real):
-            if real not in walked:  # a folder already read (or an ancestor: a loop) is not read again
-                walked.add(real)
-                _walk(Path(entry.path), entry_rel + "/")
+            if real not in self.walked:  # a folder already read (or an ancestor: a loop) is not read again
+                self.walked.add(real)
+                self.read_folder(Path(entry.path), entry_rel + "/")
         elif os.path.lexists(real):
             info = os.stat(real)
-            _refuse_special(shown / entry_rel, info)
-            _add(entry_rel, info, hard_link=False)
-    for rel, named, nlink in files.values():
-        if nlink > max(named, 1):  # a page read through a symbolic link names itself nowhere here
+            _refuse_special(self.shown / entry_rel, info)
+            self._add(entry_rel, info, hard_link=False)
+
+    def _inside(self, real: str) -> bool:
+        """Whether a resolved path is the docs folder or lies under it."""
+        return real == self.root_text or real.startswith(self.root_text.rstrip(os.sep) + os.sep)
+
+    def _add(self, rel: str, info: os.stat_result, *, hard_link: bool) -> None:
+        """Count a page once per file, and refuse the folder once it holds too many pages or bytes."""
+        key = (info.st_dev, info.st_ino)
+        if key in self.files:
+            first, named, nlink = self.files[key]
+            self.files[key] = (first, named + hard_link, nlink)
+            return  # the same file under a second name: indexed once
+        self.files[key] = (rel, int(hard_link), info.st_nlink)
+        self.found.append(rel)
+        self.total += info.st_size
+        if len(self.found) > MAX_PAGES or self.total > MAX_DOCS_BYTES:
             raise CorpusError(
-                f"the page is a hard link with {nlink} names, {nlink - max(named, 1)} of them outside the docs folder",
-                path=shown / rel,
-                hint="copy the file into the docs folder instead of linking it (cp, not ln)",
+                f"the docs folder holds more than {MAX_PAGES:,} pages or {MAX_DOCS_BYTES // 2**20} MiB of them",
+                path=self.shown,
+                hint="point corpus.docs at the folder of the docs themselves, not a parent holding other trees",
             )
-    return sorted(found)
 
 
 def _refuse_special(path: Path, info: os.stat_result) -> None:
