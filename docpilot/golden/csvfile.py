@@ -43,7 +43,6 @@ def parse_csv(text: str, path: Path, fields: Sequence[str], list_fields: Sequenc
     a row with fewer leaves the rest empty, as spreadsheets write it.
     """
     reader = csv.reader(io.StringIO(text, newline=""))
-    problems: list[Problem] = []
     try:
         header = next(reader, None)
     except csv.Error as exc:
@@ -51,12 +50,28 @@ def parse_csv(text: str, path: Path, fields: Sequence[str], list_fields: Sequenc
     if header is None:
         return [], []
     names = [name.strip() for name in header]
+    one_column = _one_column_problem(names, path)
+    if one_column is not None:
+        return [], [one_column]
+    keep, problems = _header_columns(names, path, fields)
+    rows = _read_rows(reader, path, len(names), keep, list_fields, problems)
+    return rows, problems
+
+
+def _one_column_problem(names: list[str], path: Path) -> Problem | None:
+    """The problem of a header saved with ';' or tabs between its fields, which reads as one column."""
     if len(names) == 1 and any(sep in names[0] for sep in (";", "\t")):
         sep = "';'" if ";" in names[0] else "tabs"
-        return [], [Problem(f"the header {names[0]!r} is one column: its fields are separated by {sep}",
-                            "save the sheet as CSV with commas between columns (';' separates the entries "
-                            "of a list inside one cell)", path, 1)]
+        return Problem(f"the header {names[0]!r} is one column: its fields are separated by {sep}",
+                       "save the sheet as CSV with commas between columns (';' separates the entries "
+                       "of a list inside one cell)", path, 1)
+    return None
+
+
+def _header_columns(names: list[str], path: Path, fields: Sequence[str]) -> tuple[dict[int, str], list[Problem]]:
+    """The header's columns that name a field (index → field), and the problems of the others."""
     keep: dict[int, str] = {}
+    problems: list[Problem] = []
     for column, name in enumerate(names, start=1):
         if name in fields and name not in keep.values():
             keep[column - 1] = name
@@ -67,6 +82,15 @@ def parse_csv(text: str, path: Path, fields: Sequence[str], list_fields: Sequenc
             near = difflib.get_close_matches(name, list(fields), n=1, cutoff=0.5)
             hint = (f"did you mean {near[0]!r}? " if near else "") + f"valid columns: {', '.join(fields)}"
             problems.append(Problem(f"column {column} of the header, {name!r}, is not a field", hint, path, 1))
+    return keep, problems
+
+
+def _read_rows(reader: Any, path: Path, columns: int, keep: dict[int, str], list_fields: Sequence[str],
+               problems: list[Problem]) -> list[CsvRow]:
+    """The data rows after the header, each with its first line; their problems are added to ``problems``.
+
+    A syntax error ends the reading: the reader cannot tell where the next row starts.
+    """
     rows: list[CsvRow] = []
     line = reader.line_num
     while True:
@@ -81,22 +105,27 @@ def parse_csv(text: str, path: Path, fields: Sequence[str], list_fields: Sequenc
             break
         if not any(cell.strip() for cell in cells):
             continue  # a blank line between records
-        if len(cells) > len(names):
+        if len(cells) > columns:
             problems.append(Problem(
-                f"the row has {len(cells)} cells but the header names {len(names)} columns",
+                f"the row has {len(cells)} cells but the header names {columns} columns",
                 "quote a cell that holds a comma (\"a, b\"), or add the missing column to the header", path, start))
             continue
-        record: dict[str, Any] = {}
-        for index, name in keep.items():
-            value = cells[index].strip() if index < len(cells) else ""
-            if not value:
-                continue  # not given: the field's default applies
-            if name in list_fields:
-                record[name] = [entry.strip() for entry in value.split(LIST_SEPARATOR) if entry.strip()]
-            else:
-                record[name] = value
-        rows.append(CsvRow(start, record))
-    return rows, problems
+        rows.append(CsvRow(start, _record(cells, keep, list_fields)))
+    return rows
+
+
+def _record(cells: list[str], keep: dict[int, str], list_fields: Sequence[str]) -> dict[str, Any]:
+    """A row's fields as a record holds them: list fields split at ';', empty cells left out."""
+    record: dict[str, Any] = {}
+    for index, name in keep.items():
+        value = cells[index].strip() if index < len(cells) else ""
+        if not value:
+            continue  # not given: the field's default applies
+        if name in list_fields:
+            record[name] = [entry.strip() for entry in value.split(LIST_SEPARATOR) if entry.strip()]
+        else:
+            record[name] = value
+    return record
 
 
 _QUOTING = 'a cell that holds a comma, a quote or a line break is written in double quotes, with " doubled inside'
