@@ -144,97 +144,167 @@ def _closes(line: str, fence: str) -> bool:
 def _cut_sections(lines: list[str], mdx: bool) -> tuple[RawSection, ...]:
     """Walk the page's lines once and cut them into sections at headings.
 
-    One flat loop with local state: this runs for every line of every page, so it
-    avoids per-line method calls and tries each construct only when the line's
-    first character can open it. A section's text gathers as finished ``parts``
-    (reduced prose, verbatim code fences) plus the prose and code still open.
+    This runs for every line of every page, so each line is tried for a construct
+    only when its first character can open it (``_SectionCutter``).
     """
-    sections: list[RawSection] = []
-    used: dict[str, int] = {}
-    head: tuple[str, str, int, tuple[str, ...]] = ("", "", 0, ())  # anchor, title, level, labels of the open section
-    parts: list[str] = []
-    prose: list[str] = []
-    code: list[str] = []
-    paragraph = 0  # how many trailing prose lines form an open paragraph (for setext)
-    fence: str | None = None
-    comment: str | None = None  # the closing token of the comment we are in
-    in_esm = False
-    previous_blank = True
+    cut = _SectionCutter(mdx)
+    take = cut.take
     for line in lines:
-        if fence is not None:
-            code.append(line)
-            if fence[0] in line and _closes(line, fence):
-                parts.append("\n".join(code))
-                fence, code = None, []
-            continue
-        if comment is not None:
-            end = line.find(comment)
-            if end < 0:
-                continue
-            line = line[end + len(comment) :]
-            comment = None
-            if not line.strip():
-                continue
-        if "<!--" in line or (mdx and "{/*" in line):
-            line, comment = _drop_comments(line, mdx)
+        take(line)
+    return cut.finish()
+
+
+class _SectionCutter:
+    """The state of one walk over a page's lines: the sections cut so far and the one still open.
+
+    A section's text gathers as finished ``parts`` (reduced prose, verbatim code
+    fences) plus the prose and code still open.
+    """
+
+    __slots__ = (
+        "mdx", "sections", "used", "head", "parts", "prose", "code", "paragraph", "fence", "comment", "in_esm",
+        "previous_blank",
+    )
+
+    def __init__(self, mdx: bool) -> None:
+        self.mdx = mdx
+        self.sections: list[RawSection] = []
+        self.used: dict[str, int] = {}
+        self.head: tuple[str, str, int, tuple[str, ...]] = ("", "", 0, ())  # anchor, title, level, labels
+        self.parts: list[str] = []
+        self.prose: list[str] = []
+        self.code: list[str] = []
+        self.paragraph = 0  # how many trailing prose lines form an open paragraph (for setext)
+        self.fence: str | None = None
+        self.comment: str | None = None  # the closing token of the comment we are in
+        self.in_esm = False
+        self.previous_blank = True
+
+    def take(self, line: str) -> None:
+        """Read the page's next line into the open section, or open a new one at a heading."""
+        if self.fence is not None:
+            self._code_line(line)
+            return
+        if self.comment is not None:
+            line = self._after_comment(line)
+            if line is None:
+                return
+        if "<!--" in line or (self.mdx and "{/*" in line):
+            line, self.comment = _drop_comments(line, self.mdx)
         stripped = line.lstrip()
         if not stripped:
-            in_esm, previous_blank, paragraph = False, True, 0
-            prose.append("")
-            continue
-        if in_esm:
-            continue
+            self.in_esm, self.previous_blank, self.paragraph = False, True, 0
+            self.prose.append("")
+            return
+        if self.in_esm:
+            return
         first = stripped[0]
-        heading: tuple[str, int] | None = None
-        if first in _CONSTRUCT_STARTS:
-            if first in "ie" and mdx and previous_blank and _ESM.match(line):
-                in_esm = True
-                continue
-            if first in "`~":
-                opened = _FENCE_OPEN.match(line)
-                if opened and not (first == "`" and "`" in opened.group(2)):
-                    if prose:
-                        parts.append(_prose_text(prose, mdx))
-                        prose = []
-                    fence, code = opened.group(1), [line]
-                    previous_blank, paragraph = False, 0
-                    continue
-            elif first == "#":
-                atx = _ATX.match(line)
-                if atx:
-                    heading = (_strip_closing_hashes(atx.group(2) or ""), len(atx.group(1)))
-            elif first in "=-" and paragraph and _SETEXT.match(line):
-                heading = (" ".join(text.strip() for text in prose[-paragraph:]), 1 if first == "=" else 2)
-                del prose[-paragraph:]
-            if heading is None and first in "-*_" and _RULE.match(line):
-                previous_blank, paragraph = False, 0
-                continue
-            if heading is None and first in "!?/:":
-                title = _admonition_title(line)
-                if title is not None:
-                    if title:
-                        prose.append(title)
-                    previous_blank, paragraph = False, 0
-                    continue
-        previous_blank = False
+        if first in _CONSTRUCT_STARTS and self._construct(line, first):
+            return
+        self._prose_line(line, first)
+
+    def finish(self) -> tuple[RawSection, ...]:
+        """Close the last section and return them all; a page of nothing is one empty section."""
+        if self.code:  # a fence never closed runs to the end of the page
+            self.parts.append("\n".join(self.code))
+        _close_section(self.sections, self.head, self.parts, self.prose, self.mdx)
+        if not self.sections:
+            self.sections.append(RawSection(anchor="", title="", level=0, text=""))
+        return tuple(self.sections)
+
+    def _code_line(self, line: str) -> None:
+        """Keep a line of an open code fence as written; a closing fence finishes it as one part."""
+        self.code.append(line)
+        if self.fence[0] in line and _closes(line, self.fence):
+            self.parts.append("\n".join(self.code))
+            self.fence, self.code = None, []
+
+    def _after_comment(self, line: str) -> str | None:
+        """What follows the end of the open comment on this line; None while it goes on, or when only blanks follow."""
+        end = line.find(self.comment)
+        if end < 0:
+            return None
+        line = line[end + len(self.comment) :]
+        self.comment = None
+        return line if line.strip() else None
+
+    def _construct(self, line: str, first: str) -> bool:
+        """Read a line whose first character may open a construct; False when it is prose after all."""
+        if first in "ie":
+            # MDX's import and export blocks begin only after a blank line, where prose cannot go on.
+            if self.mdx and self.previous_blank and _ESM.match(line):
+                self.in_esm = True
+                return True
+            return False
+        if first in "`~":
+            return self._open_fence(line, first)
+        heading = self._heading(line, first)
         if heading is not None:
-            _close_section(sections, head, parts, prose, mdx)
-            head = _open_section(heading[0], heading[1], used, mdx)
-            parts, prose, paragraph = [], [], 0
-            continue
-        prose.append(line)
+            self._start_section(*heading)
+            return True
+        if first in "-*_" and _RULE.match(line):
+            self.previous_blank, self.paragraph = False, 0
+            return True
+        if first in "!?/:":
+            return self._admonition(line)
+        return False
+
+    def _open_fence(self, line: str, first: str) -> bool:
+        """Open a code fence at this line, finishing the prose before it; False when the line opens none."""
+        opened = _FENCE_OPEN.match(line)
+        # A backtick in the info string of a backtick fence makes the line inline code instead.
+        if not opened or (first == "`" and "`" in opened.group(2)):
+            return False
+        if self.prose:
+            self.parts.append(_prose_text(self.prose, self.mdx))
+            self.prose = []
+        self.fence, self.code = opened.group(1), [line]
+        self.previous_blank, self.paragraph = False, 0
+        return True
+
+    def _heading(self, line: str, first: str) -> tuple[str, int] | None:
+        """The raw text and level of an ATX heading, or of a setext one this line underlines; None for neither."""
+        if first == "#":
+            atx = _ATX.match(line)
+            if atx:
+                return _strip_closing_hashes(atx.group(2) or ""), len(atx.group(1))
+            return None
+        if first in "=-" and self.paragraph and _SETEXT.match(line):
+            # The open paragraph's lines are the heading's text, so they leave the prose.
+            title = " ".join(text.strip() for text in self.prose[-self.paragraph :])
+            del self.prose[-self.paragraph :]
+            return title, 1 if first == "=" else 2
+        return None
+
+    def _start_section(self, raw_heading: str, level: int) -> None:
+        """Close the open section and open the one this heading starts."""
+        self.previous_blank = False
+        _close_section(self.sections, self.head, self.parts, self.prose, self.mdx)
+        self.head = _open_section(raw_heading, level, self.used, self.mdx)
+        self.parts, self.prose, self.paragraph = [], [], 0
+
+    def _admonition(self, line: str) -> bool:
+        """Keep only an admonition line's title as prose; False when the line is no admonition."""
+        title = _admonition_title(line)
+        if title is None:
+            return False
+        if title:
+            self.prose.append(title)
+        self.previous_blank, self.paragraph = False, 0
+        return True
+
+    def _prose_line(self, line: str, first: str) -> None:
+        """Add a line of prose, counting it into the open paragraph a setext underline may turn into a heading."""
+        self.previous_blank = False
+        self.prose.append(line)
+        # A list item, quote, table row or tag is a block of its own, and an indented line
+        # with no paragraph open is code: neither is a paragraph that an underline makes a heading.
         if (first in _BLOCK_STARTS and _OWN_BLOCK.match(line)) or (
-            not paragraph and line.startswith(("    ", "\t"))
+            not self.paragraph and line.startswith(("    ", "\t"))
         ):
-            paragraph = 0
+            self.paragraph = 0
         else:
-            paragraph += 1
-    if code:  # a fence never closed runs to the end of the page
-        parts.append("\n".join(code))
-    _close_section(sections, head, parts, prose, mdx)
-    if not sections:
-        sections.append(RawSection(anchor="", title="", level=0, text=""))
-    return tuple(sections)
+            self.paragraph += 1
 
 
 def _strip_closing_hashes(content: str) -> str:
