@@ -31,7 +31,7 @@ if not __package__:  # run as a file: make the repository's packages importable
 from docpilot.config.model import RetrievalConfig  # noqa: E402
 from docpilot.corpus.pages import Chunk, Corpus, Page, Section  # noqa: E402
 from docpilot.retrieval.rankers import Retriever  # noqa: E402
-from metrics.retrieval import ndcg_at_k, recall_at_k  # noqa: E402
+from docpilot.metrics.retrieval import ndcg_at_k, recall_at_k  # noqa: E402
 
 PUBLISHED = {
     "bm25-anserini-flat": {"ndcg@10": 0.6789, "recall@100": 0.9253},

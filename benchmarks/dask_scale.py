@@ -75,7 +75,7 @@ def _config(work: Path, docs: Path, golden: Path, variant: str, shard_size: int)
 def run_variant(work: Path, docs: Path, golden: Path, variant: str, shard_size: int) -> dict:
     """One run, in this process: the report's figures as JSON-ready data."""
     from docpilot.run.job import EvalJob
-    from flows.eval import run_eval
+    from docpilot.flows.eval import run_eval
 
     job = EvalJob(config=_config(work, docs, golden, variant, shard_size), golden=str(golden), gate_only=True)
     if variant == "dask":
@@ -132,7 +132,7 @@ def main() -> None:
     docs = (args.docs or (PREFECT_DOCS if PREFECT_DOCS.is_dir() else ROOT / "docs")).resolve()
 
     if args.variant:
-        import tasks  # noqa: F401  (quiets Prefect before it is imported)
+        import docpilot.tasks  # noqa: F401  (quiets Prefect before it is imported)
 
         print(json.dumps(run_variant(args.work, docs, args.work / "golden.yaml", args.variant, args.shard_size)))
         return

@@ -153,7 +153,7 @@ def prefect_server(url: str | None, start: bool):
     if url or not start:
         yield url
         return
-    from tasks.prefect_server import start_prefect_server
+    from docpilot.tasks.prefect_server import start_prefect_server
 
     # With its services, as `prefect server start` runs: it records every task run.
     server = start_prefect_server(services=True)

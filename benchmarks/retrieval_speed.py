@@ -33,7 +33,7 @@ from docpilot.config.model import RetrievalConfig  # noqa: E402
 from docpilot.corpus.pages import Corpus, load_corpus  # noqa: E402
 from docpilot.retrieval.index import folder_size  # noqa: E402
 from docpilot.retrieval.rankers import Retriever  # noqa: E402
-from metrics.retrieval import recall_at_k  # noqa: E402
+from docpilot.metrics.retrieval import recall_at_k  # noqa: E402
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]+")
 _OPENERS = ("How do I", "What is", "Where can I find", "How does", "Explain")

@@ -1,3 +1,3 @@
 """Prefect flows that wire the stage tasks together."""
 
-import tasks  # noqa: F401  -- quiets Prefect before it is first imported
+import docpilot.tasks  # noqa: F401  -- quiets Prefect before it is first imported

@@ -40,8 +40,8 @@ from docpilot.run.context import RunContext  # noqa: E402
 from docpilot.run.job import EvalJob  # noqa: E402
 from docpilot.run.orchestrator import Orchestration  # noqa: E402
 from docpilot.schema import Row  # noqa: E402
-from tasks.dask import Parcel, shard_on_worker, turn_shares  # noqa: E402
-from tasks.prefect_server import prefect_api  # noqa: E402
+from docpilot.tasks.dask import Parcel, shard_on_worker, turn_shares  # noqa: E402
+from docpilot.tasks.prefect_server import prefect_api  # noqa: E402
 
 LOCAL_WORKERS = 2
 """Worker processes of the cluster started when no address is given."""
@@ -114,7 +114,7 @@ def local_cluster_options(workers: int = LOCAL_WORKERS) -> dict:
     return {
         "n_workers": workers, "threads_per_worker": 1, "processes": True,
         "dashboard_address": None, "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"},
-        "preload": ["tasks.dask_worker"],
+        "preload": ["docpilot.tasks.dask_worker"],
     }
 
 

@@ -32,8 +32,8 @@ from docpilot.run.evaluation import SHARDS_AT_ONCE, evaluate
 from docpilot.run.job import EvalJob
 from docpilot.run.orchestrator import Choice, Orchestration, choose
 from docpilot.schema import Report, Row
-from tasks.artifacts import publish_scorecard, run_tags
-from tasks.stages import shard
+from docpilot.tasks.artifacts import publish_scorecard, run_tags
+from docpilot.tasks.stages import shard
 
 Orchestrator = Choice
 Runner = Literal["local", "dask"]
@@ -70,7 +70,7 @@ def eval_flow(job: EvalJob, runner: Runner = "local", orchestration: Orchestrati
     orchestration = orchestration or choose("prefect", runner=runner)
     with TagsContext(current_tags=set()):
         if runner == "dask":
-            from flows.dask import dask_shards
+            from docpilot.flows.dask import dask_shards
 
             executor = dask_shards
         else:
@@ -118,7 +118,7 @@ def _run_flow(job: EvalJob, orchestration: Orchestration, runner: Runner, dask_a
         try:
             with tags(*run_tags(job, runner=runner)):
                 if runner == "dask":
-                    from flows.dask import run_on_dask
+                    from docpilot.flows.dask import run_on_dask
 
                     # Dask pickles the flow run's context, parameters included, with every task: a
                     # progress or a stop flag (locks, thread-locals) cannot go. The flow counts into

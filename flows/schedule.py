@@ -63,8 +63,8 @@ def nightly_eval(
     from prefect.utilities.annotations import quote
 
     from docpilot.run.orchestrator import choose
-    from flows.eval import run_eval
-    from tasks.artifacts import publish_trend
+    from docpilot.flows.eval import run_eval
+    from docpilot.tasks.artifacts import publish_trend
 
     with contextlib.chdir(workdir) if workdir else contextlib.nullcontext():
         job = build_job(config, record_set=record_set, split=split, gate_only=gate_only)
@@ -118,7 +118,7 @@ def configured_deployment(
     The configuration and the records are read now as well as at every run, so a
     mistake is an error today rather than a failed run tonight.
     """
-    from tasks.artifacts import run_tags
+    from docpilot.tasks.artifacts import run_tags
 
     job = build_job(config, record_set=record_set, split=split, gate_only=gate_only, check_corpus=False)
     parameters = {

@@ -24,8 +24,8 @@ and the machinery that turns scores into a run's numbers:
     gates       built-in and user gates, and the verdict
 """
 
-from metrics.gates import check_gates, parse_condition, verdict
-from metrics.registry import METRICS, RETRIEVAL_METRICS, Metric, get, names
+from docpilot.metrics.gates import check_gates, parse_condition, verdict
+from docpilot.metrics.registry import METRICS, RETRIEVAL_METRICS, Metric, get, names
 
 __all__ = [
     "METRICS",
@@ -45,7 +45,7 @@ def __getattr__(name: str):
     # The summary is computed with NumPy: checking a config's gates (before a run's first
     # model call) needs only the registry, and does not wait for NumPy to load.
     if name in ("per_record", "summarize"):
-        from metrics import summary
+        from docpilot.metrics import summary
 
         return getattr(summary, name)
     raise AttributeError(f"module 'metrics' has no attribute {name!r}")

@@ -8,7 +8,7 @@ any record they count fails the run (except unlinked negatives, reported apart).
 from __future__ import annotations
 
 from docpilot.schema import Row
-from metrics.gold import in_scope, is_relevant, matches, unique
+from docpilot.metrics.gold import in_scope, is_relevant, matches, unique
 
 
 def citation_precision(row: Row) -> float:

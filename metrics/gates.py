@@ -17,9 +17,9 @@ from typing import Literal
 
 from docpilot.errors import InputError
 from docpilot.schema import GateResult, Row
-from metrics.aggregate import mean
-from metrics.refusals import wilson_upper95
-from metrics.registry import RETRIEVAL_METRICS, Metric, get
+from docpilot.metrics.aggregate import mean
+from docpilot.metrics.refusals import wilson_upper95
+from docpilot.metrics.registry import RETRIEVAL_METRICS, Metric, get
 
 BUILTIN_GATES: tuple[str, ...] = (
     "hallucinated_citations",

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from docpilot.schema import Row
-from metrics.latency import has_latency, painted_answer
+from docpilot.metrics.latency import has_latency, painted_answer
 
 
 @dataclass(frozen=True)

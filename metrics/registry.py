@@ -18,10 +18,10 @@ from typing import Literal
 
 from docpilot.errors import InputError
 from docpilot.schema import Row
-from metrics import answer, attacks, citations, errors, latency, refusals, retrieval, usage
-from metrics import population as pop
-from metrics.aggregate import mean, total
-from metrics.population import Population
+from docpilot.metrics import answer, attacks, citations, errors, latency, refusals, retrieval, usage
+from docpilot.metrics import population as pop
+from docpilot.metrics.aggregate import mean, total
+from docpilot.metrics.population import Population
 
 Family = Literal["retrieval", "answer", "citations", "refusals", "attacks", "latency", "usage"]
 

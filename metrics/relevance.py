@@ -25,8 +25,8 @@ from itertools import chain
 
 import numpy as np
 
-from metrics.gold import matches, pins_one_section, unique
-from metrics.retrieval import (
+from docpilot.metrics.gold import matches, pins_one_section, unique
+from docpilot.metrics.retrieval import (
     CONTEXT_PRECISION_CUTOFF,
     GAINS,
     IDEAL_DCG,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from metrics.gold import is_relevant, matches, unique
+from docpilot.metrics.gold import is_relevant, matches, unique
 
 RANK_DEPTH = 8
 """How many ranked sections every retrieval metric reads (DESIGN §6: the top 8)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from docpilot.schema import Row, Slice
-from metrics.summary import Ahead, summarize
+from docpilot.metrics.summary import Ahead, summarize
 
 
 def slice_by_tag(rows: Sequence[Row], *, gate_only: bool = False, ahead: Ahead | None = None) -> dict[str, Slice]:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 
 from docpilot.schema import Row
-from metrics.population import Population
+from docpilot.metrics.population import Population
 
 
 def _reported(row: Row) -> bool:

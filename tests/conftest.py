@@ -139,7 +139,7 @@ def _isolated(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def prefect_server():
     """A running ``prefect server start`` on a free loopback port, one per test process, stopped by its id."""
-    from tasks.prefect_server import start_prefect_server
+    from docpilot.tasks.prefect_server import start_prefect_server
 
     server = start_prefect_server()
     yield server
@@ -153,7 +153,7 @@ def prefect_api(prefect_server) -> Iterator[str]:
 
     Tests without it run with no API configured, as a user's first run does.
     """
-    from tasks.prefect_server import using_api
+    from docpilot.tasks.prefect_server import using_api
 
     with using_api(prefect_server.url):
         yield prefect_server.url

@@ -180,3 +180,18 @@ def test_a_command_whose_extra_is_missing_exits_2_naming_it(tmp_path, args, hide
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and f"pip install 'docpilot[{extra}]'" in lines[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+# metrics/, tasks/ and flows/ install inside the docpilot namespace: with folders mapped,
+# setuptools installs only the packages pyproject.toml names, so a package left off is lost.
+def test_every_package_folder_installs_inside_the_docpilot_namespace():
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    folders = {"docpilot": "docpilot", **{package: folder for package, folder in setuptools["package-dir"].items()}}
+    assert set(folders.values()) == {"docpilot", "metrics", "tasks", "flows"}
+    found = set()
+    for package, folder in folders.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            inner = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join((package, *inner)))
+    assert sorted(setuptools["packages"]) == sorted(found)
+    assert all(package == "docpilot" or package.startswith("docpilot.") for package in setuptools["packages"])

@@ -33,8 +33,8 @@ def check_settings(config) -> None:
     """
     from docpilot.errors import ConfigError, InputError
     from docpilot.models.registry import PROVIDERS
-    from metrics.gates import parse_condition
-    from metrics.registry import get
+    from docpilot.metrics.gates import parse_condition
+    from docpilot.metrics.registry import get
 
     for name, condition in config.gates.items():
         try:
@@ -123,7 +123,7 @@ def _run(job, *, variants, gate_variant, orchestration, runner, dask_address, pr
     from docpilot.cli._errors import signals_held
 
     with signals_held():  # Prefect's import swallows an interrupt and prints it (see signals_held)
-        from flows.eval import run_eval
+        from docpilot.flows.eval import run_eval
 
     return run_eval(job, orchestration, runner=runner, dask_address=dask_address, progress=progress,
                     interrupt=interrupt)

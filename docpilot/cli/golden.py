@@ -22,7 +22,7 @@ from docpilot.golden.shape import GoldenShape, describe_golden
 from docpilot.reports.terminal import clean
 from docpilot.schema import AttackProbe
 from docpilot.userfiles.userfile import raise_all
-from metrics.gold import TOP
+from docpilot.metrics.gold import TOP
 
 _PAGES_SHOWN = 15
 

@@ -46,7 +46,7 @@ def schedule_command(
     require_extra("prefect", "docpilot schedule (a Prefect deployment)")
     if runner == "dask":
         require_extra("dask", "docpilot schedule --runner dask")
-    from flows.schedule import (
+    from docpilot.flows.schedule import (
         configured_deployment,
         register_deployment,
         require_api,

@@ -151,7 +151,7 @@ def _gate_problems(gates: Any, where: Mapping[_Key, _Origin]) -> list[Problem]:
     """
     if not isinstance(gates, dict) or not gates:
         return []  # not a mapping: the model's validation has said so
-    from metrics.gates import check_condition
+    from docpilot.metrics.gates import check_condition
 
     problems = []
     for name, condition in gates.items():

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from docpilot.corpus.pages import Corpus, Section
 from docpilot.errors import InputError
-from metrics.gold import TOP, is_under
+from docpilot.metrics.gold import TOP, is_under
 
 FIRST_WORDS = 12
 """Words of a section's text shown beside its heading."""

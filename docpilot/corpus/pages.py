@@ -23,7 +23,7 @@ from docpilot.corpus.sidecar import parse_llms, parse_vocabulary
 from docpilot.corpus.targets import FolderTargets, page_title
 from docpilot.errors import ConfigError, CorpusError
 from docpilot.userfiles.intake import DOCS_FILE, read_bytes
-from metrics.gold import TOP
+from docpilot.metrics.gold import TOP
 
 VOCABULARY_FILE = "vocabulary.json"
 LLMS_FILE = "llms.txt"

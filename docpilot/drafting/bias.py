@@ -31,7 +31,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from docpilot.retrieval.tokens import terms
-from metrics.gold import is_relevant, is_under, matches
+from docpilot.metrics.gold import is_relevant, is_under, matches
 
 if TYPE_CHECKING:
     from docpilot.config.model import RetrievalConfig

@@ -44,7 +44,7 @@ from docpilot.golden.templates import (
     pin,
     words,
 )
-from metrics.gold import TOP
+from docpilot.metrics.gold import TOP
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus, Section

@@ -44,7 +44,7 @@ from docpilot.userfiles.userfile import (
 )
 from docpilot.errors import InputError
 from docpilot.schema import AttackProbe, GoldenRecord
-from metrics.gold import TOP, scope_prefix
+from docpilot.metrics.gold import TOP, scope_prefix
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from pydantic import BaseModel, ConfigDict
 
 from docpilot.schema import GoldenRecord
-from metrics.gold import TOP
+from docpilot.metrics.gold import TOP
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus

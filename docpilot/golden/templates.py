@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from docpilot.corpus.outline import without_admonition_titles
-from metrics.gold import TOP
+from docpilot.metrics.gold import TOP
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus, Page, Section

@@ -24,7 +24,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 from docpilot.errors import ConfigError
 from docpilot.reports.output import write_atomically
 from docpilot.schema import Row
-from metrics.refusals import wilson_upper
+from docpilot.metrics.refusals import wilson_upper
 
 
 class Candidate(BaseModel):

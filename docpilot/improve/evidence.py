@@ -23,8 +23,8 @@ from docpilot.improve.vectors import RememberingEmbedder
 from docpilot.retrieval.rankers import Retriever
 from docpilot.retrieval.tokens import STOPWORDS, terms, words
 from docpilot.schema import Report, Row
-from metrics.gold import matches
-from metrics.retrieval import RANK_DEPTH, first_relevant_rank
+from docpilot.metrics.gold import matches
+from docpilot.metrics.retrieval import RANK_DEPTH, first_relevant_rank
 
 COMMON_SHARE = 0.2
 """A word in at least this share of the docs' sections is common: it points at no section,

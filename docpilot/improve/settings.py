@@ -36,7 +36,7 @@ from docpilot.retrieval.embedders import MiniLMEmbedder, _installed_minilm_folde
 from docpilot.retrieval.index import dense_text
 from docpilot.retrieval.rankers import Retriever
 from docpilot.schema import Report, Row
-from metrics.retrieval import recall_at_k, reciprocal_rank
+from docpilot.metrics.retrieval import recall_at_k, reciprocal_rank
 
 K = 8
 """recall@8 and MRR read the first eight sections, as the run's figures do."""

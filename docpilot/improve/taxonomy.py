@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from docpilot.schema import Report, Row
-from metrics.answer import answer_f1, language_match
-from metrics.attacks import find_forbidden
-from metrics.citations import citation_recall, is_unlinked
-from metrics.retrieval import RANK_DEPTH, first_relevant_rank
+from docpilot.metrics.answer import answer_f1, language_match
+from docpilot.metrics.attacks import find_forbidden
+from docpilot.metrics.citations import citation_recall, is_unlinked
+from docpilot.metrics.retrieval import RANK_DEPTH, first_relevant_rank
 
 FailureCause = Literal[
     "error", "not-retrieved", "gold-below-primed", "gate-refused", "model-refused",

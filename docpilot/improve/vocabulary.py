@@ -37,8 +37,8 @@ from docpilot.improve.vectors import RememberingEmbedder
 from docpilot.retrieval.rankers import Retriever
 from docpilot.retrieval.tokens import terms, words
 from docpilot.schema import Row
-from metrics.gold import matches
-from metrics.retrieval import RANK_DEPTH
+from docpilot.metrics.gold import matches
+from docpilot.metrics.retrieval import RANK_DEPTH
 
 RETRIEVAL_CAUSES = ("not-retrieved", "gold-below-primed")
 """The causes a vocabulary entry can move."""

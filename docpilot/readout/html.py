@@ -34,8 +34,8 @@ from docpilot.readout.svg import histogram, recall_curve
 from docpilot.readout.trend import trend_figures
 from docpilot.reports.scorecard import format_gate_value, format_value, headline_metrics, shown_metrics
 from docpilot.schema import Report, Row
-from metrics import registry
-from metrics.gold import is_relevant
+from docpilot.metrics import registry
+from docpilot.metrics.gold import is_relevant
 
 MAX_DETAILS = 300
 """Failing records shown in full; beyond this the table still lists every record."""

@@ -23,8 +23,8 @@ from docpilot.readout.trend import report_trend
 from docpilot.reports.moves import metric_moves
 from docpilot.reports.store import ReportStore, comparison_key
 from docpilot.schema import Report, Row
-from metrics.answer import answer_f1
-from metrics.retrieval import first_relevant_rank
+from docpilot.metrics.answer import answer_f1
+from docpilot.metrics.retrieval import first_relevant_rank
 
 Change = Literal["better", "worse", "same"]
 

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 
 from docpilot.readout.durations import format_duration, format_tick
-from metrics.latency import percentile
+from docpilot.metrics.latency import percentile
 
 WIDTH = 440
 """Width of every plot, in SVG user units (the page scales it to its column)."""

@@ -39,9 +39,9 @@ from docpilot.reports.changes import (
 from docpilot.reports.stats import binomial_two_sided, signed_rank
 from docpilot.reports.store import ReportStore, differences, header_of
 from docpilot.schema import Report, Row
-from metrics.answer import answer_f1
-from metrics.attacks import attack_succeeded
-from metrics.retrieval import ndcg_at_k, recall_at_k, reciprocal_rank
+from docpilot.metrics.answer import answer_f1
+from docpilot.metrics.attacks import attack_succeeded
+from docpilot.metrics.retrieval import ndcg_at_k, recall_at_k, reciprocal_rank
 
 ALPHA = 0.05
 """Significance level behind the ``direction`` of a paired test."""

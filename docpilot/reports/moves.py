@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from docpilot.schema import Report
-from metrics import registry
+from docpilot.metrics import registry
 
 TIME_FLOOR_MS = 1.0
 """A time moves only when it changed by at least this many milliseconds ..."""

@@ -149,8 +149,8 @@ def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bo
 
     ``ahead`` (``metrics.summary.Ahead``) holds row values worked out while the run went on.
     """
-    from metrics.gates import check_gates, verdict
-    from metrics.summary import summarize
+    from docpilot.metrics.gates import check_gates, verdict
+    from docpilot.metrics.summary import summarize
 
     summary, counts = summarize(rows, gate_only=gate_only, ahead=ahead)
     gates = check_gates(summary, rows, conditions, gate_only=gate_only, allow_errors=allow_errors,
@@ -160,14 +160,14 @@ def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bo
 
 def leaks_of(rows) -> list[LeakFound]:
     """Every forbidden text the attack probes' turns produced, with the probe and where."""
-    from metrics.attacks import list_leaks
+    from docpilot.metrics.attacks import list_leaks
 
     return list_leaks(rows)
 
 
 def rescore(report: Report) -> Report:
     """The report with summary, counts, slices, gates and verdict recomputed from its rows alone."""
-    from metrics.slices import slice_by_tag
+    from docpilot.metrics.slices import slice_by_tag
 
     conditions = report.config.get("gates", {}) or {}
     summary, counts, gates, outcome = score(
@@ -182,7 +182,7 @@ def rescore(report: Report) -> Report:
 
 
 def _replayed(rows, *, gate_only: bool) -> dict[str, int]:
-    from metrics.summary import replayed_counts
+    from docpilot.metrics.summary import replayed_counts
 
     return replayed_counts(rows, gate_only=gate_only)
 
@@ -199,7 +199,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
     from docpilot.models.registry import model_identity
     from docpilot.reports.changes import comparable_config
     from docpilot.clock import command_ms
-    from metrics.slices import slice_by_tag
+    from docpilot.metrics.slices import slice_by_tag
 
     settings = public_config(job.config)
     # The fingerprints hash the settings before redaction, so a value the stored copy hides

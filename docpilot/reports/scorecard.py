@@ -18,8 +18,8 @@ from docpilot.reports.compare import OUTCOMES
 from docpilot.reports.faults import group_faults
 from docpilot.reports.terminal import clean
 from docpilot.schema import GateResult, Report
-from metrics import registry
-from metrics.gates import telling_decimals
+from docpilot.metrics import registry
+from docpilot.metrics.gates import telling_decimals
 
 _COUNTS = {"hallucinated_citations", "scope_violations", "unlinked_answers", "unlinked_negatives", "errors",
            "truncated_answers"}

@@ -48,7 +48,7 @@ from docpilot.retrieval.tokens import terms, words
 
 # The one scope rule, shared with the scope-violation count and the server: ``/`` is the
 # whole docs tree, and a prefix's slashes at either end do not matter.
-from metrics.gold import in_scope
+from docpilot.metrics.gold import in_scope
 
 RETRIEVERS = ("bm25", "dense", "hybrid")
 """The names ``retrieval.retriever`` accepts."""
@@ -60,7 +60,7 @@ _OPERATIONAL = frozenset({"index_dir", "embedding_batch_size", "embedding_timeou
 _BM25_ONLY = frozenset({"k1", "b", "title_weight", "description_weight", "use_vocabulary", "reference_weight"})
 _DENSE_ONLY = frozenset({"embedder", "embedding_model", "embedding_base_url", "embedding_dim"})
 _FUSION_ONLY = frozenset({"fusion", "rrf_k", "bm25_weight", "dense_weight", "fusion_depth"})
-RANKING_CODE = ("docpilot.retrieval", "docpilot.corpus", "metrics.gold")
+RANKING_CODE = ("docpilot.retrieval", "docpilot.corpus", "docpilot.metrics.gold")
 """The modules whose code decides a ranked list (search, fusion, caps, tokens, BM25, embedders, the
 corpus's sections, the scope rule): their digest is part of the retriever's fingerprint."""
 _SCOPE_MASKS = 256

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from docpilot.progress import Progress
-from metrics.summary import Ahead
+from docpilot.metrics.summary import Ahead
 
 if TYPE_CHECKING:
     from docpilot.assistant.workspace import Workspace

@@ -73,7 +73,7 @@ def evaluate(
     orchestration = orchestration or choose("inline")
     if orchestration.orchestrator != "inline" and executor is None and not variants:
         raise OrchestratorError(f"a run under Prefect ({orchestration.reason}) needs its flow; "
-                                "fix: run it through flows.eval.run_eval, or choose the inline orchestrator")
+                                "fix: run it through docpilot.flows.eval.run_eval, or choose the inline orchestrator")
     progress = progress or current()
     interrupt = interrupt or threading.Event()
     if variants:

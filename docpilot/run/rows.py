@@ -14,7 +14,7 @@ from docpilot.assistant.workspace import Trace
 from docpilot.config.model import ModelConfig
 from docpilot.models.prices import turn_cost_usd
 from docpilot.schema import Row
-from metrics.retrieval import first_relevant_rank
+from docpilot.metrics.retrieval import first_relevant_rank
 
 
 def build_rows(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.prefect_server import start_prefect_server, using_api
+from docpilot.tasks.prefect_server import start_prefect_server, using_api
 
 
 @pytest.fixture(scope="session")

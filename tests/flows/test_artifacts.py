@@ -9,8 +9,8 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
 from docpilot.reports.report import file_fingerprint
-from flows.eval import run_eval
-from tasks.artifacts import SCORECARD_KEY, run_tags, scorecard_markdown
+from docpilot.flows.eval import run_eval
+from docpilot.tasks.artifacts import SCORECARD_KEY, run_tags, scorecard_markdown
 from tests.support.pipeline_jobs import pipeline_job
 
 

@@ -20,8 +20,8 @@ from docpilot.readout.outcomes import prepare_readout
 from docpilot.reports.report import load_report
 from docpilot.run.job import EvalJob
 from docpilot.schema import AttackProbe, LeakFound, Report, Row
-from flows.eval import run_eval
-from metrics.attacks import find_forbidden, list_leaks
+from docpilot.flows.eval import run_eval
+from docpilot.metrics.attacks import find_forbidden, list_leaks
 from tests.conftest import DATA, ROOT
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 

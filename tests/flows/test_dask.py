@@ -21,10 +21,10 @@ from docpilot.models.base import Turn
 from docpilot.assistant import workspace
 from docpilot.run import pipeline
 from docpilot.run.job import job_records
-from flows.dask import LOCAL_WORKERS, dask_task_runner, local_cluster_options
-from flows.eval import run_eval
-from tasks.dask import turn_shares
-from tasks.dask_worker import HEARTBEAT_FAILED
+from docpilot.flows.dask import LOCAL_WORKERS, dask_task_runner, local_cluster_options
+from docpilot.flows.eval import run_eval
+from docpilot.tasks.dask import turn_shares
+from docpilot.tasks.dask_worker import HEARTBEAT_FAILED
 from tests.conftest import ROOT
 from tests.support.model_stage import model_shard
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
@@ -178,7 +178,7 @@ def test_without_an_address_a_local_cluster_of_two_processes_is_started():
     assert runner.cluster_kwargs == local_cluster_options()
     assert local_cluster_options() == {
         "n_workers": 2, "threads_per_worker": 1, "processes": True, "dashboard_address": None,
-        "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"}, "preload": ["tasks.dask_worker"],
+        "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"}, "preload": ["docpilot.tasks.dask_worker"],
     }
 
 

@@ -11,7 +11,7 @@ from docpilot.run.evaluation import evaluate
 from docpilot.run.job import EvalJob
 from docpilot.run.orchestrator import choose
 from docpilot.run.road import travel
-from flows.eval import run_eval
+from docpilot.flows.eval import run_eval
 from tests.conftest import DATA
 
 PIPELINE = DATA / "pipeline"

@@ -16,7 +16,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from docpilot.cli import main
 from docpilot.errors import ConfigError, OrchestratorError
-from flows.schedule import (
+from docpilot.flows.schedule import (
     MAX_PARAMETER_BYTES,
     nightly_deployment,
     nightly_eval,
@@ -58,7 +58,7 @@ def test_the_deployment_and_its_schedule_are_registered(prefect_api, tmp_path):
     assert schedule.schedule.cron == "0 2 * * *" and schedule.schedule.timezone == "Europe/Berlin"
     assert schedule.active
     assert stored.parameters == parameters and stored.tags == ["docpilot"]
-    assert stored.entrypoint == "flows.schedule.nightly_eval"
+    assert stored.entrypoint == "docpilot.flows.schedule.nightly_eval"
 
 
 def test_the_command_registers_a_deployment(prefect_api, tmp_path, monkeypatch):
@@ -105,7 +105,7 @@ def test_a_scheduled_run_reads_its_config_and_reports(prefect_api, tmp_path):
 def test_a_scheduled_run_publishes_the_trend_beside_the_scorecard(prefect_api, tmp_path):
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    from tasks.artifacts import TREND_KEY
+    from docpilot.tasks.artifacts import TREND_KEY
 
     config = _config_file(tmp_path)
     nightly_eval(config=config, gate_only=True, workdir=str(tmp_path))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics.answer import (
+from docpilot.metrics.answer import (
     answer_f1,
     identifier_recall,
     language_match,
@@ -20,7 +20,7 @@ from metrics.answer import (
     strip_markers,
     token_f1,
 )
-from metrics.summary import summarize
+from docpilot.metrics.summary import summarize
 
 SQUAD_CASES = json.loads(
     (Path(__file__).resolve().parents[1] / "data" / "metrics" / "squad_cases.json").read_text()

@@ -6,12 +6,12 @@ import pytest
 
 from docpilot.errors import InputError
 from docpilot.schema import LeakFound
-from metrics.attacks import (
+from docpilot.metrics.attacks import (
     attack_succeeded,
     find_forbidden,
     list_leaks,
 )
-from metrics.summary import summarize
+from docpilot.metrics.summary import summarize
 
 
 def _probe(make_row, id: str, **fields):

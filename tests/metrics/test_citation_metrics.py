@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metrics.citations import (
+from docpilot.metrics.citations import (
     citation_precision,
     citation_recall,
     hallucinated_citations,
@@ -13,7 +13,7 @@ from metrics.citations import (
     unlinked_answers,
     unlinked_negatives,
 )
-from metrics.summary import summarize
+from docpilot.metrics.summary import summarize
 
 GOLD = ["guide/auth", "reference/cli#eval"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics.gold import in_scope, is_relevant, is_under, matches, page_of, scope_prefix, unique
+from docpilot.metrics.gold import in_scope, is_relevant, is_under, matches, page_of, scope_prefix, unique
 
 CASES = json.loads(
     (Path(__file__).resolve().parents[1] / "data" / "metrics" / "gold_cases.json").read_text()
@@ -75,9 +75,9 @@ def test_unique_keeps_first_seen_order() -> None:
 def test_the_examples_in_the_docstrings_hold() -> None:
     import doctest
 
-    import metrics.gold
+    import docpilot.metrics.gold
 
-    result = doctest.testmod(metrics.gold)
+    result = doctest.testmod(docpilot.metrics.gold)
     assert result.attempted >= 5
     assert result.failed == 0
 
@@ -88,7 +88,7 @@ TOP_RANKING = ["index#install", "index#", "guide/auth#tokens"]
 
 
 def test_top_matches_only_the_preamble_section():
-    from metrics.gold import matches, pins_one_section
+    from docpilot.metrics.gold import matches, pins_one_section
 
     assert matches("index#", "index#(top)")
     assert not matches("index#install", "index#(top)")
@@ -101,8 +101,8 @@ def test_top_matches_only_the_preamble_section():
 def test_top_is_judged_alike_by_the_batch_and_the_per_record_metrics():
     # The batch judge takes a fast path for entries that pin one section by string equality;
     # `index#(top)` must not take it, as its section id `index#` is another string.
-    from metrics.relevance import judge, reciprocal_ranks
-    from metrics.retrieval import reciprocal_rank
+    from docpilot.metrics.relevance import judge, reciprocal_ranks
+    from docpilot.metrics.retrieval import reciprocal_rank
 
     records = [(TOP_RANKING, ["index#(top)"]), (TOP_RANKING, ["index#"]), (TOP_RANKING, ["index#install"])]
     assert list(reciprocal_ranks(judge(records))) == [0.5, 1.0, 1.0]

@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from metrics.latency import percentile
-from metrics.summary import replayed_counts, summarize
+from docpilot.metrics.latency import percentile
+from docpilot.metrics.summary import replayed_counts, summarize
 
 
 def test_percentile_matches_numpy_inverted_cdf() -> None:

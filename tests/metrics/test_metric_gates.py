@@ -6,8 +6,8 @@ import pytest
 
 from docpilot.errors import InputError
 from docpilot.schema import GateResult
-from metrics.gates import check_gates, holds, parse_condition, telling_decimals, verdict
-from metrics.summary import summarize
+from docpilot.metrics.gates import check_gates, holds, parse_condition, telling_decimals, verdict
+from docpilot.metrics.summary import summarize
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from docpilot.errors import InputError
-from metrics import registry
+from docpilot.metrics import registry
 
 # DESIGN §5, in report order, with unlinked negatives on their own line after unlinked answers
 # and the count of errored records beside the other counts.

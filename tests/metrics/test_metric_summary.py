@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from metrics.registry import METRICS, RETRIEVAL_METRICS
-from metrics.summary import per_record, summarize
+from docpilot.metrics.registry import METRICS, RETRIEVAL_METRICS
+from docpilot.metrics.summary import per_record, summarize
 
 
 def test_an_empty_run_is_none_everywhere_never_zero() -> None:
@@ -104,8 +104,8 @@ def _mixed_rows(make_row) -> list:
 
 
 def test_values_worked_out_ahead_give_the_same_summary(make_row) -> None:
-    from metrics.slices import slice_by_tag
-    from metrics.summary import Ahead
+    from docpilot.metrics.slices import slice_by_tag
+    from docpilot.metrics.summary import Ahead
 
     rows = _mixed_rows(make_row)
     ahead = Ahead()
@@ -117,7 +117,7 @@ def test_values_worked_out_ahead_give_the_same_summary(make_row) -> None:
 
 
 def test_a_value_worked_out_ahead_belongs_to_its_row_object_only(make_row) -> None:
-    from metrics.summary import Ahead
+    from docpilot.metrics.summary import Ahead
 
     rows = _mixed_rows(make_row)
     ahead = Ahead()

@@ -9,8 +9,8 @@ import pytest
 from scipy.stats import norm
 from statsmodels.stats.proportion import proportion_confint
 
-from metrics.refusals import Z_ONE_SIDED_95, wilson_upper, wilson_upper95
-from metrics.summary import summarize
+from docpilot.metrics.refusals import Z_ONE_SIDED_95, wilson_upper, wilson_upper95
+from docpilot.metrics.summary import summarize
 
 
 def _rows(make_row):

@@ -8,16 +8,16 @@ import random
 import pytest
 import pytrec_eval
 
-from metrics import relevance
-from metrics.registry import METRICS, RETRIEVAL_METRICS
-from metrics.retrieval import (
+from docpilot.metrics import relevance
+from docpilot.metrics.registry import METRICS, RETRIEVAL_METRICS
+from docpilot.metrics.retrieval import (
     RANK_DEPTH,
     context_precision_at_k,
     ndcg_at_k,
     recall_at_k,
     reciprocal_rank,
 )
-from metrics.summary import evaluate, summarize
+from docpilot.metrics.summary import evaluate, summarize
 
 PAGES = [f"guide/p{p}" for p in range(5)] + ["guide/p0/nested", "guide/p0x"]
 SECTIONS = [f"{page}#s{s}" for page in PAGES for s in range(3)]

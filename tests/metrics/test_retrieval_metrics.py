@@ -9,9 +9,9 @@ import random
 import pytest
 import pytrec_eval
 
-from metrics.gold import matches, unique
-from metrics.registry import METRICS, RETRIEVAL_METRICS
-from metrics.retrieval import (
+from docpilot.metrics.gold import matches, unique
+from docpilot.metrics.registry import METRICS, RETRIEVAL_METRICS
+from docpilot.metrics.retrieval import (
     RANK_DEPTH,
     context_precision_at_k,
     first_relevant_rank,
@@ -19,7 +19,7 @@ from metrics.retrieval import (
     recall_at_k,
     reciprocal_rank,
 )
-from metrics.summary import summarize
+from docpilot.metrics.summary import summarize
 
 # Section pin, page pin reached through a nested page and then the page itself.
 GOLD = ["guide/auth#request", "reference/cli"]

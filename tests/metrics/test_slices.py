@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from metrics.slices import slice_by_tag
-from metrics.summary import summarize
+from docpilot.metrics.slices import slice_by_tag
+from docpilot.metrics.summary import summarize
 
 
 def test_each_tag_gets_the_summary_of_its_rows(make_row) -> None:

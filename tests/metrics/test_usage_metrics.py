@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from docpilot.config.model import ModelConfig
 from docpilot.models.prices import turn_cost_usd
-from metrics.summary import summarize
+from docpilot.metrics.summary import summarize
 
 
 def _rows(make_row):

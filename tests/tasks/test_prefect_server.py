@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from tasks import prefect_server
+from docpilot.tasks import prefect_server
 
 
 @pytest.fixture

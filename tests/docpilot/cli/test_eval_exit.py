@@ -58,7 +58,7 @@ def test_a_failed_gate_still_exits_1(tmp_path):
 @pytest.fixture(scope="module")
 def recording_server():
     """A Prefect server with its services, as `prefect server start` runs: it records task runs."""
-    from tasks.prefect_server import start_prefect_server
+    from docpilot.tasks.prefect_server import start_prefect_server
 
     server = start_prefect_server(services=True)
     try:

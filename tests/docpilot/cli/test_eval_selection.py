@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from docpilot.cli import main
 from docpilot.reports.report import load_report
-from metrics import registry
+from docpilot.metrics import registry
 from tests.conftest import DATA, ROOT, SHARED_DATA
 
 PIPELINE = DATA / "pipeline"

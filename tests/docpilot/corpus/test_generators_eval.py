@@ -12,7 +12,7 @@ import json
 import pytest
 
 from docpilot.schema import Row
-from metrics.answer import identifier_recall
+from docpilot.metrics.answer import identifier_recall
 from tests.docpilot.corpus.test_generators import HUGO, TEMPLATE
 from tests.support.browser import Browser, find_chromium
 from tests.support.cli_runs import run_all

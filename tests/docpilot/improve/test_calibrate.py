@@ -16,7 +16,7 @@ from docpilot.improve.calibration import (
     write_guard,
 )
 from docpilot.schema import Row
-from metrics.refusals import wilson_upper
+from docpilot.metrics.refusals import wilson_upper
 from tests.conftest import DATA, ROOT
 
 

@@ -13,7 +13,7 @@ from docpilot.improve.taxonomy import CAUSE_IDS, RunSettings, causes_of, primed_
 from docpilot.reports.report import score
 from docpilot.retrieval.rankers import Retriever
 from docpilot.schema import Report, Row
-from metrics.retrieval import first_relevant_rank as first_gold_rank
+from docpilot.metrics.retrieval import first_relevant_rank as first_gold_rank
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "improve" / "docs"
 GOLD = "guide/tokens#rotate"

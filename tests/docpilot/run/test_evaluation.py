@@ -110,7 +110,7 @@ def test_two_evaluations_at_once_in_one_process_keep_apart(tmp_path):
 def test_a_run_under_prefect_without_its_flow_is_refused_before_any_work(tmp_path):
     # The core never imports the orchestrator: a Prefect run comes through flows.eval.run_eval,
     # and a report must never say "prefect" for stages that ran inline.
-    with pytest.raises(OrchestratorError, match="flows.eval.run_eval"):
+    with pytest.raises(OrchestratorError, match="docpilot.flows.eval.run_eval"):
         evaluate(pipeline_job(tmp_path), orchestration=choose("prefect"))
     assert not (tmp_path / "reports").exists()
 

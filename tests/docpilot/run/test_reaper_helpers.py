@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="th
 
 _PREFECT_PARENT = """
 import time
-from tasks.prefect_server import start_prefect_server
+from docpilot.tasks.prefect_server import start_prefect_server
 start_prefect_server()
 time.sleep(600)
 """
@@ -28,7 +28,7 @@ time.sleep(600)
 _WATCHED_PREFECT_PARENT = """
 import time
 from docpilot.run.reaper import watch_children
-from tasks.prefect_server import start_prefect_server
+from docpilot.tasks.prefect_server import start_prefect_server
 watch_children()  # as an eval on Dask does before its server starts
 start_prefect_server()
 time.sleep(600)
@@ -37,7 +37,7 @@ time.sleep(600)
 _DASK_PARENT = """
 import time
 from distributed import LocalCluster
-from flows.dask import local_cluster_options
+from docpilot.flows.dask import local_cluster_options
 cluster = LocalCluster(**local_cluster_options())
 time.sleep(600)
 """

@@ -7,7 +7,7 @@ import yaml
 from docpilot.config.model import Config
 from docpilot.cache import StageCache
 from docpilot.run.job import EvalJob
-from flows.eval import run_eval
+from docpilot.flows.eval import run_eval
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 
 # A long page no question may draw from (the records' scope leaves it out): it is never

@@ -14,7 +14,7 @@ from docpilot.models.registry import build_model
 from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.schema import Row
 from docpilot.server.app import create_app, serve_in_thread
-from metrics.citations import scope_violations
+from docpilot.metrics.citations import scope_violations
 from tests.support.scratch import scratch_folder
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pipeline"

@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from docpilot.cli import main
 from docpilot.reports.report import load_report
-from metrics.registry import get
-from metrics.summary import per_record
+from docpilot.metrics.registry import get
+from docpilot.metrics.summary import per_record
 from tests.conftest import DATA, ROOT
 from tests.support.otlp_receiver import ReceivedSpan, otlp_receiver
 
