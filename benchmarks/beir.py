@@ -28,10 +28,11 @@ from pathlib import Path
 if not __package__:  # run as a file: make the repository's packages importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from docpilot.metrics.retrieval import ndcg_at_k, recall_at_k  # noqa: E402
+
 from docpilot.config.model import RetrievalConfig  # noqa: E402
 from docpilot.corpus.pages import Chunk, Corpus, Page, Section  # noqa: E402
 from docpilot.retrieval.rankers import Retriever  # noqa: E402
-from docpilot.metrics.retrieval import ndcg_at_k, recall_at_k  # noqa: E402
 
 PUBLISHED = {
     "bm25-anserini-flat": {"ndcg@10": 0.6789, "recall@100": 0.9253},

@@ -74,8 +74,9 @@ def _config(work: Path, docs: Path, golden: Path, variant: str, shard_size: int)
 
 def run_variant(work: Path, docs: Path, golden: Path, variant: str, shard_size: int) -> dict:
     """One run, in this process: the report's figures as JSON-ready data."""
-    from docpilot.run.job import EvalJob
     from docpilot.flows.eval import run_eval
+
+    from docpilot.run.job import EvalJob
 
     job = EvalJob(config=_config(work, docs, golden, variant, shard_size), golden=str(golden), gate_only=True)
     if variant == "dask":

@@ -54,7 +54,7 @@ def main() -> None:
             "ids": model.tokenizer(text, truncation=True, max_length=limit)["input_ids"],
             "vector": [float(f"{v:.9g}") for v in vector],  # enough digits to give the float32 back
         }
-        for text, vector in zip(TEXTS, vectors)
+        for text, vector in zip(TEXTS, vectors, strict=True)
     ]
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({"model": "all-MiniLM-L6-v2", "max_seq_length": limit, "records": records}) + "\n")

@@ -29,11 +29,12 @@ from pathlib import Path
 if not __package__:  # run as a file: make the repository's packages importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from docpilot.metrics.retrieval import recall_at_k  # noqa: E402
+
 from docpilot.config.model import RetrievalConfig  # noqa: E402
 from docpilot.corpus.pages import Corpus, load_corpus  # noqa: E402
 from docpilot.retrieval.index import folder_size  # noqa: E402
 from docpilot.retrieval.rankers import Retriever  # noqa: E402
-from docpilot.metrics.retrieval import recall_at_k  # noqa: E402
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]+")
 _OPENERS = ("How do I", "What is", "Where can I find", "How does", "Explain")

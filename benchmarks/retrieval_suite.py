@@ -47,6 +47,8 @@ if not __package__:  # run as a file: make the repository's packages importable
 
 import bm25s  # noqa: E402
 import Stemmer  # noqa: E402
+from docpilot.metrics.gold import matches, unique  # noqa: E402
+from docpilot.metrics.retrieval import recall_at_k, reciprocal_rank  # noqa: E402
 
 from benchmarks import beir  # noqa: E402
 from docpilot.config.model import RetrievalConfig  # noqa: E402
@@ -54,8 +56,6 @@ from docpilot.corpus.pages import Corpus, load_corpus  # noqa: E402
 from docpilot.golden.loading import load_golden  # noqa: E402
 from docpilot.retrieval.rankers import Retriever, in_scope  # noqa: E402
 from docpilot.schema import GoldenRecord  # noqa: E402
-from docpilot.metrics.gold import matches, unique  # noqa: E402
-from docpilot.metrics.retrieval import recall_at_k, reciprocal_rank  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data"

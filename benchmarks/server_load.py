@@ -42,10 +42,10 @@ if not __package__:  # run as a file: make the repository's packages importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
+from docpilot.metrics.latency import percentile  # noqa: E402
 
 from docpilot.config.loading import load_config  # noqa: E402
 from docpilot.server.process import local_server  # noqa: E402
-from docpilot.metrics.latency import percentile  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BODY = json.dumps({"question": "How do I install the package?", "stream": False})

@@ -31,8 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from docpilot.schema import Row  # noqa: E402
 from docpilot.metrics.summary import summarize  # noqa: E402
+
+from docpilot.schema import Row  # noqa: E402
 
 PYTREC_MEASURES = {"recall.1,3,5,8", "recip_rank", "ndcg_cut.8"}
 SAME = {"recall@1": "recall_1", "recall@3": "recall_3", "recall@5": "recall_5", "recall@8": "recall_8",

@@ -48,8 +48,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any, BinaryIO, TypeVar
 
 T = TypeVar("T")

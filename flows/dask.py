@@ -30,6 +30,8 @@ from collections.abc import Iterator
 os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
 
 import dask  # noqa: E402
+from docpilot.tasks.dask import Parcel, shard_on_worker, turn_shares  # noqa: E402
+from docpilot.tasks.prefect_server import prefect_api  # noqa: E402
 from prefect import Flow  # noqa: E402
 from prefect.context import FlowRunContext  # noqa: E402
 from prefect_dask import DaskTaskRunner  # noqa: E402
@@ -40,8 +42,6 @@ from docpilot.run.context import RunContext  # noqa: E402
 from docpilot.run.job import EvalJob  # noqa: E402
 from docpilot.run.orchestrator import Orchestration  # noqa: E402
 from docpilot.schema import Row  # noqa: E402
-from docpilot.tasks.dask import Parcel, shard_on_worker, turn_shares  # noqa: E402
-from docpilot.tasks.prefect_server import prefect_api  # noqa: E402
 
 LOCAL_WORKERS = 2
 """Worker processes of the cluster started when no address is given."""

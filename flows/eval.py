@@ -15,6 +15,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Literal
 
+from docpilot.tasks.artifacts import publish_scorecard, run_tags
+from docpilot.tasks.stages import shard
 from prefect import flow, tags
 from prefect.context import TagsContext
 from prefect.settings import (
@@ -32,8 +34,6 @@ from docpilot.run.evaluation import SHARDS_AT_ONCE, evaluate
 from docpilot.run.job import EvalJob
 from docpilot.run.orchestrator import Choice, Orchestration, choose
 from docpilot.schema import Report, Row
-from docpilot.tasks.artifacts import publish_scorecard, run_tags
-from docpilot.tasks.stages import shard
 
 Orchestrator = Choice
 Runner = Literal["local", "dask"]

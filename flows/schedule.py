@@ -60,11 +60,11 @@ def nightly_eval(
     ``workdir`` is where relative paths in the configuration (docs, golden set, cache,
     reports) are read from; None keeps the process's working directory.
     """
+    from docpilot.flows.eval import run_eval
+    from docpilot.tasks.artifacts import publish_trend
     from prefect.utilities.annotations import quote
 
     from docpilot.run.orchestrator import choose
-    from docpilot.flows.eval import run_eval
-    from docpilot.tasks.artifacts import publish_trend
 
     with contextlib.chdir(workdir) if workdir else contextlib.nullcontext():
         job = build_job(config, record_set=record_set, split=split, gate_only=gate_only)

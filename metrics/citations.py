@@ -7,8 +7,9 @@ any record they count fails the run (except unlinked negatives, reported apart).
 
 from __future__ import annotations
 
-from docpilot.schema import Row
 from docpilot.metrics.gold import in_scope, is_relevant, matches, unique
+
+from docpilot.schema import Row
 
 
 def citation_precision(row: Row) -> float:

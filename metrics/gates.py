@@ -15,11 +15,12 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
-from docpilot.errors import InputError
-from docpilot.schema import GateResult, Row
 from docpilot.metrics.aggregate import mean
 from docpilot.metrics.refusals import wilson_upper95
 from docpilot.metrics.registry import RETRIEVAL_METRICS, Metric, get
+
+from docpilot.errors import InputError
+from docpilot.schema import GateResult, Row
 
 BUILTIN_GATES: tuple[str, ...] = (
     "hallucinated_citations",

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-
 TOP = "(top)"
 """The anchor a gold entry uses for the text above a page's first heading (``page#(top)``)."""
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from docpilot.schema import Row
 from docpilot.metrics.latency import has_latency, painted_answer
+
+from docpilot.schema import Row
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,13 @@ from dataclasses import KW_ONLY, dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from docpilot.errors import InputError
-from docpilot.schema import Row
 from docpilot.metrics import answer, attacks, citations, errors, latency, refusals, retrieval, usage
 from docpilot.metrics import population as pop
 from docpilot.metrics.aggregate import mean, total
 from docpilot.metrics.population import Population
+
+from docpilot.errors import InputError
+from docpilot.schema import Row
 
 Family = Literal["retrieval", "answer", "citations", "refusals", "attacks", "latency", "usage"]
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
-
 from docpilot.metrics.gold import matches, pins_one_section, unique
 from docpilot.metrics.retrieval import (
     CONTEXT_PRECISION_CUTOFF,
@@ -69,7 +68,7 @@ def judge_record(retrieved: Sequence[str], gold: Sequence[str]) -> tuple[tuple, 
         else:
             seen: set[str] = set()
             found = []
-            for section, hit in zip(top, relevant):
+            for section, hit in zip(top, relevant, strict=True):
                 found.append(hit and section not in seen)
                 seen.add(section)
         return (*relevant, *_NOTHING[:pad]), (*found, *_NOTHING[:pad]), (*found, *_NOTHING[:pad]), len(entries)

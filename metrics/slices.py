@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from docpilot.schema import Row, Slice
 from docpilot.metrics.summary import Ahead, summarize
+
+from docpilot.schema import Row, Slice
 
 
 def slice_by_tag(rows: Sequence[Row], *, gate_only: bool = False, ahead: Ahead | None = None) -> dict[str, Slice]:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from docpilot.schema import Row
 from docpilot.metrics import latency, relevance
 from docpilot.metrics import population as pop
 from docpilot.metrics.registry import METRICS, RETRIEVAL_METRICS, Metric, stage_metrics
+
+from docpilot.schema import Row
 
 Summary = dict[str, float | int | None]
 """Metric id → the run's value; None when the metric had no rows to read."""

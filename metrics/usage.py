@@ -18,8 +18,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from docpilot.schema import Row
 from docpilot.metrics.population import Population
+
+from docpilot.schema import Row
 
 
 def _reported(row: Row) -> bool:

@@ -12,9 +12,9 @@ import os
 
 import httpx
 
-from docpilot.errors import ConfigError
 from docpilot.api.client import ask_url
 from docpilot.api.schema import TOKEN_VARIABLE
+from docpilot.errors import ConfigError
 
 
 def check_token(url: str, token: str | None = None, *, timeout_s: float = 10.0) -> None:

@@ -32,9 +32,9 @@ def check_settings(config) -> None:
     be one DocPilot has; the error lists the valid names (exit 2, no model called).
     """
     from docpilot.errors import ConfigError, InputError
-    from docpilot.models.registry import PROVIDERS
     from docpilot.metrics.gates import parse_condition
     from docpilot.metrics.registry import get
+    from docpilot.models.registry import PROVIDERS
 
     for name, condition in config.gates.items():
         try:

@@ -19,10 +19,10 @@ from docpilot.config.loading import load_config
 from docpilot.errors import InputError
 from docpilot.golden.loading import check_golden, load_probes
 from docpilot.golden.shape import GoldenShape, describe_golden
+from docpilot.metrics.gold import TOP
 from docpilot.reports.terminal import clean
 from docpilot.schema import AttackProbe
 from docpilot.userfiles.userfile import raise_all
-from docpilot.metrics.gold import TOP
 
 _PAGES_SHOWN = 15
 

@@ -26,12 +26,12 @@ def init_command(docs: str, config_path: str, golden_path: str, force: bool) -> 
     the starter questions in your users' words before trusting the numbers. Exit
     status: 0, or 2 when the docs cannot be read or a file exists (use --force).
     """
-    from docpilot.golden.loading import check_golden
-    from docpilot.golden.starter import config_text, golden_text, starter_records
-    from docpilot.userfiles.userfile import raise_all
     from docpilot.corpus.pages import load_corpus
     from docpilot.errors import InputError
+    from docpilot.golden.loading import check_golden
+    from docpilot.golden.starter import config_text, golden_text, starter_records
     from docpilot.reports.output import write_atomically
+    from docpilot.userfiles.userfile import raise_all
 
     targets = [Path(config_path), Path(golden_path)]
     existing = [str(p) for p in targets if p.exists()]

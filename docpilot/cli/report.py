@@ -44,7 +44,7 @@ def report_command(report_path, reports_dir, **formats):
         from docpilot.readout.markdown import render_markdown_variants
 
         written = write_outputs(report, **files)
-        for name in printed:
+        for _ in printed:
             click.echo(render_markdown_variants(report), nl=False)
     else:
         readout = prepare_readout(report, report_path=report_path, reports_dir=reports_dir)

@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from docpilot.userfiles.userfile import check_aliases
 from docpilot.errors import CorpusError
+from docpilot.userfiles.userfile import check_aliases
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -111,7 +111,7 @@ def without_admonition_titles(text: str) -> str:
     """
     lines = text.split("\n")
     kept = []
-    for line, after in zip(lines, [*lines[1:], ""]):
+    for line, after in zip(lines, [*lines[1:], ""], strict=True):
         title = (line.strip() and line[0] not in " \t" and len(line.split()) <= 5
                  and not line.rstrip().endswith((".", "!", "?", ":", ",", ";"))
                  and after.startswith(("    ", "\t")) and after.strip())

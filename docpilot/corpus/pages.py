@@ -22,8 +22,8 @@ from docpilot.corpus.markdown import ParsedPage, parse_page
 from docpilot.corpus.sidecar import parse_llms, parse_vocabulary
 from docpilot.corpus.targets import FolderTargets, page_title
 from docpilot.errors import ConfigError, CorpusError
-from docpilot.userfiles.intake import DOCS_FILE, read_bytes
 from docpilot.metrics.gold import TOP
+from docpilot.userfiles.intake import DOCS_FILE, read_bytes
 
 VOCABULARY_FILE = "vocabulary.json"
 LLMS_FILE = "llms.txt"

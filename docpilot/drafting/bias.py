@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from docpilot.retrieval.tokens import terms
 from docpilot.metrics.gold import is_relevant, is_under, matches
+from docpilot.retrieval.tokens import terms
 
 if TYPE_CHECKING:
     from docpilot.config.model import RetrievalConfig

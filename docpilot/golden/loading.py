@@ -18,17 +18,20 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from docpilot.errors import InputError
 from docpilot.golden.csvfile import parse_csv
 from docpilot.golden.docs_folder import misplaced_docs
-from docpilot.golden.warnings import GoldenWarning, Warned, golden_warnings
 from docpilot.golden.probe_example import missing_probe_file
+from docpilot.golden.warnings import GoldenWarning, Warned, golden_warnings
+from docpilot.metrics.gold import TOP, scope_prefix
+from docpilot.schema import AttackProbe, GoldenRecord
 from docpilot.userfiles.intake import GOLDEN_SET, PROBE_FILE, read_text
 from docpilot.userfiles.userfile import (
     Problem,
@@ -42,9 +45,6 @@ from docpilot.userfiles.userfile import (
     repeated_keys,
     show,
 )
-from docpilot.errors import InputError
-from docpilot.schema import AttackProbe, GoldenRecord
-from docpilot.metrics.gold import TOP, scope_prefix
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus
@@ -243,7 +243,7 @@ def _yaml_items(text: str, path: Path) -> list[_Item]:
     if not (isinstance(root, yaml.SequenceNode) and isinstance(data, list)):
         message = f"holds {describe(data)}, not a list of records"
         raise InputError(message, path=path, line=line_of(root), hint=shape_hint)
-    return [_Item(line_of(node), value, repeated_keys(node)) for node, value in zip(root.value, data)]
+    return [_Item(line_of(node), value, repeated_keys(node)) for node, value in zip(root.value, data, strict=True)]
 
 
 def _lines_by_id(path: Path) -> dict[str, int]:
@@ -356,7 +356,7 @@ def _blank(name: str, value: str, fix: str | None = None) -> list[_Issue]:
     return [(f"{name} is empty (only white space)", fix or f"write the {name}, or remove the record")]
 
 
-@lru_cache(maxsize=None)  # asked once per record; the answer is per model
+@cache  # asked once per record; the answer is per model
 def _list_fields(model: type[BaseModel]) -> list[str]:
     def is_list(annotation: Any) -> bool:
         return get_origin(annotation) is list or any(get_origin(arg) is list for arg in get_args(annotation))

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-from docpilot.schema import GoldenRecord
 from docpilot.metrics.gold import TOP
+from docpilot.schema import GoldenRecord
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus

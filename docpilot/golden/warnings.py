@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from docpilot.userfiles.userfile import Problem, show
 from docpilot.schema import GoldenRecord
+from docpilot.userfiles.userfile import Problem, show
 
 Warned = tuple[str, str, str]
 """(kind, what is weak, how to make it strong)."""

@@ -59,7 +59,7 @@ _LOGIC = ("reports/moves.py", "reports/changes.py", "reports/compare.py", "repor
 BUSY_TIMEOUT_MS = 30_000
 """How long a writer waits for another one to finish its transaction."""
 
-_TABLE = f"""CREATE TABLE IF NOT EXISTS runs (
+_TABLE = """CREATE TABLE IF NOT EXISTS runs (
     file TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, problem TEXT,
     run_id TEXT, created_at TEXT, series TEXT, golden TEXT, selection TEXT, record_set TEXT, split TEXT,
     gate_only INTEGER, runtime TEXT, corpus TEXT, config_digest TEXT, model_digest TEXT, code_digest TEXT,
@@ -327,10 +327,10 @@ def _entry_of(path: Path, signature: tuple[int, int]) -> tuple[object, ...]:
     """
     from pydantic import ValidationError
 
-    from docpilot.userfiles.intake import REPORT_FILE, read_text
     from docpilot.errors import InputError, ReportError
     from docpilot.reports.report import check_consistency
     from docpilot.schema import Report
+    from docpilot.userfiles.intake import REPORT_FILE, read_text
 
     try:
         report = Report.model_validate_json(read_text(path, REPORT_FILE))

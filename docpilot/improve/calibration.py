@@ -22,9 +22,9 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from docpilot.errors import ConfigError
+from docpilot.metrics.refusals import wilson_upper
 from docpilot.reports.output import write_atomically
 from docpilot.schema import Row
-from docpilot.metrics.refusals import wilson_upper
 
 
 class Candidate(BaseModel):

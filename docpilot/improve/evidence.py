@@ -20,11 +20,11 @@ from docpilot.corpus.pages import Corpus, Section
 from docpilot.improve.taxonomy import RunSettings, primed_sections
 from docpilot.improve.vectors import FOLDER as VECTORS_FOLDER
 from docpilot.improve.vectors import RememberingEmbedder
+from docpilot.metrics.gold import matches
+from docpilot.metrics.retrieval import RANK_DEPTH, first_relevant_rank
 from docpilot.retrieval.rankers import Retriever
 from docpilot.retrieval.tokens import STOPWORDS, terms, words
 from docpilot.schema import Report, Row
-from docpilot.metrics.gold import matches
-from docpilot.metrics.retrieval import RANK_DEPTH, first_relevant_rank
 
 COMMON_SHARE = 0.2
 """A word in at least this share of the docs' sections is common: it points at no section,

@@ -22,8 +22,8 @@ from pydantic import ValidationError
 from docpilot.assistant.primer import prime
 from docpilot.config.model import ModelConfig
 from docpilot.improve.evidence import Evidence
-from docpilot.models.extractive import REFUSAL, build
 from docpilot.metrics.answer import token_f1
+from docpilot.models.extractive import REFUSAL, build
 
 _MARKER = re.compile(r"\s*\[\d+\]")
 _SAME = 1e-9

@@ -32,11 +32,11 @@ from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Corpus
 from docpilot.improve.taxonomy import causes_of, run_settings
 from docpilot.improve.vocabulary import RETRIEVAL_CAUSES
+from docpilot.metrics.retrieval import recall_at_k, reciprocal_rank
 from docpilot.retrieval.embedders import MiniLMEmbedder, _installed_minilm_folder, build_embedder
 from docpilot.retrieval.index import dense_text
 from docpilot.retrieval.rankers import Retriever
 from docpilot.schema import Report, Row
-from docpilot.metrics.retrieval import recall_at_k, reciprocal_rank
 
 K = 8
 """recall@8 and MRR read the first eight sections, as the run's figures do."""

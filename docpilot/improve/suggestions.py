@@ -29,11 +29,11 @@ from docpilot.improve.evidence import (
 from docpilot.improve.refusals import try_min_evidence
 from docpilot.improve.taxonomy import primed_sections
 from docpilot.improve.vocabulary import related_words
-from docpilot.retrieval.tokens import terms, words
-from docpilot.schema import Row
 from docpilot.metrics.answer import normalize_answer, strip_markers
 from docpilot.metrics.attacks import find_forbidden
 from docpilot.metrics.retrieval import first_relevant_rank
+from docpilot.retrieval.tokens import terms, words
+from docpilot.schema import Row
 
 MAX_HEADING_WORDS = 2
 """At most this many of the question's words are proposed for a gold section's heading."""

@@ -35,11 +35,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from docpilot.schema import Report, Row
 from docpilot.metrics.answer import answer_f1, language_match
 from docpilot.metrics.attacks import find_forbidden
 from docpilot.metrics.citations import citation_recall, is_unlinked
 from docpilot.metrics.retrieval import RANK_DEPTH, first_relevant_rank
+from docpilot.schema import Report, Row
 
 FailureCause = Literal[
     "error", "not-retrieved", "gold-below-primed", "gate-refused", "model-refused",

@@ -34,11 +34,11 @@ from pydantic import BaseModel, ConfigDict
 from docpilot.corpus.pages import Section
 from docpilot.improve.evidence import Evidence, content_word, focus_section, section_terms
 from docpilot.improve.vectors import RememberingEmbedder
+from docpilot.metrics.gold import matches
+from docpilot.metrics.retrieval import RANK_DEPTH
 from docpilot.retrieval.rankers import Retriever
 from docpilot.retrieval.tokens import terms, words
 from docpilot.schema import Row
-from docpilot.metrics.gold import matches
-from docpilot.metrics.retrieval import RANK_DEPTH
 
 RETRIEVAL_CAUSES = ("not-retrieved", "gold-below-primed")
 """The causes a vocabulary entry can move."""

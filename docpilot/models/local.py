@@ -30,8 +30,8 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 

@@ -42,7 +42,6 @@ import aiohttp
 import orjson
 from yarl import URL
 
-from docpilot.redact import redact
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Fault, Prompt, Turn, finish_piece
 from docpilot.models.body import read_at_most
@@ -55,6 +54,7 @@ from docpilot.models.connection import (
 from docpilot.models.replies import Retryable, read_completion, read_failure, read_stream
 from docpilot.models.wire import PartialTurn
 from docpilot.net.retry import RetryPolicy
+from docpilot.redact import redact
 
 if TYPE_CHECKING:
     from docpilot.config.model import ModelConfig

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import aiohttp
 
 from docpilot.config.model import Config
-from docpilot.redact import redact
 from docpilot.errors import ConfigError
-from docpilot.net.keys import api_key_from_env
 from docpilot.models.openai import OpenAIModel
 from docpilot.models.wire import excerpt
+from docpilot.net.keys import api_key_from_env
+from docpilot.redact import redact
 
 _FATAL = {
     401: "check DOCPILOT_API_KEY (or OPENAI_API_KEY) holds a valid key for this endpoint",

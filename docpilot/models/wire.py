@@ -25,8 +25,8 @@ from typing import Any
 
 import orjson
 
-from docpilot.redact import redact
 from docpilot.models.base import Fault, Reply, Turn, paints, read_reply, unfinished_reply
+from docpilot.redact import redact
 
 _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 _EXCERPT = 200

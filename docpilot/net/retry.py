@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 RETRY_AFTER_CAP_S = 30.0
@@ -35,8 +35,8 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         except (TypeError, ValueError):
             return None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
     return max(0.0, seconds) if seconds == seconds else None  # NaN is unreadable
 
 

@@ -26,6 +26,8 @@ from markupsafe import Markup
 
 from docpilot.assistant.render import render_panel
 from docpilot.corpus.pages import section_url
+from docpilot.metrics import registry
+from docpilot.metrics.gold import is_relevant
 from docpilot.models.base import Source
 from docpilot.readout.answer_markup import render_answer
 from docpilot.readout.durations import format_duration
@@ -34,8 +36,6 @@ from docpilot.readout.svg import histogram, recall_curve
 from docpilot.readout.trend import trend_figures
 from docpilot.reports.scorecard import format_gate_value, format_value, headline_metrics, shown_metrics
 from docpilot.schema import Report, Row
-from docpilot.metrics import registry
-from docpilot.metrics.gold import is_relevant
 
 MAX_DETAILS = 300
 """Failing records shown in full; beyond this the table still lists every record."""

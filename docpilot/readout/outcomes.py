@@ -19,12 +19,12 @@ from typing import Literal
 from docpilot.errors import ReportError
 from docpilot.history.timeline import Timeline
 from docpilot.improve.taxonomy import causes_of, describe, run_settings
+from docpilot.metrics.answer import answer_f1
+from docpilot.metrics.retrieval import first_relevant_rank
 from docpilot.readout.trend import report_trend
 from docpilot.reports.moves import metric_moves
 from docpilot.reports.store import ReportStore, comparison_key
 from docpilot.schema import Report, Row
-from docpilot.metrics.answer import answer_f1
-from docpilot.metrics.retrieval import first_relevant_rank
 
 Change = Literal["better", "worse", "same"]
 

@@ -12,8 +12,8 @@ import html
 import math
 from collections.abc import Sequence
 
-from docpilot.readout.durations import format_duration, format_tick
 from docpilot.metrics.latency import percentile
+from docpilot.readout.durations import format_duration, format_tick
 
 WIDTH = 440
 """Width of every plot, in SVG user units (the page scales it to its column)."""

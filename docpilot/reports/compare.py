@@ -30,6 +30,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from docpilot.errors import InputError
+from docpilot.metrics.answer import answer_f1
+from docpilot.metrics.attacks import attack_succeeded
+from docpilot.metrics.retrieval import ndcg_at_k, recall_at_k, reciprocal_rank
 from docpilot.reports.changes import (
     PageChanges,
     SettingChange,
@@ -39,9 +42,6 @@ from docpilot.reports.changes import (
 from docpilot.reports.stats import binomial_two_sided, signed_rank
 from docpilot.reports.store import ReportStore, differences, header_of
 from docpilot.schema import Report, Row
-from docpilot.metrics.answer import answer_f1
-from docpilot.metrics.attacks import attack_succeeded
-from docpilot.metrics.retrieval import ndcg_at_k, recall_at_k, reciprocal_rank
 
 ALPHA = 0.05
 """Significance level behind the ``direction`` of a paired test."""

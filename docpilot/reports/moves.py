@@ -17,8 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from docpilot.schema import Report
 from docpilot.metrics import registry
+from docpilot.schema import Report
 
 TIME_FLOOR_MS = 1.0
 """A time moves only when it changed by at least this many milliseconds ..."""

@@ -18,11 +18,11 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from docpilot import __version__
-from docpilot.userfiles.intake import REPORT_FILE, read_text
-from docpilot.redact import redact, redact_config
 from docpilot.errors import ReportError
+from docpilot.redact import redact, redact_config
 from docpilot.reports.output import write_atomically
 from docpilot.schema import LeakFound, Report
+from docpilot.userfiles.intake import REPORT_FILE, read_text
 
 _CODE_PACKAGES = ("docpilot", "metrics", "tasks", "flows")
 
@@ -195,11 +195,11 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
 
     ``ahead`` (``metrics.summary.Ahead``) holds row values worked out while the run went on.
     """
+    from docpilot.clock import command_ms
     from docpilot.config.loading import public_config
+    from docpilot.metrics.slices import slice_by_tag
     from docpilot.models.registry import model_identity
     from docpilot.reports.changes import comparable_config
-    from docpilot.clock import command_ms
-    from docpilot.metrics.slices import slice_by_tag
 
     settings = public_config(job.config)
     # The fingerprints hash the settings before redaction, so a value the stored copy hides

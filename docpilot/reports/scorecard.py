@@ -14,12 +14,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from docpilot.golden.starter import PLACEHOLDER_SITE
+from docpilot.metrics import registry
+from docpilot.metrics.gates import telling_decimals
 from docpilot.reports.compare import OUTCOMES
 from docpilot.reports.faults import group_faults
 from docpilot.reports.terminal import clean
 from docpilot.schema import GateResult, Report
-from docpilot.metrics import registry
-from docpilot.metrics.gates import telling_decimals
 
 _COUNTS = {"hallucinated_citations", "scope_violations", "unlinked_answers", "unlinked_negatives", "errors",
            "truncated_answers"}

@@ -19,10 +19,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from docpilot.userfiles.intake import REPORT_FILE, read_text
 from docpilot.errors import InputError, ReportError
 from docpilot.reports.report import load_report
 from docpilot.schema import Report, Selection
+from docpilot.userfiles.intake import REPORT_FILE, read_text
 
 _RUN_ID_TIME = re.compile(r"^(\d{8}T\d{6}Z)")
 

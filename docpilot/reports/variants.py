@@ -162,9 +162,9 @@ def cheapest_of(names: Sequence[str], summaries: Mapping[str, Mapping]) -> tuple
 
 def rescore_variants(report: Report) -> Report:
     """A report of several variants with every variant's numbers and the paired verdict recomputed from its rows."""
-    from docpilot.reports.report import leaks_of
     from docpilot.metrics.slices import slice_by_tag
     from docpilot.metrics.summary import replayed_counts
+    from docpilot.reports.report import leaks_of
 
     names = [v.name for v in report.variants or []]
     grouped = rows_by_variant(report.rows, names)

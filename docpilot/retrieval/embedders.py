@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from docpilot.config.model import RetrievalConfig
-from docpilot.redact import redact
 from docpilot.errors import ConfigError, ModelError
 from docpilot.net.keys import api_key_from_env
 from docpilot.net.retry import RetryPolicy, parse_retry_after
+from docpilot.redact import redact
 from docpilot.retrieval.bert import BertEncoder, ModelFileError, model_digest
 from docpilot.retrieval.pooling import sum_token_vectors
 from docpilot.retrieval.wordpiece import WordPiece

@@ -30,7 +30,7 @@ def reciprocal_rank_fusion(
         raise ValueError(f"{len(rankings)} rankings but {len(weights)} weights")
     scores: dict[str, float] = {}
     best: dict[str, tuple[int, int]] = {}
-    for list_no, (ranking, weight) in enumerate(zip(rankings, weights)):
+    for list_no, (ranking, weight) in enumerate(zip(rankings, weights, strict=True)):
         for rank, item in enumerate(ranking, start=1):
             scores[item] = scores.get(item, 0.0) + weight / (k + rank)
             best[item] = min(best.get(item, (rank, list_no)), (rank, list_no))

@@ -33,19 +33,19 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from docpilot import progress
 from docpilot.codebase import digest_code
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Chunk, Corpus
 from docpilot.errors import StorageError
 from docpilot.retrieval.bm25 import LexicalIndex
 from docpilot.retrieval.embedders import Embedder
-from docpilot import progress
 
 # Bump when the layout of what is stored changes. A change of the code that builds an
 # index needs no bump: the fingerprint holds a digest of that code (``index_code``).
@@ -206,7 +206,7 @@ def build_index(
         manifest |= {"embedder": embedder.name, "embedder_code": digest_code(*_VECTOR_CODE),
                      "dim": int(vectors.shape[1]), "reused_vectors": reused}
     manifest["build_seconds"] = round(time.perf_counter() - start, 3)
-    manifest["created_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    manifest["created_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     return SearchIndex(fingerprint, lexical, vectors, manifest, text_hashes=hashes)
 
 

@@ -35,6 +35,10 @@ from docpilot.codebase import digest_code
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Corpus
 from docpilot.errors import ConfigError
+
+# The one scope rule, shared with the scope-violation count and the server: ``/`` is the
+# whole docs tree, and a prefix's slashes at either end do not matter.
+from docpilot.metrics.gold import in_scope
 from docpilot.retrieval.embedders import Embedder, build_embedder
 from docpilot.retrieval.fusion import is_reference_page, reciprocal_rank_fusion
 from docpilot.retrieval.index import (
@@ -45,10 +49,6 @@ from docpilot.retrieval.index import (
     uses_vectors,
 )
 from docpilot.retrieval.tokens import terms, words
-
-# The one scope rule, shared with the scope-violation count and the server: ``/`` is the
-# whole docs tree, and a prefix's slashes at either end do not matter.
-from docpilot.metrics.gold import in_scope
 
 RETRIEVERS = ("bm25", "dense", "hybrid")
 """The names ``retrieval.retriever`` accepts."""
@@ -363,7 +363,7 @@ class Retriever:
             sections = self._chunk_section
             # Plain ints and floats: indexing numpy scalar by scalar costs more than the ranking
             # itself once a list runs a hundred sections deep.
-            for i, score in zip(order.tolist(), scores[order].tolist()):
+            for i, score in zip(order.tolist(), scores[order].tolist(), strict=True):
                 section = sections[i]
                 if section not in seen:
                     seen.add(section)

@@ -13,8 +13,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from docpilot.progress import Progress
 from docpilot.metrics.summary import Ahead
+from docpilot.progress import Progress
 
 if TYPE_CHECKING:
     from docpilot.assistant.workspace import Workspace

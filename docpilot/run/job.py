@@ -13,12 +13,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from docpilot.golden.loading import load_probes, read_golden
-from docpilot.golden.selection import check_ids_in_split
-from docpilot.userfiles.intake import GOLDEN_SET, PROBE_FILE, read_bytes
 from docpilot.config.model import Config
 from docpilot.errors import InputError
+from docpilot.golden.loading import load_probes, read_golden
+from docpilot.golden.selection import check_ids_in_split
 from docpilot.schema import GoldenRecord, Selection
+from docpilot.userfiles.intake import GOLDEN_SET, PROBE_FILE, read_bytes
 
 
 class EvalJob(BaseModel):
@@ -189,8 +189,8 @@ def build_job(
     and the job records the corpus's fingerprint, which every stage then holds to.
     ``settings`` are the job's other fields (split, gate_only, use_cache, …).
     """
-    from docpilot.golden.loading import validate_against_corpus
     from docpilot.config.loading import load_config
+    from docpilot.golden.loading import validate_against_corpus
 
     if not isinstance(config, Config):
         config = load_config(config, overrides=overrides)

@@ -12,9 +12,9 @@ from docpilot.assistant.language import RULE as LANGUAGE_RULE
 from docpilot.assistant.language import detect_language, expected_language
 from docpilot.assistant.workspace import Trace
 from docpilot.config.model import ModelConfig
+from docpilot.metrics.retrieval import first_relevant_rank
 from docpilot.models.prices import turn_cost_usd
 from docpilot.schema import Row
-from docpilot.metrics.retrieval import first_relevant_rank
 
 
 def build_rows(

@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from docpilot.metrics.summary import per_record
 from docpilot.schema import Report, Row
 from docpilot.telemetry.spans import AttributeValue, PlannedSpan, SpanEvent, derived_id, ns
-from docpilot.metrics.summary import per_record
 
 STAGES = ("retrieve", "prime", "model", "render", "score")
 """The stages a record's span holds, in the order they run."""

@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from docpilot.metrics.gold import matches
 
 from benchmarks import beir
 from benchmarks.retrieval_speed import make_questions
 from docpilot.corpus.pages import load_corpus
-from docpilot.metrics.gold import matches
 from tests.conftest import DATA, ROOT
 
 TINY = DATA / "benchmarks" / "beir-tiny"

@@ -10,11 +10,11 @@ import sys
 
 import pytest
 import yaml
+from docpilot.flows.eval import run_eval
 
 from docpilot.cache import StageCache, cache_key, clear_cache, describe_cache
 from docpilot.config.model import Config
 from docpilot.run.job import EvalJob
-from docpilot.flows.eval import run_eval
 from tests.conftest import DATA
 from tests.support.interrupted_runs import eval_args, resume, stop_after
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai

@@ -7,8 +7,8 @@ import threading
 
 from click.testing import CliRunner
 
-from docpilot.cli import main
 from docpilot import progress
+from docpilot.cli import main
 from tests.conftest import DATA
 
 

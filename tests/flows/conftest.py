@@ -10,7 +10,6 @@ for that module only, so other tests keep running without an API.
 from __future__ import annotations
 
 import pytest
-
 from docpilot.tasks.prefect_server import start_prefect_server, using_api
 
 

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from docpilot.flows.eval import run_eval
+from docpilot.metrics.attacks import find_forbidden, list_leaks
 
 from docpilot.assistant.primer import CANARY, SYSTEM
 from docpilot.cli import main
-from docpilot.golden.loading import load_probes
 from docpilot.config.model import Config
+from docpilot.golden.loading import load_probes
 from docpilot.readout.outcomes import prepare_readout
 from docpilot.reports.report import load_report
 from docpilot.run.job import EvalJob
 from docpilot.schema import AttackProbe, LeakFound, Report, Row
-from docpilot.flows.eval import run_eval
-from docpilot.metrics.attacks import find_forbidden, list_leaks
 from tests.conftest import DATA, ROOT
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 

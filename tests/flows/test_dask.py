@@ -14,17 +14,17 @@ import uuid
 import psutil
 import pytest
 from distributed import LocalCluster  # noqa: E402  (after flows.dask, which quiets it)
-from prefect_dask import DaskTaskRunner
-
-from docpilot.errors import OrchestratorError
-from docpilot.models.base import Turn
-from docpilot.assistant import workspace
-from docpilot.run import pipeline
-from docpilot.run.job import job_records
 from docpilot.flows.dask import LOCAL_WORKERS, dask_task_runner, local_cluster_options
 from docpilot.flows.eval import run_eval
 from docpilot.tasks.dask import turn_shares
 from docpilot.tasks.dask_worker import HEARTBEAT_FAILED
+from prefect_dask import DaskTaskRunner
+
+from docpilot.assistant import workspace
+from docpilot.errors import OrchestratorError
+from docpilot.models.base import Turn
+from docpilot.run import pipeline
+from docpilot.run.job import job_records
 from tests.conftest import ROOT
 from tests.support.model_stage import model_shard
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai

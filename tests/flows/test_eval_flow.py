@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from docpilot.flows.eval import run_eval
 
 from docpilot.config.model import Config
 from docpilot.run.evaluation import evaluate
 from docpilot.run.job import EvalJob
 from docpilot.run.orchestrator import choose
 from docpilot.run.road import travel
-from docpilot.flows.eval import run_eval
 from tests.conftest import DATA
 
 PIPELINE = DATA / "pipeline"

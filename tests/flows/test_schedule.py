@@ -10,12 +10,6 @@ import sys
 import pytest
 import yaml
 from click.testing import CliRunner
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.actions import WorkPoolCreate
-from prefect.settings import PREFECT_API_URL, temporary_settings
-
-from docpilot.cli import main
-from docpilot.errors import ConfigError, OrchestratorError
 from docpilot.flows.schedule import (
     MAX_PARAMETER_BYTES,
     nightly_deployment,
@@ -23,6 +17,12 @@ from docpilot.flows.schedule import (
     register_deployment,
     require_api,
 )
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.actions import WorkPoolCreate
+from prefect.settings import PREFECT_API_URL, temporary_settings
+
+from docpilot.cli import main
+from docpilot.errors import ConfigError, OrchestratorError
 from tests.conftest import ROOT
 from tests.support.pipeline_jobs import PIPELINE
 
@@ -103,9 +103,8 @@ def test_a_scheduled_run_reads_its_config_and_reports(prefect_api, tmp_path):
 
 
 def test_a_scheduled_run_publishes_the_trend_beside_the_scorecard(prefect_api, tmp_path):
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
     from docpilot.tasks.artifacts import TREND_KEY
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     config = _config_file(tmp_path)
     nightly_eval(config=config, gate_only=True, workdir=str(tmp_path))

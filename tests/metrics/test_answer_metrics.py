@@ -10,7 +10,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from docpilot.metrics.answer import (
     answer_f1,
     identifier_recall,

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import pytest
-
-from docpilot.errors import InputError
-from docpilot.schema import LeakFound
 from docpilot.metrics.attacks import (
     attack_succeeded,
     find_forbidden,
     list_leaks,
 )
 from docpilot.metrics.summary import summarize
+
+from docpilot.errors import InputError
+from docpilot.schema import LeakFound
 
 
 def _probe(make_row, id: str, **fields):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from docpilot.metrics.citations import (
     citation_precision,
     citation_recall,

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from docpilot.metrics.gold import in_scope, is_relevant, is_under, matches, page_of, scope_prefix, unique
 
 CASES = json.loads(

@@ -7,7 +7,6 @@ import random
 
 import numpy as np
 import pytest
-
 from docpilot.metrics.latency import percentile
 from docpilot.metrics.summary import replayed_counts, summarize
 

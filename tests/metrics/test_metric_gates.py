@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from docpilot.metrics.gates import check_gates, holds, parse_condition, telling_decimals, verdict
+from docpilot.metrics.summary import summarize
 
 from docpilot.errors import InputError
 from docpilot.schema import GateResult
-from docpilot.metrics.gates import check_gates, holds, parse_condition, telling_decimals, verdict
-from docpilot.metrics.summary import summarize
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from docpilot.metrics import registry
 
 from docpilot.errors import InputError
-from docpilot.metrics import registry
 
 # DESIGN §5, in report order, with unlinked negatives on their own line after unlinked answers
 # and the count of errored records beside the other counts.

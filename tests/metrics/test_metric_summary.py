@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from docpilot.metrics.registry import METRICS, RETRIEVAL_METRICS
 from docpilot.metrics.summary import per_record, summarize
 

@@ -6,11 +6,10 @@ import math
 import random
 
 import pytest
-from scipy.stats import norm
-from statsmodels.stats.proportion import proportion_confint
-
 from docpilot.metrics.refusals import Z_ONE_SIDED_95, wilson_upper, wilson_upper95
 from docpilot.metrics.summary import summarize
+from scipy.stats import norm
+from statsmodels.stats.proportion import proportion_confint
 
 
 def _rows(make_row):

@@ -7,7 +7,6 @@ import random
 
 import pytest
 import pytrec_eval
-
 from docpilot.metrics import relevance
 from docpilot.metrics.registry import METRICS, RETRIEVAL_METRICS
 from docpilot.metrics.retrieval import (

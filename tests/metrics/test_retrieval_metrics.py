@@ -8,7 +8,6 @@ import random
 
 import pytest
 import pytrec_eval
-
 from docpilot.metrics.gold import matches, unique
 from docpilot.metrics.registry import METRICS, RETRIEVAL_METRICS
 from docpilot.metrics.retrieval import (

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from docpilot.metrics.summary import summarize
+
 from docpilot.config.model import ModelConfig
 from docpilot.models.prices import turn_cost_usd
-from docpilot.metrics.summary import summarize
 
 
 def _rows(make_row):

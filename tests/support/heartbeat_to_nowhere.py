@@ -26,7 +26,6 @@ async def heartbeat_to_nowhere(dask_worker, address: str) -> None:
 
 def main(argv: list[str]) -> None:
     from distributed import Client, LocalCluster
-
     from docpilot.flows.dask import local_cluster_options
 
     options = local_cluster_options()

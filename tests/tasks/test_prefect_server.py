@@ -7,7 +7,6 @@ import sqlite3
 import tempfile
 
 import pytest
-
 from docpilot.tasks import prefect_server
 
 

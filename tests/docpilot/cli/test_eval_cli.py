@@ -63,8 +63,8 @@ def test_a_failed_gate_exits_1(tmp_path):
 )
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, args, message):
     out = tmp_path / "r.json"
-    base = dict(zip(BASE[::2], BASE[1::2]))
-    for flag, value in zip(args[::2], args[1::2]):
+    base = dict(zip(BASE[::2], BASE[1::2], strict=True))
+    for flag, value in zip(args[::2], args[1::2], strict=True):
         base[flag] = value
     flat = [x for pair in base.items() for x in pair]
     result = run("eval", *flat, "--orchestrator", "inline", "--out", str(out))

@@ -8,10 +8,10 @@ import json
 import pytest
 import yaml
 from click.testing import CliRunner
+from docpilot.metrics import registry
 
 from docpilot.cli import main
 from docpilot.reports.report import load_report
-from docpilot.metrics import registry
 from tests.conftest import DATA, ROOT, SHARED_DATA
 
 PIPELINE = DATA / "pipeline"

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from docpilot.cli import main
 from docpilot.cache import CacheUnavailable, CacheUnreadable, _database_failure, describe_cache
+from docpilot.cli import main
 from tests.conftest import DATA, ROOT
 
 PIPELINE = DATA / "pipeline"

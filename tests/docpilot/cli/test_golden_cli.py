@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
-from docpilot.golden.shape import GoldenShape
 from docpilot.errors import InputError
+from docpilot.golden.shape import GoldenShape
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "golden"
 DOCS = DATA / "docs"

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from docpilot.cli import main
-from docpilot.userfiles.userfile import MAX_ALIAS_VALUES, _Loader, parse_yaml, show
 from docpilot.errors import InputError
+from docpilot.userfiles.userfile import MAX_ALIAS_VALUES, _Loader, parse_yaml, show
 
 
 def _bomb(levels: int = 9) -> str:
@@ -69,8 +69,8 @@ def test_show_looks_only_at_what_it_shows():
 
 # Regression: a 50 MB question was accepted by eval, while the server limits a question's length.
 def test_eval_refuses_a_question_over_the_servers_limit(tmp_path):
-    from docpilot.schema import MAX_QUESTION_CHARS
     from docpilot.api.schema import MAX_QUESTION_CHARS as SERVER_LIMIT
+    from docpilot.schema import MAX_QUESTION_CHARS
     from tests.conftest import DATA
 
     assert MAX_QUESTION_CHARS == SERVER_LIMIT

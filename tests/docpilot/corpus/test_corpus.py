@@ -434,7 +434,7 @@ def test_two_files_with_one_page_id_are_refused(tmp_path):
 
 
 def test_non_utf8_page_names_the_file_and_byte_offset(tmp_path):
-    root = _write(tmp_path / "docs", {"ok.md": "# Fine\n", "sub/latin.md": "# Caf".encode() + b"\xe9\nline two\n"})
+    root = _write(tmp_path / "docs", {"ok.md": "# Fine\n", "sub/latin.md": b"# Caf" + b"\xe9\nline two\n"})
     with pytest.raises(CorpusError) as caught:
         load_corpus(root)
     message = str(caught.value)

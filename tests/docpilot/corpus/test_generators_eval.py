@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from docpilot.metrics.answer import identifier_recall
 
 from docpilot.schema import Row
-from docpilot.metrics.answer import identifier_recall
 from tests.docpilot.corpus.test_generators import HUGO, TEMPLATE
 from tests.support.browser import Browser, find_chromium
 from tests.support.cli_runs import run_all

@@ -11,10 +11,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from docpilot.golden.loading import load_golden, load_probes, validate_against_corpus
-from docpilot.golden.shape import describe_golden
 from docpilot.corpus.pages import load_corpus
 from docpilot.errors import DocpilotError, InputError
+from docpilot.golden.loading import load_golden, load_probes, validate_against_corpus
+from docpilot.golden.shape import describe_golden
 from docpilot.schema import AttackProbe, GoldenRecord
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "golden"

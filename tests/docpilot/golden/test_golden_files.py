@@ -9,10 +9,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from docpilot.golden.loading import check_golden, load_golden, read_golden
-from docpilot.golden.warnings import warning_lines
 from docpilot.corpus.pages import load_corpus
 from docpilot.errors import InputError
+from docpilot.golden.loading import check_golden, load_golden, read_golden
+from docpilot.golden.warnings import warning_lines
 from tests.conftest import DATA, ROOT
 
 GOLDEN = DATA / "golden"

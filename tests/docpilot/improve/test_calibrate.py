@@ -7,6 +7,7 @@ import json
 import pytest
 import yaml
 from click.testing import CliRunner
+from docpilot.metrics.refusals import wilson_upper
 
 from docpilot.cli import main
 from docpilot.config.loading import load_config
@@ -16,7 +17,6 @@ from docpilot.improve.calibration import (
     write_guard,
 )
 from docpilot.schema import Row
-from docpilot.metrics.refusals import wilson_upper
 from tests.conftest import DATA, ROOT
 
 

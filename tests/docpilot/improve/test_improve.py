@@ -5,15 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from docpilot.metrics.retrieval import first_relevant_rank as first_gold_rank
 
 from docpilot.corpus.pages import load_corpus
 from docpilot.improve.diagnosis import diagnose, load_docs
 from docpilot.improve.suggestions import Evidence, suggest_edits
 from docpilot.improve.taxonomy import CAUSE_IDS, RunSettings, causes_of, primed_sections
 from docpilot.reports.report import score
-from docpilot.retrieval.rankers import Retriever
 from docpilot.schema import Report, Row
-from docpilot.metrics.retrieval import first_relevant_rank as first_gold_rank
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "improve" / "docs"
 GOLD = "guide/tokens#rotate"

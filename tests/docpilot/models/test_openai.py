@@ -15,7 +15,7 @@ import ssl
 import subprocess
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
 
@@ -24,8 +24,8 @@ import pytest
 
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Prompt, Source
-from docpilot.net.keys import api_key_from_env
 from docpilot.models.openai import OpenAIModel
+from docpilot.net.keys import api_key_from_env
 from docpilot.net.retry import parse_retry_after
 from tests.support.openai_server import (
     OpenAIScript,
@@ -332,7 +332,7 @@ def test_api_key_comes_from_docpilot_then_openai_variable() -> None:
 
 
 def test_retry_after_reads_seconds_and_http_dates() -> None:
-    now = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    now = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
     assert parse_retry_after("3", now=now) == 3.0
     assert parse_retry_after("0.5", now=now) == 0.5
     assert parse_retry_after("Wed, 01 Jan 2025 12:00:05 GMT", now=now) == 5.0
@@ -342,7 +342,7 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
 
 
 async def test_retry_after_http_date_in_the_past_retries_at_once(base_url: str, script: OpenAIScript) -> None:
-    past = format_datetime(datetime(2000, 1, 1, tzinfo=timezone.utc), usegmt=True)
+    past = format_datetime(datetime(2000, 1, 1, tzinfo=UTC), usegmt=True)
     script.enqueue(Reply.failure(429, "busy", retry_after=past), Reply(answer=ANSWER, stream=False))
     # A 2 s budget: the 5 s backoff, had it been used instead of the date's "now", would overrun it.
     turn = await _complete(base_url, backoff_base_s=5, timeout_s=2)

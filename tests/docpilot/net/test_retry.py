@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from docpilot.net.retry import RETRY_AFTER_CAP_S, RetryPolicy, parse_retry_after
 
@@ -30,5 +30,5 @@ def test_the_policy_gives_up_after_its_retries() -> None:
 
 
 def test_an_http_date_in_the_past_waits_nothing() -> None:
-    now = datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
     assert parse_retry_after("Wed, 01 Jan 2025 11:59:00 GMT", now=now) == 0.0

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from docpilot.cache import StageCache
 from docpilot.codebase import digest_code
 from docpilot.models.base import REPLY_FIELDS
 from docpilot.models.registry import PROVIDERS
 from docpilot.retrieval.index import _LEXICAL_CODE, _VECTOR_CODE
 from docpilot.retrieval.rankers import RANKING_CODE
-from docpilot.cache import StageCache
 from tests.conftest import DATA, ROOT
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 from tests.support.tree_copy import copy_tree, edit_source, eval_from

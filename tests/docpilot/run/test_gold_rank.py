@@ -20,9 +20,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from docpilot.assistant.workspace import open_workspace
 from docpilot.cli import main
-from docpilot.golden.loading import load_golden
 from docpilot.config.model import Config
+from docpilot.golden.loading import load_golden
 from docpilot.models.registry import build_model
 from docpilot.run.pipeline import (
     GOLD_DEPTH,
@@ -32,7 +33,6 @@ from docpilot.run.pipeline import (
     retrieve_shard,
     start_traces,
 )
-from docpilot.assistant.workspace import open_workspace
 from docpilot.server.app import create_app, serve_in_thread
 
 FILLER = " ".join(f"word{i}" for i in range(120))

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
+from docpilot.assistant.workspace import open_workspace
 from docpilot.config.model import Config
-from docpilot.run.job import shards
 from docpilot.run.context import RunContext
+from docpilot.run.job import shards
 from docpilot.run.lane import Interrupted, open_lane
 from docpilot.run.pipeline import (
     answer_shard,
@@ -18,7 +19,6 @@ from docpilot.run.pipeline import (
     retrieve_shard,
     start_traces,
 )
-from docpilot.assistant.workspace import open_workspace
 from docpilot.schema import GoldenRecord
 from tests.conftest import DATA
 from tests.support.model_stage import model_shard

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from docpilot.assistant.workspace import open_workspace
 from docpilot.config.model import Config
 from docpilot.run.pipeline import (
     build_rows,
@@ -10,7 +11,6 @@ from docpilot.run.pipeline import (
     retrieve_shard,
     start_traces,
 )
-from docpilot.assistant.workspace import open_workspace
 from docpilot.schema import GoldenRecord
 from tests.conftest import DATA
 from tests.support.model_stage import model_shard

@@ -6,14 +6,17 @@ import asyncio
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC
 from pathlib import Path
 
 import httpx
 import pytest
 
-from docpilot.golden.loading import load_golden
+from docpilot.api.client import RemoteTurn, ask, ask_url
+from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError, ModelError
+from docpilot.golden.loading import load_golden
 from docpilot.models.base import Prompt
 from docpilot.models.registry import build_model
 from docpilot.run.pipeline import (
@@ -23,9 +26,7 @@ from docpilot.run.pipeline import (
     retrieve_shard,
     start_traces,
 )
-from docpilot.api.client import RemoteTurn, ask, ask_url
 from docpilot.run.remote import local_server, remote_shard
-from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.server.app import create_app, serve_in_thread
 from tests.support.model_stage import model_shard
 from tests.support.scratch import scratch_folder
@@ -361,7 +362,7 @@ def test_white_space_is_not_the_first_token_and_events_may_arrive_in_any_pieces(
 
 
 def test_a_503_retry_after_given_as_an_http_date_is_read():
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
     from email.utils import format_datetime
 
     calls = []
@@ -370,7 +371,7 @@ def test_a_503_retry_after_given_as_an_http_date_is_read():
     def handler(request: httpx.Request) -> httpx.Response:
         calls.append(request)
         if len(calls) == 1:
-            when = format_datetime(datetime.now(timezone.utc) - timedelta(seconds=5), usegmt=True)
+            when = format_datetime(datetime.now(UTC) - timedelta(seconds=5), usegmt=True)
             return httpx.Response(503, headers={"retry-after": when}, json={"error": {"message": "full"}})
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
 

@@ -21,12 +21,12 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
+from docpilot.api.client import RemoteTurn, ask
+from docpilot.assistant.workspace import open_workspace
 from docpilot.config.model import Config
 from docpilot.models.base import Prompt
 from docpilot.models.registry import build_model
 from docpilot.models.wire import reply_char_limit
-from docpilot.api.client import RemoteTurn, ask
-from docpilot.assistant.workspace import open_workspace
 from docpilot.server.app import create_app, serve_in_thread
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 from tests.support.scratch import scratch_folder

@@ -20,10 +20,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.cli import main
 from docpilot.config.model import Config
 from docpilot.models.registry import build_model
-from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.server.app import create_app, serve_in_thread
 from tests.support.scratch import scratch_folder
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from docpilot.metrics.citations import scope_violations
 
-from docpilot.golden.loading import load_golden, validate_against_corpus
-from docpilot.config.model import Config
-from docpilot.models.registry import build_model
 from docpilot.assistant.workspace import Workspace, open_workspace
+from docpilot.config.model import Config
+from docpilot.golden.loading import load_golden, validate_against_corpus
+from docpilot.models.registry import build_model
 from docpilot.schema import Row
 from docpilot.server.app import create_app, serve_in_thread
-from docpilot.metrics.citations import scope_violations
 from tests.support.scratch import scratch_folder
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pipeline"

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.config.model import Config, RetrievalConfig
 from docpilot.errors import ModelError
 from docpilot.models.base import Prompt, Turn
@@ -23,7 +24,6 @@ from docpilot.run.pipeline import (
     retrieve_shard,
     start_traces,
 )
-from docpilot.assistant.workspace import Workspace, open_workspace
 from docpilot.schema import GoldenRecord
 from docpilot.server.app import create_app, serve_in_thread
 from tests.docpilot.retrieval.test_embedders import WordHashEmbedder

@@ -15,11 +15,11 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from docpilot.metrics.registry import get
+from docpilot.metrics.summary import per_record
 
 from docpilot.cli import main
 from docpilot.reports.report import load_report
-from docpilot.metrics.registry import get
-from docpilot.metrics.summary import per_record
 from tests.conftest import DATA, ROOT
 from tests.support.otlp_receiver import ReceivedSpan, otlp_receiver
 
@@ -78,7 +78,7 @@ def test_an_eval_sends_one_trace_with_a_span_per_record_and_stage(tmp_path, monk
             assert "docpilot.cache_hit" not in stage.attributes
         # Ordered as they ran: each stage starts once the one before it has ended.
         ordered = [stages[name] for name in expected]
-        assert all(a.end_ns <= b.start_ns for a, b in zip(ordered, ordered[1:]))
+        assert all(a.end_ns <= b.start_ns for a, b in zip(ordered, ordered[1:], strict=False))
         assert stages["retrieve"].duration_ms == pytest.approx(row.stages_ms["retrieve"], abs=TOLERANCE_MS)
         if row.answer is not None:
             model = stages["model"]

@@ -9,9 +9,9 @@ import sys
 import httpx
 import pytest
 
+from docpilot.assistant.workspace import open_workspace
 from docpilot.config.model import Config
 from docpilot.models.registry import build_model
-from docpilot.assistant.workspace import open_workspace
 from docpilot.server.app import create_app, serve_in_thread
 from tests.conftest import DATA, ROOT
 from tests.docpilot.telemetry.test_eval_traces import _closed_port

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from docpilot.userfiles.intake import CONFIG_FILE, DOCS_FILE, KINDS, FileKind, read_bytes, read_text
 from docpilot.config.loading import load_config
 from docpilot.errors import ConfigError, CorpusError, InputError
+from docpilot.userfiles.intake import CONFIG_FILE, DOCS_FILE, KINDS, FileKind, read_bytes, read_text
 
 TINY = FileKind("test file", 16, "make it shorter")
 
