@@ -57,7 +57,11 @@ def swap_splits(golden: str) -> str:
 
 
 def _docpilot(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "docpilot", *args], cwd=ROOT, env=env,
+    # Run in the corpus's own work folder: `improve --apply` writes a settings edit into the
+    # config of the folder it runs in, which must never be this repository's own.
+    work = Path(env["DOCPILOT_CACHE_DIR"]).parent
+    work.mkdir(parents=True, exist_ok=True)
+    return subprocess.run([sys.executable, "-m", "docpilot", *args], cwd=work, env=env,
                           capture_output=True, text=True, check=False)
 
 

@@ -111,7 +111,7 @@ def test_a_prefect_run_is_quiet(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "orchestrator prefect" in proc.stdout
     # Only the progress lines DocPilot prints itself: no Prefect logs, warnings or tracebacks.
-    progress = r"(retrieve|model): \d+/\d+ records(, [\w ]+ so far, about [\w ]+ left)?"  # a slow stage's time left
+    progress = r"((retrieve|model): \d+/\d+ records|embed: \d+/\d+ chunks)(, [\w ]+ so far, about [\w ]+ left)?"  # a slow stage's time left
     noise = [line for line in proc.stderr.splitlines() if not re.fullmatch(progress, line)]
     assert noise == []
 

@@ -62,7 +62,8 @@ def _golden(project, *records: dict) -> str:
 
 def test_sections_lists_every_id_with_heading_and_first_words(project):
     runs = run_all({"json": ["golden", "sections", "--docs", "docs", "--json"],
-                    "table": ["golden", "sections", "--docs", "docs"]}, cwd=project)
+                    "table": ["golden", "sections", "--docs", "docs"]}, cwd=project,
+                   envs={"table": {"COLUMNS": "200"}})  # wide enough that no cell wraps
     assert runs["json"].returncode == 0, runs["json"].stderr
     pages = json.loads(runs["json"].stdout)
     assert [p["id"] for p in pages] == ["guide/audit", "guide/auth", "index"]

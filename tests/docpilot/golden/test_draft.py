@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 
@@ -37,7 +38,8 @@ def project(tmp_path, monkeypatch):
 def test_drafts_of_the_demo_docs_check_run_and_repeat_byte_for_byte(project):
     first = run("golden", "draft", "--docs", "docs", "--count", "60", "--out", "evals/drafts.yaml")
     assert first.exit_code == 0, first.output
-    assert "pages covered: 27 of 27 eligible (100%)" in first.output
+    covered = re.search(r"pages covered: (\d+) of (\d+) eligible \(100%\)", first.output)
+    assert covered and covered[1] == covered[2] and int(covered[2]) > 20, first.output
     assert "bias of the drafts: overlap" in first.output
     again = run("golden", "draft", "--docs", "docs", "--count", "60", "--out", "evals/again.yaml")
     assert again.exit_code == 0, again.output

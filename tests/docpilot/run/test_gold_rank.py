@@ -35,6 +35,9 @@ from docpilot.run.pipeline import (
 )
 from docpilot.server.app import create_app, serve_in_thread
 
+BM25 = {"retrieval": {"retriever": "bm25"}}
+"""The retriever whose ranks the docs below are built for."""
+
 FILLER = " ".join(f"word{i}" for i in range(120))
 RECORDS = [
     {"id": "lantern", "question": "quokka lantern", "gold": ["guide/lamps#trimming"]},
@@ -57,6 +60,7 @@ def _build_docs(root: Path) -> Path:
     (docs / "index.md").write_text("# Home\n\nA harbour of small pages.\n")
     golden = root / "golden.yaml"
     golden.write_text(yaml.safe_dump(RECORDS, sort_keys=False))
+    (root / "bm25.yaml").write_text("retrieval:\n  retriever: bm25\n")  # the ranks above are BM25's
     return docs
 
 
@@ -69,6 +73,7 @@ def corpus(tmp_path_factory) -> tuple[Path, Path]:
 def _eval(docs: Path, golden: Path, out: Path, *extra: str) -> dict:
     result = CliRunner().invoke(main, [
         "eval", "--gate-only", "--docs", str(docs), "--golden", str(golden), "--orchestrator", "inline",
+        "--config", str(golden.parent / "bm25.yaml"),
         "--out", str(out), *extra,
     ])
     assert result.exit_code in (0, 1), result.output  # 1: a gate failed; the rows are what is looked at
@@ -109,7 +114,7 @@ def test_a_gold_section_past_the_depth_searched_has_no_rank(gate_only):
 def test_the_metrics_still_read_the_top_8_only(gate_only, corpus):
     path, report = gate_only
     docs, _ = corpus
-    workspace = open_workspace(Config.model_validate({"corpus": {"docs": str(docs)}}), use_cache=False)
+    workspace = open_workspace(Config.model_validate({"corpus": {"docs": str(docs)}, **BM25}), use_cache=False)
     for row in report["rows"]:
         expected = workspace.retriever.search(row["question"], scope=row["scope"], k=8)
         assert row["retrieved"] == [hit.section_id for hit in expected], row["id"]
@@ -145,7 +150,7 @@ def test_improve_tells_a_near_miss_from_a_page_to_write(gate_only):
         in lines[lantern + 1:lantern + 4]
     assert "    no gold entry (guide/burrows#digging) in the first 100; rank 1 is guide/holes#hole-0" \
         in lines[marmot + 1:marmot + 4]
-    as_json = json.loads(CliRunner().invoke(main, ["improve", str(path), "--json"]).output)
+    as_json = json.loads(CliRunner().invoke(main, ["improve", str(path), "--json"]).stdout)  # progress goes to stderr
     details = {f["id"]: f["detail"] for f in as_json["failures"]}
     assert details["lantern"].startswith("first gold section at rank 12 (past the top 8)")
 
@@ -223,7 +228,7 @@ def test_the_report_schema_describes_the_new_fields():
 
 def test_a_server_eval_ranks_only_as_deep_as_the_servers_hits(corpus, tmp_path):
     docs, golden = corpus
-    config = Config.model_validate({"corpus": {"docs": str(docs)}, "cache_dir": str(tmp_path / "server-cache")})
+    config = Config.model_validate({"corpus": {"docs": str(docs)}, **BM25, "cache_dir": str(tmp_path / "server-cache")})
     workspace = open_workspace(config, use_cache=False)
     app = create_app(workspace, build_model(workspace.config.model, corpus=workspace.corpus), token=None)
     out = tmp_path / "server.json"
@@ -244,7 +249,7 @@ def test_a_server_eval_ranks_only_as_deep_as_the_servers_hits(corpus, tmp_path):
 
 def test_a_cached_ranking_without_its_depth_is_ranked_again(corpus, tmp_path):
     docs, golden = corpus
-    config = Config.model_validate({"corpus": {"docs": str(docs)}, "cache_dir": str(tmp_path / "cache")})
+    config = Config.model_validate({"corpus": {"docs": str(docs)}, **BM25, "cache_dir": str(tmp_path / "cache")})
     workspace = open_workspace(config)
     records = [r for r in load_golden(golden) if r.id == "lantern"]
     retrieve_shard(workspace, start_traces(records))
