@@ -19,6 +19,7 @@ the answer.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -87,6 +88,16 @@ def _sentences(text: str, max_code_lines: int = 0) -> list[tuple[str, str | None
     return out
 
 
+@functools.lru_cache(maxsize=8192)
+def _read_source(text: str, max_code_lines: int) -> tuple[tuple[str, str | None, frozenset[str]], ...]:
+    """A source's sentences, each with its code block and its terms: a memo of a pure function.
+
+    The same sections are primed for question after question, so a served assistant reads
+    each one once instead of splitting and stemming it again on every turn.
+    """
+    return tuple((sentence, code, frozenset(terms(sentence))) for sentence, code in _sentences(text, max_code_lines))
+
+
 def _add_sentences(out: list[tuple[str, str | None]], lines: list[str]) -> int | None:
     """Add the sentences of prose lines; the index of the last one when it introduces what follows."""
     last: int | None = None
@@ -147,8 +158,7 @@ class ExtractiveModel:
         scored: list[tuple[float, int, int, str, str | None]] = []
         for source in prompt.sources:
             heading = set(terms(source.title))
-            for i, (sentence, code) in enumerate(_sentences(source.text, self.max_code_lines)):
-                found = set(terms(sentence))
+            for i, (sentence, code, found) in enumerate(_read_source(source.text, self.max_code_lines)):
                 gain = sum(self._weight(t) for t in question & found)
                 gain += 0.5 * sum(self._weight(t) for t in (question & heading) - found)
                 scored.append((gain / total, source.n, i, sentence, code))
