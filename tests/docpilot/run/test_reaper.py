@@ -60,7 +60,7 @@ def _server_below(pid: int) -> int | None:
     for child in descendants(pid):
         try:
             command = Path(f"/proc/{child}/cmdline").read_bytes()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # the child ended between the listing and the read
             continue
         if b"prefect.server.api.server:create_app" in command or b"prefect\x00server\x00start" in command:
             return child
