@@ -49,6 +49,8 @@ class RunContext:
     shared_ranking: SharedRanking | None = None
     """For a variant whose retrieval setting others share: the first of them ranks, the others wait for
     its rankings, so the variants rank each record once (``run.variants``)."""
+    asking: threading.BoundedSemaphore | None = None
+    """The server runtime's slots: ``model.concurrency`` questions in flight across the shards asking at once."""
     endpoint_ready: bool = False
     """Whether the model endpoint needs no (more) checking: set once probed, or for a job whose config
     already points at a checked endpoint (a Dask worker's)."""

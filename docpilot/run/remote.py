@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable
 
@@ -87,6 +88,7 @@ def remote_shard(
     token: str | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     traceparent: Callable[[str], str] | None = None,
+    slots: threading.Semaphore | None = None,
 ) -> tuple[list[Trace], dict[str, dict[str, float]]]:
     """Ask a server every record of a shard; the filled traces and each record's server stage timings.
 
@@ -97,13 +99,15 @@ def remote_shard(
     ConfigError before any question is sent; a question that fails is an errored trace.
     ``traceparent`` gives, by record id, the W3C header that puts the server's turn in
     the run's trace (``telemetry.tracing.RunTrace.traceparent``), when the run is traced.
+    ``slots`` bounds the questions in flight across every shard asking at once (a run's
+    shards travel on several threads, each with its own event loop).
     """
     if concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, got {concurrency}", hint="use 8")
     token = token if token is not None else (os.environ.get(TOKEN_VARIABLE, "").strip() or None)
     timeout = httpx.Timeout(ws.config.model.timeout_s + 30.0)
     target = ws.config.targets[ws.config.target] if ws.config.target is not None else None
-    turns = asyncio.run(_ask_all(ws, traces, url, token, concurrency, timeout, traceparent))
+    turns = asyncio.run(_ask_all(ws, traces, url, token, concurrency, timeout, traceparent, slots))
     stages: dict[str, dict[str, float]] = {}
     for trace, (began, remote) in zip(traces, turns, strict=True):
         fill_trace(trace, remote, began)
@@ -115,7 +119,7 @@ def remote_shard(
 
 async def _ask_all(
     ws: Workspace, traces: list[Trace], url: str, token: str | None, concurrency: int, timeout: httpx.Timeout,
-    traceparent: Callable[[str], str] | None,
+    traceparent: Callable[[str], str] | None, slots: threading.Semaphore | None = None,
 ) -> list[tuple[float, RemoteTurn]]:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     gate = asyncio.Semaphore(concurrency)
@@ -128,8 +132,14 @@ async def _ask_all(
 
         async def one(trace: Trace, strict: bool = False) -> tuple[float, RemoteTurn]:
             async with gate:
-                began = time.time()
-                return began, await asking(trace.record, strict)
+                if slots is not None and not slots.acquire(blocking=False):
+                    await asyncio.to_thread(slots.acquire)  # the other shards hold the run's slots
+                try:
+                    began = time.time()
+                    return began, await asking(trace.record, strict)
+                finally:
+                    if slots is not None:
+                        slots.release()
 
         if not traces or ws.config.target is None:
             return await asyncio.gather(*(one(t) for t in traces))

@@ -17,6 +17,7 @@ request at all. The server runtime asks a running DocPilot server instead
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from docpilot import progress
@@ -97,8 +98,12 @@ def ask_server(run: RunContext, traces: list[Trace]) -> list[Trace]:
     from docpilot.run.remote import remote_shard
 
     traceparent = run.trace.traceparent if run.trace is not None else None  # the server's turns join the run's trace
-    traces, stages = remote_shard(run.workspace, traces, run.job.url, concurrency=run.job.config.model.concurrency,
-                                  traceparent=traceparent)
+    concurrency = run.job.config.model.concurrency
+    with run.lock:
+        if run.asking is None:
+            run.asking = threading.BoundedSemaphore(concurrency)
+    traces, stages = remote_shard(run.workspace, traces, run.job.url, concurrency=concurrency,
+                                  traceparent=traceparent, slots=run.asking)
     for trace in traces:
         trace.stages_ms = stages.get(trace.record.id, {})
     run.progress.advance("retrieve", len(traces))

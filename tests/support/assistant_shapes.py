@@ -58,6 +58,9 @@ class Script:
     delay_s: float = 0.0
     """A wait before each reply (a stream waits it between its first and second delta)."""
     shown: dict[str, list[str]] = field(default_factory=dict)
+    in_flight: int = 0
+    peak: int = 0
+    """The most JSON questions answered at once."""
 
     def take(self, question: str) -> Scripted:
         scripted = self.answers.get(question, Scripted("I do not know that."))
@@ -91,7 +94,12 @@ class _Shapes:
         body = await request.json()
         began = time.perf_counter()
         scripted = self.script.take(body["query"])
-        await asyncio.sleep(self.script.delay_s)
+        self.script.in_flight += 1
+        self.script.peak = max(self.script.peak, self.script.in_flight)
+        try:
+            await asyncio.sleep(self.script.delay_s)
+        finally:
+            self.script.in_flight -= 1
         took = (time.perf_counter() - began) * 1000
         reply = {"result": {"text": scripted.answer, "refused": scripted.refused},
                  "documents": [{"link": BASE + s.replace("#", ".html#", 1) if "#" in s else BASE + s + ".html"}

@@ -351,3 +351,17 @@ def test_a_wrong_path_stops_the_run_after_the_first_record(served, tmp_path):
     assert len(script.shown) <= 2 < len(RECORDS)
     assert result.output.count("reply.answer 'data.answer'") == 1
     assert not (tmp_path / "r.json").exists()
+
+
+# Regression: each shard kept model.concurrency questions in flight of its own, so three shards
+# on the road at once sent three times what the config allows (a c32 run ran 0.77 x the limit).
+def test_a_target_never_has_more_questions_in_flight_than_the_config_allows(served, tmp_path):
+    base, script = served
+    config = _config_file(tmp_path, base, model={"concurrency": 2}, shard_size=2)
+    script.delay_s, script.peak = 0.05, 0
+    try:
+        result = _eval("--config", str(config), "--target", "json", "--out", str(tmp_path / "r.json"))
+    finally:
+        script.delay_s = 0.0
+    assert result.exit_code in (0, 1), result.output
+    assert script.peak == 2
