@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from docpilot.golden.starter import unique_id
 from docpilot.golden.templates import (
     CODE_SPAN,
     Candidate,
@@ -276,7 +277,7 @@ def _draft(corpus: Corpus, section: Section, candidate: Candidate, ids: set[str]
     pinned = pin(section)
     base = section.page_id.rsplit("/", 1)[-1] + ("-" + section.anchor if section.anchor else "")
     return Draft(
-        id=_unique(_slug(base), ids),
+        id=unique_id(_slug(base), ids),
         question=candidate.question,
         gold=(pinned,),
         gold_answer=candidate.answer,
@@ -325,7 +326,7 @@ def _negatives(corpus: Corpus, drafts: list[Draft], wanted: int, seed: int, ids:
             continue
         used.add(question.lower())
         made.append(Draft(
-            id=_unique(_slug(f"neg-{base.id.removeprefix('neg-')}"), ids), question=question, gold=(),
+            id=unique_id(_slug(f"neg-{base.id.removeprefix('neg-')}"), ids), question=question, gold=(),
             gold_answer=None, identifiers=(), split=page_split(base.gold[0].partition("#")[0]) if base.gold else "dev",
             origin=origin, tags=(DRAFT_TAG, "negative", CHECK_TAG), expected_cause="not-answerable",
         ))
@@ -358,10 +359,3 @@ def _slug(text: str) -> str:
     return slug[:60].rstrip("-")
 
 
-def _unique(base: str, used: set[str]) -> str:
-    name, n = base, 1
-    while name in used:
-        n += 1
-        name = f"{base}-{n}"
-    used.add(name)
-    return name

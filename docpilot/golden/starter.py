@@ -41,7 +41,7 @@ def starter_records(corpus: Corpus, limit: int = MAX_RECORDS) -> list[StarterRec
         section = _usable_section(corpus.pages[page_id].sections)
         if section is None:
             continue
-        record_id = _unique(re.sub(r"[^a-z0-9]+", "-", section.id.lower()).strip("-") or "record", used)
+        record_id = unique_id(re.sub(r"[^a-z0-9]+", "-", section.id.lower()).strip("-") or "record", used)
         records.append(StarterRecord(
             id=record_id,
             question=f"What do the docs say about {section.title.rstrip('?.!:')}?",
@@ -145,7 +145,8 @@ def _first_sentence(text: str) -> str:
     return sentence if len(sentence) <= 300 else sentence[:297].rstrip() + "…"
 
 
-def _unique(base: str, used: set[str]) -> str:
+def unique_id(base: str, used: set[str]) -> str:
+    """``base``, or ``base-2``, ``base-3``… the first not in ``used``; it is added to ``used``."""
     name, n = base, 1
     while name in used:
         n += 1
