@@ -86,7 +86,8 @@ def _environment(work: Path) -> dict[str, str]:
 
 
 def _apply(report: Path, docs: Path, env: dict[str, str]) -> list[dict]:
-    applied = _docpilot("improve", str(report), "--docs", str(docs), "--apply", "--json", env=env)
+    # Vocabulary entries alone: what a retrieval setting carries is measured by benchmarks.retrieval_suite.
+    applied = _docpilot("improve", str(report), "--docs", str(docs), "--apply", "--no-settings", "--json", env=env)
     if applied.returncode != 0:
         raise SystemExit(f"improve --apply failed ({applied.returncode}): {applied.stderr.strip()}")
     return json.loads(applied.stdout)["changes"]

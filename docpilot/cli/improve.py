@@ -64,6 +64,9 @@ def _docs_option(func):
     func = click.option("--apply", "apply_", is_flag=True,
                         help="Write the vocabulary.json entries chosen on the dev records into the docs' "
                              "vocabulary.json (only those that move records of the CAUSEs named, if any).")(func)
+    func = click.option("--settings/--no-settings", "try_settings", default=True,
+                        help="Try the other retrieval settings on the dev records when gold ranks past 8 "
+                             "(default: on; --no-settings keeps to the vocabulary and the docs).")(func)
     return click.option("--docs", type=click.Path(file_okay=False),
                         help="Docs folder to work edits out from (default: the one the run used).")(func)
 
@@ -74,7 +77,7 @@ def _docs_option(func):
 @_docs_option
 @click.pass_context
 @handle_errors
-def improve_group(ctx, reports_dir, config_path, as_json, variant, docs, apply_, dry_run):
+def improve_group(ctx, reports_dir, config_path, as_json, variant, docs, try_settings, apply_, dry_run):
     """Give every failing record of a run its cause and edits to try.
 
     REPORT is a report file or a run id; without one, the last report in reports_dir.
@@ -86,7 +89,7 @@ def improve_group(ctx, reports_dir, config_path, as_json, variant, docs, apply_,
     """
     if ctx.invoked_subcommand is None:
         _diagnose(None, reports_dir, config_path, as_json, docs, apply_=apply_, dry_run=dry_run, causes=(),
-                  variant=variant)
+                  variant=variant, try_settings=try_settings)
 
 
 @click.command("REPORT", cls=_DefaultCommand)
@@ -95,7 +98,7 @@ def improve_group(ctx, reports_dir, config_path, as_json, variant, docs, apply_,
 @_docs_option
 @click.pass_context
 @handle_errors
-def _diagnose_command(ctx, words, reports_dir, config_path, as_json, variant, docs, apply_, dry_run):
+def _diagnose_command(ctx, words, reports_dir, config_path, as_json, variant, docs, try_settings, apply_, dry_run):
     """Give every failing record of REPORT (a file or run id) its cause and edits to try."""
     from docpilot.improve.taxonomy import CAUSE_IDS
 
@@ -112,7 +115,8 @@ def _diagnose_command(ctx, words, reports_dir, config_path, as_json, variant, do
     _diagnose(references[0] if references else None, reports_dir or parent.get("reports_dir"),
               config_path or parent.get("config_path"), as_json or bool(parent.get("as_json")),
               docs or parent.get("docs"), apply_=apply_, dry_run=dry_run, causes=causes,
-              variant=variant or parent.get("variant"))
+              variant=variant or parent.get("variant"),
+              try_settings=try_settings and parent.get("try_settings", True))
 
 
 def _store(reports_dir: str | None, config_path: str | None):
@@ -122,7 +126,7 @@ def _store(reports_dir: str | None, config_path: str | None):
 
 
 def _diagnose(reference, reports_dir, config_path, as_json, docs, *, apply_: bool, dry_run: bool,
-              causes: tuple[str, ...], variant: str | None = None) -> None:
+              causes: tuple[str, ...], variant: str | None = None, try_settings: bool = True) -> None:
     from docpilot.errors import ReportError
     from docpilot.improve.diagnosis import diagnose, load_docs
     from docpilot.reports.report import load_report
@@ -143,7 +147,7 @@ def _diagnose(reference, reports_dir, config_path, as_json, docs, *, apply_: boo
     report = one_variant(report, variant, path=path)  # a run of several: the variant asked for, or the baseline
     corpus, notes = load_docs(report, docs, strict=apply_ or dry_run)
     diagnosis = diagnose(report, corpus, path=path, notes=notes)
-    if corpus is not None:
+    if corpus is not None and try_settings:
         from docpilot.improve.settings import propose_settings
 
         proposal = propose_settings(report, corpus, say=lambda line: click.echo(line, err=True))

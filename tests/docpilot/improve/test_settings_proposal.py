@@ -78,3 +78,13 @@ def test_improve_tries_the_other_embedders_on_dev_and_apply_writes_the_best(tmp_
     assert compared.returncode == 0, compared.stderr
     after = json.loads((tmp_path / "test-after.json").read_text(encoding="utf-8"))
     assert after["config"]["retrieval"]["embedder"] == best["embedder"]
+
+
+
+def test_no_settings_keeps_improve_to_the_vocabulary_and_the_docs(tmp_path):
+    (tmp_path / "docpilot.yaml").write_text(CONFIG, encoding="utf-8")
+    _eval(tmp_path, "dev", "dev.json")  # BM25 on the demo's dev split ranks some gold past 8
+    plain = _docpilot(tmp_path, "improve", "dev.json", "--no-settings", "--json")
+    assert plain.returncode == 0, plain.stderr
+    assert json.loads(plain.stdout)["settings"] is None
+    assert "trying" not in plain.stderr
