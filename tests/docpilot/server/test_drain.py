@@ -41,6 +41,15 @@ def _stream(url: str, events: list[str], payloads: list[str]) -> None:
         events.append("(cut)")
 
 
+def _health(url: str) -> httpx.Response | None:
+    """``/healthz``, or None when the connection was reset: seen once in a loaded suite, a check
+    landing at the moment the signal reaches the workers (a load balancer counts it as a failed check)."""
+    try:
+        return httpx.get(f"{url}/healthz")
+    except httpx.TransportError:
+        return None
+
+
 def _poll(probe, timeout_s: float = 20.0):
     """The first truthy value ``probe()`` gives, asked every 20 ms."""
     deadline = time.monotonic() + timeout_s
@@ -81,7 +90,7 @@ def test_sigterm_lets_every_answer_under_way_finish_while_healthz_says_503(tmp_p
             threads, events, _ = _four_streams(url)
             os.kill(process.pid, signal.SIGTERM)
             # The port stays open while draining: a health check on a new connection reads 503.
-            health = _poll(lambda: (r := httpx.get(f"{url}/healthz")).status_code == 503 and r)
+            health = _poll(lambda: (r := _health(url)) is not None and r.status_code == 503 and r)
             assert health.json()["draining"] is True and health.json()["status"] == "draining"
             refused = httpx.post(f"{url}/v1/ask", json=QUESTION)
             assert refused.status_code == 503 and refused.json()["error"]["code"] == "draining"
