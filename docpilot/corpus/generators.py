@@ -303,6 +303,10 @@ class _Reader:
         text = self._inline(line)
         while isinstance(text, _Unclosed):
             closer_line = self._closer_within(end, text.closer)
+            # The lines joined to line i stay within JOIN_LINES of it in all: a chain of openers,
+            # each closed a few lines on, would otherwise join the whole page, once per opener.
+            if closer_line is not None and closer_line >= i + JOIN_LINES:
+                closer_line = None
             if closer_line is None:
                 text = self._give_up(text)
                 break

@@ -186,6 +186,9 @@ _GENERATOR_UNITS = [
 
 @settings(max_examples=12, deadline=None, database=None, phases=(Phase.explicit, Phase.generate),
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+# Regression: a chain of openers, each closed a few lines on, joined the whole page once per opener.
+@example(pattern=[('`#}::: "{{', 68), ('a"relref>}}\n:::', 1778), ('(x)={{<\n(x)={%{{< /x >}}', 75), ('{{%', 121),
+                  (':::{note}{{<{{< /x >}}{{< /x >}}', 970)])
 @given(pattern=st.lists(st.tuples(st.lists(st.sampled_from(_GENERATOR_UNITS), min_size=1, max_size=6).map("".join),
                                   st.integers(1, 2000)), min_size=1, max_size=5))
 def test_a_page_of_generator_constructs_reads_in_time_linear_in_its_length(per_kb, pattern):
