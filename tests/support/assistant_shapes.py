@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -34,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.support.openai_server import _bind
+from tests.support.openai_server import _bind, running
 
 BASE = "https://docs.acme.test/"
 KEY = "k-secret"
@@ -179,16 +178,5 @@ def serve_shapes(script: Script) -> Iterator[str]:
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(build_app(script), log_config=None, access_log=False, lifespan="off",
                                            timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"shapes-{port}", daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the test assistant on port {port} did not start")
-            time.sleep(0.01)
+    with running(server, sock, "the test assistant"):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=5)
-        sock.close()

@@ -391,22 +391,30 @@ def serve_openai(script: OpenAIScript | None = None) -> Iterator[str]:
     server = _server(script)
     quiet = _QuietDisconnects()
     logging.getLogger("uvicorn.error").addFilter(quiet)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name=f"openai-server-{port}", daemon=True
-    )
+    try:
+        with running(server, sock, "the test OpenAI server"):
+            yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        logging.getLogger("uvicorn.error").removeFilter(quiet)
+
+
+@contextmanager
+def running(server: uvicorn.Server, sock: socket.socket, what: str) -> Iterator[None]:
+    """Run ``server`` on the bound ``sock`` in a background thread until the block ends; it has started when entered."""
+    port = sock.getsockname()[1]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"server-{port}", daemon=True)
     thread.start()
     try:
         deadline = time.monotonic() + 10
         while not server.started:
             if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the test OpenAI server on port {port} did not start")
+                raise RuntimeError(f"{what} on port {port} did not start")
             time.sleep(0.01)
-        yield f"http://127.0.0.1:{port}/v1"
+        yield
     finally:
         server.should_exit = True
         thread.join(timeout=5)
         sock.close()
-        logging.getLogger("uvicorn.error").removeFilter(quiet)
 
 
 @contextmanager
