@@ -114,6 +114,10 @@ class Row(_Strict):
     """Language detected in the question; None when it is too short to tell reliably."""
     tags: list[str] = Field(default_factory=list)
     """The record's tags, for slicing results."""
+    overlap: float | None = Field(default=None, ge=0, le=1)
+    """Positives: how much of the question's wording its best gold section holds, each content word
+    weighted by its rarity in the docs (docs/golden-set.md, "Bias"); the report's `bands` slice recall
+    by it. None for other kinds, with no content word, or in a report written before rows carried it."""
     retrieved: list[str] = Field(default_factory=list)
     """Section ids of the ranked retrieval list, best first, at most top 8."""
     scores: list[float] = Field(default_factory=list)
@@ -253,10 +257,11 @@ class Selection(_Strict):
 
 
 class Slice(_Strict):
-    """The summary of the rows that carry one tag: the numbers a run with `--tag TAG` would give."""
+    """The summary of the rows that carry one tag (the numbers a run with `--tag TAG` would give), or
+    of the positives in one overlap band."""
 
     records: int
-    """Rows carrying the tag."""
+    """Rows in the slice."""
     summary: dict[str, float | int | None]
     """Metric id → value over those rows, computed as the report's summary is."""
     counts: dict[str, int] = Field(default_factory=dict)
@@ -281,6 +286,8 @@ class VariantResult(_Strict):
     """Metric id → how many of the variant's records its value averages over."""
     slices: dict[str, Slice] = Field(default_factory=dict)
     """Tag → the summary of the variant's rows carrying it."""
+    bands: dict[str, Slice] = Field(default_factory=dict)
+    """Overlap band → the summary of the variant's positives in it."""
     replayed: dict[str, int] = Field(default_factory=dict)
     gates: list[GateResult] = Field(default_factory=list)
     """The run's gates, checked on the variant's rows."""
@@ -391,6 +398,10 @@ class Report(_Strict):
     """Metric id → how many records its value averages over."""
     slices: dict[str, Slice] = Field(default_factory=dict)
     """Tag → the summary of the rows carrying it, tags in sorted order."""
+    bands: dict[str, Slice] = Field(default_factory=dict)
+    """Overlap band (`low` under 0.5, `mid` under 0.8, `high`) → the summary of the positives whose
+    `overlap` falls in it, empty bands left out: a recall that holds only in `high` flatters the retriever
+    (docs/golden-set.md); empty in reports written before rows carried `overlap`."""
     replayed: dict[str, int] = Field(default_factory=dict)
     """Latency metric id → how many of the turns it is taken over were replayed from the stage cache."""
     gates: list[GateResult]

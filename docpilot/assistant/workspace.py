@@ -11,6 +11,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from docpilot.assistant.render import Panel
 from docpilot.cache import StageCache
@@ -21,6 +22,9 @@ from docpilot.models.base import Prompt, Turn
 from docpilot.models.extractive import document_frequencies
 from docpilot.retrieval.rankers import Retriever
 from docpilot.schema import AttackProbe, GoldenRecord
+
+if TYPE_CHECKING:
+    from docpilot.retrieval.bias import BiasMeter
 
 
 @dataclass(slots=True)
@@ -78,6 +82,7 @@ class Workspace:
     """The docs folder's files when the corpus was read (``docs_signature``)."""
     _identity: dict | None = field(default=None, repr=False)
     _idf: dict[str, float] | None = field(default=None, repr=False)
+    _bias: BiasMeter | None = field(default=None, repr=False)
 
     @property
     def idf(self) -> dict[str, float]:
@@ -85,6 +90,16 @@ class Workspace:
         if self._idf is None:
             self._idf = document_frequencies([c.text for c in self.corpus.chunks])
         return self._idf
+
+    @property
+    def bias(self) -> BiasMeter:
+        """How much a question borrows from its gold sections (``Row.overlap``), over the retriever's own BM25
+        when it has one; made once per process."""
+        if self._bias is None:
+            from docpilot.retrieval.bias import BiasMeter
+
+            self._bias = BiasMeter(self.corpus, self.config.retrieval, index=self.retriever.index.lexical)
+        return self._bias
 
 
 # Workspaces opened in this process, by config and cache use: a schedule, a Dask worker,

@@ -49,9 +49,9 @@ def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: in
     --out exists without --force.
     """
     from docpilot.corpus.pages import load_corpus
-    from docpilot.drafting.bias import BiasMeter, with_bands
     from docpilot.golden.draft import draft_golden, drafts_text
     from docpilot.reports.output import write_atomically
+    from docpilot.retrieval.bias import BiasMeter
     from docpilot.schema import GoldenRecord
 
     if out.exists() and not force:
@@ -68,7 +68,6 @@ def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: in
     records = [GoldenRecord(id=d.id, question=d.question, gold=list(d.gold), gold_answer=d.gold_answer)
                for d in drafted.positives]
     bias = BiasMeter(corpus, config.retrieval).measure_set(records)
-    drafted = with_bands(drafted, {r.id: r.band for r in bias.records})
     write_atomically(out, drafts_text(drafted, docs=str(config.corpus.docs), seed=seed, notes=notes), "drafts")
     _show_drafted(drafted, out)
     click.echo(f"bias of the drafts: {bias_line(bias)}")

@@ -80,7 +80,7 @@ def check(
     for warning in warnings:
         click.echo(clean(f"warning: {warning}"), err=True)  # warnings quote ids from the file
     shape = describe_golden(checked.records, corpus).model_copy(update={"record_warnings": warnings})
-    from docpilot.drafting.bias import BiasMeter
+    from docpilot.retrieval.bias import BiasMeter
 
     bias = BiasMeter(corpus, config.retrieval).measure_set(checked.records)
     sample = _target_sample(config, target_name, checked.records, corpus) if target_name else None

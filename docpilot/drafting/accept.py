@@ -7,8 +7,7 @@ use, and the whole file is read back and checked before it replaces the old one.
 accepted drafts leave the drafts file the same way, line ranges cut out.
 
 The draft-only fields (``origin``, ``source``, ``source_digest``) and the tags
-``draft``, ``needs-check`` and ``overlap-…`` are dropped: once accepted the record is
-the person's, reworded, and its band is measured again by ``golden check``.
+``draft`` and ``needs-check`` are dropped: once accepted the record is the person's.
 A record takes its page's split: the one the golden set already gives the page when
 it gives one, else ``page_split``, so one page never feeds both dev and test.
 """
@@ -25,7 +24,6 @@ from pathlib import Path
 
 import yaml
 
-from docpilot.drafting.bias import BAND_TAG
 from docpilot.errors import InputError
 from docpilot.golden.draft import CHECK_TAG, DRAFT_TAG, page_split, record_lines
 from docpilot.golden.loading import read_golden
@@ -70,8 +68,7 @@ def accepted_fields(record: GoldenRecord, split: str) -> dict:
     """The record as the golden set holds it: draft-only fields and tags dropped, empty fields left out."""
     data = record.model_dump()
     data["split"] = split
-    # A reviewed question is reworded, so the band measured on the draft no longer holds.
-    data["tags"] = [tag for tag in record.tags if tag not in (DRAFT_TAG, CHECK_TAG) and not tag.startswith(BAND_TAG)]
+    data["tags"] = [tag for tag in record.tags if tag not in (DRAFT_TAG, CHECK_TAG)]
     return {name: data[name] for name in _ORDER if name == "gold" or data.get(name) not in (None, [], "")}
 
 

@@ -51,7 +51,7 @@ class GoldenShape(_Strict):
     record_warnings: list[str] = []
     """Records that run but weaken a number, each as `file:line, record 'id': what; fix: how`."""
     bias: dict[str, Any] | None = None
-    """How much the questions borrow from their gold sections (``docpilot.drafting.bias.SetBias``), per record
+    """How much the questions borrow from their gold sections (``docpilot.retrieval.bias.SetBias``), per record
     and for the set; None when not measured."""
 
 

@@ -166,8 +166,8 @@ def leaks_of(rows) -> list[LeakFound]:
 
 
 def rescore(report: Report) -> Report:
-    """The report with summary, counts, slices, gates and verdict recomputed from its rows alone."""
-    from docpilot.metrics.slices import slice_by_tag
+    """The report with summary, counts, slices, bands, gates and verdict recomputed from its rows alone."""
+    from docpilot.metrics.slices import slice_by_overlap, slice_by_tag
 
     conditions = report.config.get("gates", {}) or {}
     summary, counts, gates, outcome = score(
@@ -176,7 +176,9 @@ def rescore(report: Report) -> Report:
     )
     leaks = leaks_of(report.rows)
     slices = slice_by_tag(report.rows, gate_only=report.gate_only)
-    update = {"summary": summary, "counts": counts, "slices": slices, "gates": gates, "verdict": outcome,
+    bands = slice_by_overlap(report.rows, gate_only=report.gate_only)
+    update = {"summary": summary, "counts": counts, "slices": slices, "bands": bands, "gates": gates,
+              "verdict": outcome,
               "leaks": leaks, "replayed": _replayed(report.rows, gate_only=report.gate_only)}
     return report.model_copy(update=update)
 
@@ -197,7 +199,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
     """
     from docpilot.clock import command_ms
     from docpilot.config.loading import public_config
-    from docpilot.metrics.slices import slice_by_tag
+    from docpilot.metrics.slices import slice_by_overlap, slice_by_tag
     from docpilot.models.registry import model_identity
     from docpilot.reports.changes import comparable_config
 
@@ -248,6 +250,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         summary=summary,
         counts=counts,
         slices=slice_by_tag(rows, gate_only=job.gate_only, ahead=ahead),
+        bands=slice_by_overlap(rows, gate_only=job.gate_only, ahead=ahead),
         replayed=_replayed(rows, gate_only=job.gate_only),
         gates=gates,
         verdict=outcome,

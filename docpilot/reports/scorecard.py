@@ -235,19 +235,25 @@ def placeholder_warning(report: Report) -> str | None:
             "config (or DOCPILOT_CORPUS__BASE_URL) to where the docs are published")
 
 
+BANDS_TITLE = "by overlap band (the question's words in its gold section, docs/golden-set.md)"
+
+
 def _render_slices(report: Report, console: Console) -> None:
-    """One row per tag with the headline metrics, the numbers a run with --tag TAG would give."""
-    if not report.slices:
-        return
+    """One row per tag with the headline metrics (the numbers a run with --tag TAG would give), then one
+    per overlap band."""
     metrics = headline_metrics(report, terminal=True)
-    table = Table(title="by tag (the numbers a run with --tag TAG gives)", title_justify="left")
-    table.add_column("tag", no_wrap=True)
-    table.add_column("records", justify="right")
-    for metric in metrics:
-        table.add_column(metric, justify="right")
-    for tag, piece in report.slices.items():
-        table.add_row(escape(tag), str(piece.records), *(format_value(m, piece.summary.get(m)) for m in metrics))
-    console.print(table)
+    for title, label, pieces in (("by tag (the numbers a run with --tag TAG gives)", "tag", report.slices),
+                                 (BANDS_TITLE, "overlap", report.bands)):
+        if not pieces:
+            continue
+        table = Table(title=title, title_justify="left")
+        table.add_column(label, no_wrap=True)
+        table.add_column("records", justify="right")
+        for metric in metrics:
+            table.add_column(metric, justify="right")
+        for name, piece in pieces.items():
+            table.add_row(escape(name), str(piece.records), *(format_value(m, piece.summary.get(m)) for m in metrics))
+        console.print(table)
 
 
 def retrieval_line(report: Report) -> str | None:

@@ -61,7 +61,8 @@ def join_variants(parts: Sequence[tuple[Variant, Report]], *, gate_variant: str 
             name=name, overrides=dict(variant.overrides),
             config=report.config, fingerprints={k: v for k, v in report.fingerprints.items() if k in ("model", "config")},
             cache_stats=cache_stats(own, gate_only=report.gate_only, runtime=report.runtime),
-            summary=report.summary, counts=report.counts, slices=report.slices, replayed=report.replayed,
+            summary=report.summary, counts=report.counts, slices=report.slices, bands=report.bands,
+            replayed=report.replayed,
             gates=report.gates, verdict=report.verdict, leaks=report.leaks,
         ))
     base = parts[0][1]
@@ -162,7 +163,7 @@ def cheapest_of(names: Sequence[str], summaries: Mapping[str, Mapping]) -> tuple
 
 def rescore_variants(report: Report) -> Report:
     """A report of several variants with every variant's numbers and the paired verdict recomputed from its rows."""
-    from docpilot.metrics.slices import slice_by_tag
+    from docpilot.metrics.slices import slice_by_overlap, slice_by_tag
     from docpilot.metrics.summary import replayed_counts
     from docpilot.reports.report import leaks_of
 
@@ -181,6 +182,7 @@ def rescore_variants(report: Report) -> Report:
         results.append(result.model_copy(update={
             "summary": summary, "counts": counts, "gates": gates, "verdict": outcome, "leaks": leaks_of(own),
             "slices": slice_by_tag(own, gate_only=report.gate_only),
+            "bands": slice_by_overlap(own, gate_only=report.gate_only),
             "replayed": replayed_counts(own, gate_only=report.gate_only)}))
     gate_variant = report.paired.gate_variant if report.paired else None
     paired = paired_verdict(report.rows, names, {r.name: r.summary for r in results}, gate_only=report.gate_only,
@@ -189,7 +191,7 @@ def rescore_variants(report: Report) -> Report:
     return report.model_copy(update={
         "variants": results, "paired": paired, "verdict": overall_verdict(results, gate_variant),
         "summary": first.summary, "counts": first.counts, "gates": first.gates, "slices": first.slices,
-        "replayed": first.replayed, "leaks": first.leaks,
+        "bands": first.bands, "replayed": first.replayed, "leaks": first.leaks,
     })
 
 
@@ -219,6 +221,6 @@ def one_variant(report: Report, name: str | None = None, *, path: object = None)
         "schema_version": 1, "rows": [row for row in report.rows if row.variant == chosen],
         "config": result.config or report.config, "fingerprints": {**report.fingerprints, **result.fingerprints},
         "cache_stats": result.cache_stats, "summary": result.summary, "counts": result.counts,
-        "slices": result.slices, "replayed": result.replayed, "gates": result.gates, "verdict": result.verdict,
+        "slices": result.slices, "bands": result.bands, "replayed": result.replayed, "gates": result.gates, "verdict": result.verdict,
         "leaks": result.leaks, "variants": None, "paired": None,
     })

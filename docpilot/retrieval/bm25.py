@@ -84,6 +84,14 @@ class LexicalIndex:
             raise ValueError(f"{folder / 'vocabulary.json'}: a term is listed twice")
         return cls(vocabulary, data, indices, indptr, size)
 
+    def frequency(self, term: int) -> int:
+        """How many chunks hold the term of column ``term`` (its document frequency)."""
+        return int(self._indptr[term + 1] - self._indptr[term])
+
+    def holding(self, term: int) -> np.ndarray:
+        """The chunks that hold the term of column ``term``, in ascending order."""
+        return self._indices[self._indptr[term]:self._indptr[term + 1]]
+
     def best_possible(self, query: Sequence[str]) -> float:
         """The score of a chunk holding every query term at its highest weight in the index (repeats add up)."""
         if self._best is None:

@@ -118,12 +118,13 @@ def _render(run: RunContext, traces: list[Trace]) -> list[Trace]:
 
 def _score(run: RunContext, traces: list[Trace]) -> list[Row]:
     """One report row per trace, with what the metrics read."""
+    meter = run.workspace.bias
     if run.job.gate_only:
-        return pipeline.build_rows(traces, gate_only=True)
+        return pipeline.build_rows(traces, gate_only=True, meter=meter)
     from docpilot.assistant.language import corpus_language
 
     return pipeline.build_rows(traces, corpus_language=corpus_language(run.workspace.corpus),
-                               model=run.job.config.model)
+                               model=run.job.config.model, meter=meter)
 
 
 def _check_running(run: RunContext) -> None:

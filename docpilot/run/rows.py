@@ -7,6 +7,7 @@ first gold rank past the top 8, the prompt's sources, the turn and its rendered 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from docpilot.assistant.language import RULE as LANGUAGE_RULE
 from docpilot.assistant.language import detect_language, expected_language
@@ -16,21 +17,25 @@ from docpilot.metrics.retrieval import first_relevant_rank
 from docpilot.models.prices import turn_cost_usd
 from docpilot.schema import Row
 
+if TYPE_CHECKING:
+    from docpilot.retrieval.bias import BiasMeter
+
 
 def build_rows(
     traces: list[Trace], *, gate_only: bool = False, corpus_language: str | None = None,
-    model: ModelConfig | None = None,
+    model: ModelConfig | None = None, meter: BiasMeter | None = None,
 ) -> list[Row]:
     """One report row per trace: what the scorer reads.
 
     ``corpus_language`` is the docs' language, which a record expects when neither it
     nor its question says which (``docpilot.assistant.language.expected_language``).
     ``model`` gives the prices that turn each row's usage into its ``cost_usd``.
+    ``meter`` measures each positive's ``overlap`` with its gold sections (none without it).
     """
     rows = []
     for trace in traces:
         began = time.time()
-        row = _row(trace, gate_only=gate_only, corpus_language=corpus_language, model=model)
+        row = _row(trace, gate_only=gate_only, corpus_language=corpus_language, model=model, meter=meter)
         row.timeline["score"] = (began, time.time())
         rows.append(row)
     return rows
@@ -72,7 +77,7 @@ def _gold_rank(trace: Trace, retrieved: list[str]) -> tuple[int | None, int | No
 
 
 def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None,
-         model: ModelConfig | None = None) -> Row:
+         model: ModelConfig | None = None, meter: BiasMeter | None = None) -> Row:
     # The fields are gathered first and the row is built once: cheaper than setting
     # them one by one on a built row, a thousand rows at a time.
     record = trace.record
@@ -100,6 +105,8 @@ def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None,
     )
     if trace.attack is not None:
         row.update(forbidden=trace.attack.forbidden, expect=trace.attack.expect)
+    elif meter is not None and record.gold:
+        row["overlap"] = meter.overlap(record)
     if gate_only:
         if trace.retrieve_ms is not None:
             row["stages_ms"] = {"retrieve": round(trace.retrieve_ms, 3)}

@@ -59,9 +59,12 @@ def test_drafts_of_the_demo_docs_check_run_and_repeat_byte_for_byte(project):
     report = json.loads((project / "report.json").read_text())
     assert len(report["rows"]) == len(load_golden(project / "evals" / "drafts.yaml"))
     assert report["summary"]["recall@8"] is not None
-    bands = {tag: piece for tag, piece in report["slices"].items() if tag.startswith("overlap-")}
+    assert not any(tag.startswith("overlap") for tag in report["slices"])  # a band is measured, not a tag
+    bands = report["bands"]
     assert bands and sum(piece["records"] for piece in bands.values()) == 60  # recall by overlap band
     assert all(piece["summary"]["recall@8"] is not None for piece in bands.values())
+    by_id = {r["id"]: r["overlap"] for r in shown["bias"]["records"]}
+    assert {row["id"]: row["overlap"] for row in report["rows"] if row["gold"]} == by_id  # golden check's figure
 
 
 def test_every_gold_answer_is_in_its_section_and_each_page_keeps_one_split(project):

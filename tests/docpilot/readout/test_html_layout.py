@@ -46,6 +46,7 @@ def report():
     rows = [r.model_copy(update={
         "tags": ["auth"] if any("auth" in g for g in r.gold) else ["misc"],
         "answer": f"{r.answer} Sign in with `acme login` first." if r.id == "pos-invented" else r.answer,
+        "overlap": (0.3 if r.id == "pos-miss" else 0.9) if r.kind == "positive" else None,
     }) for r in report.rows]
     return rescore(report.model_copy(update={"rows": rows}))
 
@@ -74,6 +75,14 @@ def test_the_by_tag_table_holds_each_slice(page_html, report):
     auth = report.slices["auth"]
     assert f'<tr><td>auth</td><td class="num">{auth.records}</td><td class="num">' \
            f'{auth.summary["recall@8"]:.3f}</td>' in table
+
+
+def test_the_by_overlap_band_table_holds_each_band(page_html, report):
+    table = page_html.split('<table id="bands">')[1].split("</table>")[0]
+    assert list(report.bands) == ["low", "high"]
+    for name, piece in report.bands.items():
+        assert f'<tr><td>{name}</td><td class="num">{piece.records}</td><td class="num">' \
+               f'{piece.summary["recall@8"]:.3f}</td>' in table
 
 
 def test_answers_show_code_spans_as_code(page_html):

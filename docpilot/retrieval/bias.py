@@ -9,7 +9,8 @@ for the set, say how far a set leans that way:
 - **overlap**: the share of the question's content words found in its gold section
   (heading path and text, as BM25 reads them), each word weighted by its BM25 idf
   over the docs' chunks, so a rare word copied counts more than a common one; the
-  best of the record's gold sections. ``overlap_band`` sorts it into low, mid, high.
+  best of the record's gold sections. ``docpilot.metrics.slices.overlap_band`` sorts it
+  into low, mid, high, and an eval reports recall per band (the report's ``bands``).
 - **heading**: the share of the gold section's heading words that the question reuses.
 - **leakage**: the share of the gold answer's content words that are in the question.
 - **BM25 rank**: where plain BM25 over the chunks ranks the first section matching a
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from statistics import median
 from typing import TYPE_CHECKING
 
@@ -31,21 +31,17 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from docpilot.metrics.gold import is_relevant, is_under, matches
+from docpilot.metrics.slices import BANDS, overlap_band
 from docpilot.retrieval.tokens import terms
 
 if TYPE_CHECKING:
     from docpilot.config.model import RetrievalConfig
     from docpilot.corpus.pages import Corpus, Section
-    from docpilot.golden.draft import Drafted
     from docpilot.retrieval.bm25 import LexicalIndex
     from docpilot.schema import GoldenRecord
 
 DEPTH = 100
 """How deep the BM25 ranking is searched for a gold section."""
-BANDS = (("low", 0.5), ("mid", 0.8), ("high", math.inf))
-"""Overlap bands: below 0.5 low, below 0.8 mid, else high."""
-BAND_TAG = "overlap-"
-"""A draft's tag names its band (``overlap-high``), so an eval reports recall per band as a slice."""
 
 
 class _Strict(BaseModel):
@@ -92,44 +88,43 @@ class SetBias(_Strict):
     """Each positive's figures, in file order."""
 
 
-def overlap_band(overlap: float | None) -> str | None:
-    """The band of an overlap value: ``low``, ``mid`` or ``high``."""
-    if overlap is None:
-        return None
-    return next(name for name, below in BANDS if overlap < below)
-
-
-def with_bands(drafted: Drafted, bands: dict[str, str | None]) -> Drafted:
-    """The drafts, each positive tagged ``overlap-low|mid|high``: the eval's tag slices then give recall by band."""
-    drafts = [replace(d, tags=(*d.tags, f"{BAND_TAG}{bands[d.id]}")) if bands.get(d.id) else d
-              for d in drafted.drafts]
-    return replace(drafted, drafts=drafts)
-
-
 class BiasMeter:
-    """Measures questions against one corpus: its BM25 index over chunks is built once."""
+    """Measures questions against one corpus, over BM25 of its chunks as the retriever reads them.
 
-    def __init__(self, corpus: Corpus, settings: RetrievalConfig) -> None:
-        from docpilot.retrieval.bm25 import LexicalIndex
-        from docpilot.retrieval.index import lexical_text
+    ``index`` is that BM25 when the caller has it (a run's retriever, built over the same
+    ``lexical_text`` of the same chunks); without it the meter builds its own, the first
+    time a figure needs it.
+    """
 
+    def __init__(self, corpus: Corpus, settings: RetrievalConfig, *, index: LexicalIndex | None = None) -> None:
         self.corpus = corpus
-        chunks = corpus.chunks
-        self._texts = [lexical_text(corpus, c, settings) for c in chunks]
-        self._index: LexicalIndex = LexicalIndex.build(self._texts, k1=settings.k1, b=settings.b)
-        self._terms_of: dict[str, set[str]] = {}
+        self._settings = settings
+        self._built = index
         self._idfs: dict[str, float] = {}
-        self._section_of = [c.section_id for c in chunks]
+        self._section_of = [c.section_id for c in corpus.chunks]
         self._chunks_of: dict[str, list[int]] = {}
-        for n, chunk in enumerate(chunks):
+        for n, chunk in enumerate(corpus.chunks):
             self._chunks_of.setdefault(chunk.section_id, []).append(n)
-        self._size = max(self._index.size, 1)
+
+    @property
+    def _index(self) -> LexicalIndex:
+        if self._built is None:
+            from docpilot.retrieval.bm25 import LexicalIndex
+            from docpilot.retrieval.index import lexical_text
+
+            texts = [lexical_text(self.corpus, c, self._settings) for c in self.corpus.chunks]
+            self._built = LexicalIndex.build(texts, k1=self._settings.k1, b=self._settings.b)
+        return self._built
+
+    def overlap(self, record: GoldenRecord) -> float | None:
+        """The record's overlap, rounded as ``RecordBias.overlap``; None without gold or content words."""
+        return _round(self._best_overlap(set(terms(record.question)), self._gold_sections(record.gold)))
 
     def measure(self, record: GoldenRecord) -> RecordBias:
         """The figures of one positive."""
         question = set(terms(record.question))
         sections = self._gold_sections(record.gold)
-        overlap = max((self._overlap(question, s) for s in sections), default=None) if question else None
+        overlap = self._best_overlap(question, sections)
         headings = [set(terms(s.title or self.corpus.pages[s.page_id].title)) for s in sections]
         heading = max((v for h in headings if (v := _share(h, question)) is not None), default=None)
         answer = set(terms(record.gold_answer or ""))
@@ -160,22 +155,36 @@ class BiasMeter:
                  if any(is_under(page.id, entry.partition("#")[0]) for entry in gold)]
         return [s for page in pages for s in page.sections if any(matches(s.id, entry) for entry in gold)]
 
+    def _best_overlap(self, question: set[str], sections: Sequence[Section]) -> float | None:
+        if not question:
+            return None
+        return max((self._overlap(question, s) for s in sections), default=None)
+
     def _overlap(self, question: set[str], section: Section) -> float:
         """IDF-weighted share of the question's words that the section's chunks hold (as BM25 reads them)."""
-        held = self._terms_of.get(section.id)
-        if held is None:
-            texts = [self._texts[n] for n in self._chunks_of.get(section.id, [])]
-            held = self._terms_of[section.id] = {t for text in texts for t in terms(text)}
+        chunks = np.asarray(self._chunks_of.get(section.id, []), dtype=np.int32)
         weights = {term: self._idf(term) for term in question}
         total = sum(weights.values())
-        return sum(w for term, w in weights.items() if term in held) / total if total else 0.0
+        return sum(w for term, w in weights.items() if self._held(term, chunks)) / total if total else 0.0
+
+    def _held(self, term: str, chunks: np.ndarray) -> bool:
+        """Whether any of ``chunks`` holds the term: its column of the index names one of them."""
+        column = self._index.vocabulary.get(term)
+        if column is None or not len(chunks):
+            return False
+        holding = self._index.holding(column)
+        places = np.searchsorted(holding, chunks)
+        inside = places < len(holding)
+        return bool(np.any(holding[places[inside]] == chunks[inside]))
 
     def _idf(self, term: str) -> float:
         """BM25's idf of a term over the chunks (the highest for a term no chunk holds)."""
         if term not in self._idfs:
-            scores = self._index.scores([term])
-            df = 0 if scores is None else int(np.count_nonzero(scores))
-            self._idfs[term] = math.log1p((self._size - df + 0.5) / (df + 0.5))
+            index = self._index
+            column = index.vocabulary.get(term)
+            df = 0 if column is None else index.frequency(column)
+            size = max(index.size, 1)
+            self._idfs[term] = math.log1p((size - df + 0.5) / (df + 0.5))
         return self._idfs[term]
 
     def _rank(self, record: GoldenRecord) -> int | None:
