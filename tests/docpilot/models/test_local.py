@@ -30,8 +30,9 @@ def _prompt(question: str) -> Prompt:
     return Prompt(question=question, messages=[{"role": "user", "content": question}])
 
 
-async def _ask_all(base_url: str, questions: list[str]):
-    async with OpenAIModel(base_url=base_url, model=NAME, max_tokens=24, timeout_s=TIMEOUT_S, retries=0) as model:
+async def _ask_all(base_url: str, questions: list[str], *, max_tokens: int):
+    async with OpenAIModel(base_url=base_url, model=NAME, max_tokens=max_tokens, timeout_s=TIMEOUT_S,
+                           retries=0) as model:
         return await asyncio.gather(*(model.complete(_prompt(q)) for q in questions))
 
 
@@ -39,7 +40,8 @@ async def _ask_all(base_url: str, questions: list[str]):
 # arrives ([DONE] with no finish_reason); such turns were stored and scored as empty answers.
 def test_the_servers_default_interruptions_become_errors_never_answers() -> None:
     with default_server() as base_url:
-        turns = asyncio.run(_ask_all(base_url, QUESTIONS))
+        # Turns long enough to be in flight when the next request arrives.
+        turns = asyncio.run(_ask_all(base_url, QUESTIONS, max_tokens=24))
     interrupted = [t for t in turns if t.error is not None]
     assert interrupted, "the server finished every turn; it should interrupt all but the last"
     for turn in interrupted:
@@ -49,7 +51,8 @@ def test_the_servers_default_interruptions_become_errors_never_answers() -> None
 
 
 def test_the_honest_server_finishes_every_turn_and_times_its_first_token(llama_server) -> None:
-    turns = asyncio.run(_ask_all(llama_server, QUESTIONS))
+    # Short turns, each still queued behind the one before.
+    turns = asyncio.run(_ask_all(llama_server, QUESTIONS, max_tokens=8))
     assert [t.error for t in turns] == [None, None, None]
     for turn in turns:
         assert turn.finish_reason in ("stop", "length") and turn.answer.strip()
@@ -73,7 +76,7 @@ def test_an_eval_with_the_local_provider_runs_end_to_end_and_stops_its_server(tm
     config = tmp_path / "local.yaml"
     config.write_text(
         "prime:\n  top_k: 2\n"
-        f"model:\n  max_tokens: 48\n  timeout_s: {TIMEOUT_S}\n"
+        f"model:\n  max_tokens: 12\n  timeout_s: {TIMEOUT_S}\n"
         f"cache_dir: {tmp_path / 'cache'}\nreports_dir: {tmp_path / 'reports'}\n"
     )
     out = tmp_path / "report.json"

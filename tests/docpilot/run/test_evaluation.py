@@ -34,7 +34,7 @@ def test_evaluate_with_the_local_provider_gives_the_clis_report(tmp_path):
         path = tmp_path / f"{name}.yaml"
         path.write_text(
             "prime:\n  top_k: 2\n"
-            f"model:\n  max_tokens: 32\n  timeout_s: {TIMEOUT_S}\n"
+            f"model:\n  max_tokens: 12\n  timeout_s: {TIMEOUT_S}\n"
             f"cache_dir: {tmp_path / name / 'cache'}\nreports_dir: {tmp_path / name / 'reports'}\n"
         )
         return path

@@ -26,7 +26,7 @@ def test_extractive_at_two_top_k_and_smollm2_in_one_run(tmp_path):
         "variants:\n"
         "  extractive-k5: {}\n"
         "  extractive-k2:\n    prime.top_k: 2\n"
-        f"  smollm2-k2:\n    model.provider: local\n    model.max_tokens: 24\n    model.timeout_s: {TIMEOUT_S}\n"
+        f"  smollm2-k2:\n    model.provider: local\n    model.max_tokens: 12\n    model.timeout_s: {TIMEOUT_S}\n"
         "    prime.top_k: 2\n"
     )
     out = tmp_path / "report.json"
