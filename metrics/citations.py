@@ -1,7 +1,9 @@
 """Citation metrics: did the answer name the right passages, and only real ones.
 
 ``citations`` on a row are the section ids behind markers that resolved to a primed
-source; a section cited twice counts once. The last three functions give counts:
+source, or, for a target that lists what it cites apart from its text
+(``reply.citations``), behind the listed items that named a returned source; a section
+cited twice counts once. The last three functions give counts:
 any record they count fails the run (except unlinked negatives, reported apart).
 """
 
@@ -37,7 +39,8 @@ def hallucinated_citations(row: Row) -> int:
     """How many markers in the answer point at no primed source.
 
     A number no primed source carries and a bracketed section id that was not primed
-    both count: the renderer records each in ``row.hallucinated``.
+    both count, and so does a listed citation of a target that names none of the
+    sources it returned: the renderer records each in ``row.hallucinated``.
     """
     return len(row.hallucinated)
 

@@ -110,6 +110,9 @@ class RemoteTurn(BaseModel):
     """The `thought` events joined."""
     citations: Panel | None = None
     """The rendered panel the server sent."""
+    cited: list[str] | None = None
+    """What a target's answer cites, read by its `reply.citations` (docs/targets.md): each a number into
+    the returned sources (`"2"`) or a section id, as a marker's label; None when its markers say."""
     refusal: RefusalEvent | None = None
     """The refusal, when refused."""
     timing: TimingEvent | None = None

@@ -13,6 +13,13 @@ request is sent:
 The returned sources, in their order, become the ranking and the numbered sources the
 answer's ``[n]`` markers cite; each is mapped to a section id by ``section_id``. A
 target whose mapping names no sources gives no ranking: ``RemoteTurn.retrieval`` is None.
+A mapping with ``citations`` reads what the answer cites from the reply instead of its
+markers, into ``RemoteTurn.cited``: a number as its digits, a source as its section id.
+
+A 429 or 503 is asked again, as ``docpilot.net.retry`` says (the target's ``retries``
+times, after its ``Retry-After`` up to a cap, else a doubling backoff); the waits count
+in the latency, as a user would wait them. Past the last retry the turn is an error
+naming the status.
 
 A reply the mapping cannot read (an answer path that matches nothing, a body that is
 not JSON) or an auth failure (401, 403) is a fault of the config, not of one answer:
@@ -23,6 +30,7 @@ error. Nothing is stored as an answer either way.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -39,6 +47,7 @@ from docpilot.api.schema import PrimedSource, RankedHit, RefusalEvent, Retrieval
 from docpilot.config.target import SourceMapping, Target
 from docpilot.errors import ConfigError
 from docpilot.models.base import paints, parse_refusal
+from docpilot.net.retry import RetryPolicy, parse_retry_after
 from docpilot.net.sse import EventReader
 
 __all__ = [
@@ -48,6 +57,8 @@ __all__ = [
 _EXCERPT = 200
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PLACEHOLDERS = ("question", "scope", "id")
+_BUSY = (429, 503)
+"""Statuses that say the target is busy for now: asked again, by the target's retry policy."""
 
 
 class TargetReplyError(ConfigError):
@@ -157,18 +168,27 @@ async def ask_target(
     def elapsed() -> float:
         return (time.perf_counter() - started) * 1000
 
+    policy = RetryPolicy(target.retries)
+    attempt = 0
     try:
-        async with client.stream(target.method, target.url, json=body, headers=sent,
-                                 timeout=target.timeout_s) as response:
-            turn.status = response.status_code
-            turn.server_timing = parse_server_timing(response.headers.get("server-timing"))
-            if response.status_code != 200:
-                await _http_fault(turn, response, target, strict)
-            else:
-                reader = _READERS[target.reply.kind]
-                problem = await reader(turn, response, target, elapsed)
-                if problem is not None:
-                    _mapping_fault(turn, target, problem, strict)
+        while True:
+            async with client.stream(target.method, target.url, json=body, headers=sent,
+                                     timeout=target.timeout_s) as response:
+                turn.status = response.status_code
+                if response.status_code in _BUSY and not policy.gives_up(attempt):
+                    await response.aread()
+                    await asyncio.sleep(policy.wait_s(attempt, parse_retry_after(response.headers.get("retry-after"))))
+                    attempt += 1
+                    continue
+                turn.server_timing = parse_server_timing(response.headers.get("server-timing"))
+                if response.status_code != 200:
+                    await _http_fault(turn, response, target, strict, attempts=attempt + 1)
+                else:
+                    reader = _READERS[target.reply.kind]
+                    problem = await reader(turn, response, target, elapsed)
+                    if problem is not None:
+                        _mapping_fault(turn, target, problem, strict)
+            break
     except httpx.HTTPError as exc:
         code = "timeout" if isinstance(exc, httpx.TimeoutException) else "connect"
         turn.fail(code, f"no reply from {target.url} ({type(exc).__name__}: {exc}); "
@@ -176,7 +196,8 @@ async def ask_target(
     return _close(turn, target, elapsed())
 
 
-async def _http_fault(turn: RemoteTurn, response: httpx.Response, target: Target, strict: bool) -> None:
+async def _http_fault(turn: RemoteTurn, response: httpx.Response, target: Target, strict: bool,
+                      *, attempts: int = 1) -> None:
     raw = (await response.aread()).decode("utf-8", errors="replace")
     excerpt = " ".join(raw.split())[:_EXCERPT]
     status = response.status_code
@@ -188,8 +209,13 @@ async def _http_fault(turn: RemoteTurn, response: httpx.Response, target: Target
                                    hint="check the target's headers and the environment variables they read")
         turn.fail("auth", message)
         return
-    turn.fail("rate_limit" if status == 429 else "http_status",
-              f"HTTP {status} from {target.url}: {excerpt}; fix: see the target's log")
+    if status in _BUSY:
+        busy = "rate limiting" if status == 429 else "unavailable"
+        turn.fail("rate_limit" if status == 429 else "http_status",
+                  f"HTTP {status} from {target.url}: {excerpt} (gave up after {attempts} attempts); "
+                  f"fix: the target is {busy}; lower model.concurrency, or raise the target's retries")
+        return
+    turn.fail("http_status", f"HTTP {status} from {target.url}: {excerpt}; fix: see the target's log")
 
 
 def _mapping_fault(turn: RemoteTurn, target: Target, problem: str, strict: bool) -> None:
@@ -236,6 +262,29 @@ def _take_sources(turn: RemoteTurn, target: Target, data: Any) -> bool:
     return True
 
 
+def _take_citations(turn: RemoteTurn, target: Target, data: Any) -> bool:
+    """Read what the answer cites from ``data`` into ``turn.cited``; whether the citations path matched."""
+    reply = target.reply
+    found = _search(reply.citations, data) if reply.citations else None
+    if found is None:
+        return False
+    items = found if isinstance(found, list) else [found]
+    turn.cited = [_citation_label(item, target) for item in items]
+    return True
+
+
+def _citation_label(item: Any, target: Target) -> str:
+    """One cited item as a marker's label: a number as its digits, a source as its section id.
+
+    A source that maps to no section id (an object without the ``source_id`` field) keeps
+    its JSON, so the row shows what was cited that named no returned source.
+    """
+    if isinstance(item, int) and not isinstance(item, bool):
+        return str(item)
+    found = section_id(_search(target.reply.source_id, item), target.source_ids)
+    return found if found is not None else json.dumps(item, sort_keys=True)[:_EXCERPT]
+
+
 def _take_refusal(turn: RemoteTurn, target: Target, data: Any) -> None:
     if target.reply.refusal and _search(target.reply.refusal, data):
         turn.refusal = RefusalEvent(refused_by="model", cause="not-answerable", reply=None)
@@ -258,17 +307,20 @@ async def _read_json(turn: RemoteTurn, response: httpx.Response, target: Target,
         return f"has nothing at reply.answer {target.reply.answer!r}; it has {_keys(data)}"
     if target.reply.sources and not _take_sources(turn, target, data):
         return f"has nothing at reply.sources {target.reply.sources!r}; it has {_keys(data)}"
+    if target.reply.citations and not _take_citations(turn, target, data):
+        return f"has nothing at reply.citations {target.reply.citations!r}; it has {_keys(data)}"
     turn.answer = "" if answer is None else str(answer)
     return None
 
 
 class _Stream:
-    """What a streamed reply has shown so far: whether deltas, sources and its end arrived."""
+    """What a streamed reply has shown so far: whether deltas, sources, citations and its end arrived."""
 
     def __init__(self) -> None:
         self.deltas = 0
         self.matched = 0
         self.sources = False
+        self.citations = False
         self.ended = False
         self.first: Any = None
         self.names: list[str] = []
@@ -282,13 +334,17 @@ class _Stream:
             return f"sent no {reply.delta_event!r} event (reply.delta_event); the events it sent: {seen}"
         if reply.sources and not self.sources:
             return f"has nothing at reply.sources {reply.sources!r}; its first delta has {_keys(self.first)}"
+        if reply.citations and not self.citations:
+            return f"has nothing at reply.citations {reply.citations!r}; its first delta has {_keys(self.first)}"
         return None
 
 
 def _take_delta(turn: RemoteTurn, target: Target, stream: _Stream, data: Any, now_ms: float,
-                *, carries_sources: bool, carries_delta: bool) -> None:
+                *, carries_sources: bool, carries_citations: bool, carries_delta: bool) -> None:
     if carries_sources and not stream.sources:
         stream.sources = _take_sources(turn, target, data)
+    if carries_citations and not stream.citations:
+        stream.citations = _take_citations(turn, target, data)
     _take_refusal(turn, target, data)
     if not carries_delta:
         return
@@ -307,6 +363,7 @@ async def _read_sse(turn: RemoteTurn, response: httpx.Response, target: Target,
                     elapsed: Callable[[], float]) -> str | None:
     reply, stream, reader = target.reply, _Stream(), EventReader(dataless=True)
     sources_event = reply.sources_event or reply.delta_event
+    citations_event = reply.citations_event or sources_event
     async for piece in response.aiter_bytes():
         for name, raw in reader.feed_named(piece):
             now = elapsed()
@@ -314,7 +371,7 @@ async def _read_sse(turn: RemoteTurn, response: httpx.Response, target: Target,
             if name == reply.end_event or (name == "message" and raw.strip() == "[DONE]"):
                 stream.ended, turn.latency_ms = True, now  # `[DONE]`: how OpenAI-style streams end
                 break
-            if name not in (reply.delta_event, sources_event):
+            if name not in (reply.delta_event, sources_event, citations_event):
                 continue
             try:
                 data = json.loads(raw)
@@ -323,7 +380,7 @@ async def _read_sse(turn: RemoteTurn, response: httpx.Response, target: Target,
             turn.events.append(RemoteEvent(name=name, data=data if isinstance(data, dict) else {"value": data},
                                            at_ms=now))
             _take_delta(turn, target, stream, data, now, carries_sources=name == sources_event,
-                        carries_delta=name == reply.delta_event)
+                        carries_citations=name == citations_event, carries_delta=name == reply.delta_event)
         if stream.ended:
             break
     if reply.end_event is not None and not stream.ended:
@@ -347,9 +404,10 @@ async def _read_ndjson(turn: RemoteTurn, response: httpx.Response, target: Targe
                                        at_ms=now))
         if reply.end and _search(reply.end, data):
             stream.ended, turn.latency_ms = True, now
-            _take_delta(turn, target, stream, data, now, carries_sources=True, carries_delta=False)
+            _take_delta(turn, target, stream, data, now, carries_sources=True, carries_citations=True,
+                        carries_delta=False)
             break
-        _take_delta(turn, target, stream, data, now, carries_sources=True, carries_delta=True)
+        _take_delta(turn, target, stream, data, now, carries_sources=True, carries_citations=True, carries_delta=True)
     if reply.end is not None and not stream.ended:
         turn.fail("incomplete", f"the stream of {target.url} ended before a line matching reply.end "
                                 f"{reply.end!r}; fix: check the target's log")
@@ -405,6 +463,7 @@ def describe_sample(turn: RemoteTurn, target: Target, known: Callable[[str], boo
             "sources": {"path": reply.sources, "matched": turn.retrieval is not None, "count": len(sources)},
             "refusal": {"path": reply.refusal, "refused": turn.refusal is not None},
         },
+        "citations": {"path": reply.citations, "matched": turn.cited is not None, "cited": turn.cited or []},
         "sources": [{"n": s.n, "source": s.url, "section_id": s.section_id, "in_docs": known(s.section_id)}
                     for s in sources],
         "latency_ms": turn.latency_ms, "first_token_ms": turn.first_token_ms, "server_timing": turn.server_timing,

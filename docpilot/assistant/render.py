@@ -16,6 +16,9 @@ reader gets. Rules:
   *unlinked*.
 - A code block (a fence, as a model or the extractive baseline's quoted command writes
   it) is shown as code: brackets in it are code, never markers.
+- An assistant that says what it cites apart from its text (a target's
+  ``reply.citations``) is read by that list instead of its markers: each item that
+  names a source is a citation and a link, one that names none is hallucinated.
 - A refusal is shown as a message, with no Sources.
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -149,69 +153,107 @@ def _html_text(text: str) -> str:
     return "".join(out)
 
 
-def render_panel(
-    answer: str,
-    sources: Sequence[Source],
-    url_for: Callable[[str], str],
-    *,
-    refused: bool = False,
-) -> Panel:
-    """Render one answer against the sources it was primed with."""
-    if refused:
-        text = "The documentation does not answer this question."
-        return Panel(markdown=text, html=f'<div class="panel refused"><p>{html.escape(text)}</p></div>')
+@dataclass
+class _Cites:
+    """What an answer cites, gathered as it is read, and its text as shown (Markdown and HTML pieces)."""
+
+    markers: list[str] = field(default_factory=list)
+    cited: dict[str, Source] = field(default_factory=dict)
+    hallucinated: list[str] = field(default_factory=list)
+    links: int = 0
+    md: list[str] = field(default_factory=list)
+    html: list[str] = field(default_factory=list)
+
+
+def _read_markers(answer: str, sources: Sequence[Source], url_for: Callable[[str], str]) -> _Cites:
+    """The answer's ``[n]`` and ``[section#id]`` markers resolved against its sources, each ``[n]`` linked."""
     by_n = {str(s.n): s for s in sources}
     primed = {s.section_id for s in sources}
-    markers: list[str] = []
-    cited: dict[str, Source] = {}
-    hallucinated: list[str] = []
-    links = 0
-    md_parts: list[str] = []
-    html_parts: list[str] = []
+    cites = _Cites()
     pos = 0
     code = _code_blocks(answer) if "```" in answer or "~~~" in answer else []
     for match in _MARKER.finditer(answer):
         labels = marker_labels(match.group(1))
         if labels is None or any(start <= match.start() < end for start, end, _ in code):
             continue
-        md_parts.append(answer[pos : match.start()])
-        html_parts.append(html.escape(answer[pos : match.start()]))
+        cites.md.append(answer[pos : match.start()])
+        cites.html.append(html.escape(answer[pos : match.start()]))
         pos = match.end()
         for label in labels:
-            markers.append(label)
+            cites.markers.append(label)
             source = by_n.get(label)
             if source is not None:
-                cited.setdefault(source.section_id, source)
+                cites.cited.setdefault(source.section_id, source)
                 url = url_for(source.section_id)
-                links += 1
-                md_parts.append(f"[[{label}]]({url})")
-                html_parts.append(f'<a class="cite" href="{html.escape(url, quote=True)}">[{label}]</a>')
+                cites.links += 1
+                cites.md.append(f"[[{label}]]({url})")
+                cites.html.append(f'<a class="cite" href="{html.escape(url, quote=True)}">[{label}]</a>')
             elif label.isdigit() or label not in primed:
-                hallucinated.append(label)
+                cites.hallucinated.append(label)
             else:
-                md_parts.append(f"[{label}]")
-                html_parts.append(html.escape(f"[{label}]"))
-    md_parts.append(answer[pos:])
-    html_parts.append(html.escape(answer[pos:]))
-    shown = list(cited.values()) or list(sources)
+                cites.md.append(f"[{label}]")
+                cites.html.append(html.escape(f"[{label}]"))
+    cites.md.append(answer[pos:])
+    cites.html.append(html.escape(answer[pos:]))
+    return cites
+
+
+def _read_given(answer: str, sources: Sequence[Source], given: Sequence[str]) -> _Cites:
+    """Citations the assistant gave apart from its text, resolved against its sources; the text is kept as written.
+
+    Each is a source's number or a section id. One that names a source is a citation and
+    a link (the assistant shows it beside the answer); one that names none is hallucinated,
+    as a marker out of range is.
+    """
+    by_label = {s.section_id: s for s in sources} | {str(s.n): s for s in sources}
+    cites = _Cites(markers=list(given), md=[answer], html=[html.escape(answer)])
+    for label in given:
+        source = by_label.get(label)
+        if source is None:
+            cites.hallucinated.append(label)
+            continue
+        cites.cited.setdefault(source.section_id, source)
+        cites.links += 1
+    return cites
+
+
+def render_panel(
+    answer: str,
+    sources: Sequence[Source],
+    url_for: Callable[[str], str],
+    *,
+    refused: bool = False,
+    cited: Sequence[str] | None = None,
+) -> Panel:
+    """Render one answer against the sources it was primed with.
+
+    ``cited`` is what the answer cites when the assistant gave it apart from the text (a
+    target's ``reply.citations``), each a source's number or a section id; the text's
+    markers are then not read. None: the markers say what the answer cites.
+    """
+    if refused:
+        text = "The documentation does not answer this question."
+        return Panel(markdown=text, html=f'<div class="panel refused"><p>{html.escape(text)}</p></div>')
+    cites = _read_markers(answer, sources, url_for) if cited is None else _read_given(answer, sources, cited)
+    shown = list(cites.cited.values()) or list(sources)
     rows = [SourceRow(n=s.n, section_id=s.section_id, title=s.title, url=url_for(s.section_id)) for s in shown]
-    body = _tidy("".join(md_parts)).strip()
+    body = _tidy("".join(cites.md)).strip()
     markdown = body
     if rows:
         markdown += "\n\nSources:\n" + "\n".join(f"- [{r.n}] [{r.title}]({r.url})" for r in rows)
     html_rows = "".join(
         f'<li><a href="{html.escape(r.url, quote=True)}">[{r.n}] {html.escape(r.title)}</a></li>' for r in rows
     )
-    fragment = f'<div class="panel">{_html_text("".join(html_parts))}'
+    fragment = f'<div class="panel">{_html_text("".join(cites.html))}'
     if rows:
         fragment += f'<ol class="sources">{html_rows}</ol>'
     fragment += "</div>"
     return Panel(
         markdown=markdown,
         html=fragment,
-        markers=markers,
-        citations=list(cited),
-        hallucinated=hallucinated,
+        markers=cites.markers,
+        citations=list(cites.cited),
+        hallucinated=cites.hallucinated,
         sources=rows,
-        links=links,
+        links=cites.links,
     )

@@ -41,6 +41,7 @@ def url_for(ws: Workspace) -> Callable[[str], str]:
     return lambda section_id: ws.corpus.section_url(section_id, base)
 
 
-def panel(ws: Workspace, answer: str, sources: Sequence[Source], *, refused: bool = False) -> Panel:
-    """The reader's panel of an answer: the text with its citations linked to the sources."""
-    return render_panel(answer, sources, url_for(ws), refused=refused)
+def panel(ws: Workspace, answer: str, sources: Sequence[Source], *, refused: bool = False,
+          cited: Sequence[str] | None = None) -> Panel:
+    """The reader's panel of an answer: the text with its citations (its markers, or ``cited``) linked to the sources."""
+    return render_panel(answer, sources, url_for(ws), refused=refused, cited=cited)

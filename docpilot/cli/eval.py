@@ -154,11 +154,13 @@ def _run(job, *, variants, gate_variant, orchestration, runner, dask_address, pr
     show_default=True,
     help="auto: Prefect when a Prefect API is configured or with --runner dask, inline otherwise.",
 )
-@click.option("--runtime", type=click.Choice(["local", "server"]), default="local", show_default=True,
-              help="local: run the assistant in this process; server: measure it over HTTP.")
+@click.option("--runtime", type=click.Choice(["local", "server"]),
+              help="local (the default): run the assistant in this process; server: measure it over HTTP "
+                   "(the default when a target is named).")
 @click.option("--url", help="Base URL of a running `docpilot serve` (server runtime); without it one is started.")
 @click.option("--target", "target_name", metavar="NAME",
-              help="Measure this assistant of the config's targets (docs/targets.md); implies --runtime server.")
+              help="Measure this assistant of the config's targets (docs/targets.md), as the config's `target:` "
+                   "does; implies --runtime server.")
 @click.option(
     "--runner", type=click.Choice(["local", "dask"]), default="local", show_default=True,
     help="dask: run the shards on a Dask cluster, under Prefect (a Prefect server is started when none is set).",
@@ -201,20 +203,12 @@ def eval_command(
     input error.
     """
     outputs = chosen_outputs(formats)
-    runtime = _target_runtime(target_name, runtime, url)
-    if runtime == "server" and gate_only:
-        raise click.UsageError("--gate-only measures retrieval in this process; it does not apply to --runtime server")
-    if url and runtime != "server":
-        raise click.UsageError("--url names the server of --runtime server; add --runtime server")
     if dask_address and runner != "dask":
         raise click.UsageError("--dask-address names the scheduler of --runner dask; add --runner dask")
-    from docpilot.run.orchestrator import choose
-
-    orchestration = choose(orchestrator, runner=runner)
-    _require_extras(orchestrator, orchestration, runner, runtime, url or target_name)
     from docpilot import progress
     from docpilot.config.loading import load_config
     from docpilot.run.job import build_job
+    from docpilot.run.orchestrator import choose
     from docpilot.schema import Selection
 
     config = load_config(config_path, overrides=_overrides(docs, golden, record_set, provider, model, base_url,
@@ -224,6 +218,14 @@ def eval_command(
     variants = _variants(config, variant_options, models_option, gate_variant)
     if len(variants) == 1:  # a run of one, with the variant's settings
         config, variants = variants[0].config, []
+    named = _named_target(target_name, config, variants)
+    runtime = _target_runtime(named, runtime, url)
+    if runtime == "server" and gate_only:
+        raise click.UsageError("--gate-only measures retrieval in this process; it does not apply to --runtime server")
+    if url and runtime != "server":
+        raise click.UsageError("--url names the server of --runtime server; add --runtime server")
+    orchestration = choose(orchestrator, runner=runner)
+    _require_extras(orchestrator, orchestration, runner, runtime, url or named)
     if variants:
         orchestration = _inline_for_variants(orchestrator, orchestration, runner, runtime, variants)
         config = _targets_of_variants(config, runtime, variants)
@@ -290,12 +292,29 @@ def _variants(config, options, models, gate_variant) -> list:
     return variants
 
 
-def _target_runtime(target_name, runtime, url):
-    """The run's runtime: the server runtime for ``--target`` (a target is measured over HTTP)."""
-    if target_name is None:
-        return runtime
+def _named_target(target_name, config, variants):
+    """Where the run names a target, for messages (``--target``, the config's `target:`, a variant's); else None.
+
+    A target in the config is measured as ``--target`` measures it, over HTTP: it is never ignored.
+    """
+    if target_name is not None:
+        return f"--target {target_name}"
+    if config.target is not None:
+        return f"the config's target {config.target}"
+    return next((f"variant {v.name}'s target {v.config.target}" for v in variants if v.config.target), None)
+
+
+def _target_runtime(named, runtime, url):
+    """The run's runtime: the server runtime when a target is ``named`` (it is measured over HTTP), else the
+    chosen one or ``local``; exit 2 for a target with ``--runtime local`` or ``--url``."""
+    if not named:
+        return runtime or "local"
+    if runtime == "local":
+        raise click.UsageError(f"{named} is measured over HTTP, by the server runtime, and --runtime local runs "
+                               "DocPilot's own assistant in this process; drop --runtime local, or the target")
     if url:
-        raise click.UsageError("--url names DocPilot's own server; a target's URL is in its config")
+        raise click.UsageError(f"--url names DocPilot's own server, and {named} has its URL in the config; "
+                               "drop --url, or the target")
     return "server"
 
 

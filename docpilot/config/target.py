@@ -30,6 +30,11 @@ class ReplyMapping(_Strict):
     """The list of sources the answer drew on, in their order (such as `sources` or `context[*].metadata`);
     unset, the target shows none and its retrieval metrics are absent. In a stream, the first event or
     line (of `sources_event`) where it matches gives them."""
+    citations: str | None = None
+    """The list of what the answer cites (such as `citations` or `citations[*].url`), when the target gives
+    it apart from the text; each item is a 1-based number into the returned sources or a source, read with
+    `source_id` and mapped as the sources are. Set, it replaces the answer's `[n]` markers; unset, the
+    markers are read. In a stream, the first event (of `citations_event`) or line where it matches gives them."""
     source_id: str = "@"
     """Within one source, where its URL, path or id is (such as `url`, `metadata.source`); `@` is the
     source itself, for a list of strings."""
@@ -40,6 +45,8 @@ class ReplyMapping(_Strict):
     """`sse`: the name of the events that carry text deltas (`message` is SSE's default name)."""
     sources_event: str | None = None
     """`sse`: the name of the event that carries the sources; unset, `delta_event`."""
+    citations_event: str | None = None
+    """`sse`: the name of the event that carries the citations; unset, the sources' event."""
     end_event: str | None = None
     """`sse`: the name of the event that ends the turn; a stream that stops before it is an error row.
     Unset, the end of the stream ends the turn."""
@@ -82,16 +89,22 @@ class Target(_Strict):
     """How returned sources map to DocPilot's section ids."""
     timeout_s: float = Field(default=60.0, gt=0, le=86_400)
     """Longest wait for one reply, in seconds."""
+    retries: int = Field(default=3, ge=0, le=10)
+    """Times a 429 or 503 reply is asked again, after its `Retry-After` (at most 30 s) or else a backoff
+    that doubles from 0.5 s; past the last, the record is an error row naming the status."""
 
     @field_validator("reply")
     @classmethod
     def _answer_named(cls, reply: ReplyMapping) -> ReplyMapping:
         if reply.answer is None:
             raise ValueError("reply.answer is required: the JMESPath of the answer text (or of a stream's delta)")
+        if reply.citations is not None and reply.sources is None:
+            raise ValueError("reply.citations needs reply.sources: a citation is read against the returned "
+                             "sources (a target that returns only what it cites names the same path for both)")
         import jmespath
         from jmespath.exceptions import JMESPathError
 
-        for name in ("answer", "sources", "source_id", "refusal", "end"):
+        for name in ("answer", "sources", "citations", "source_id", "refusal", "end"):
             expression = getattr(reply, name)
             if expression is not None:
                 try:

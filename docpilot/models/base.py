@@ -105,6 +105,9 @@ class Turn(Reply):
     """Why the turn failed; None on success."""
     error_code: ErrorCode | None = None
     """The kind of fault in ``error`` (see ``docpilot.schema.ErrorCode``); None on success."""
+    cited: list[str] | None = None
+    """What the answer cites when the assistant said it apart from the text (a target's `reply.citations`),
+    each a source's number or a section id; None when the answer's markers say."""
 
     def reply(self) -> Reply:
         """The reply as received, without what was read into it."""

@@ -76,6 +76,7 @@ def fill_trace(trace: Trace, remote: RemoteTurn, began: float | None = None) -> 
         truncated=remote.truncated and remote.error is None,
         error=remote.error,
         error_code=remote.error_code,
+        cited=remote.cited,
     )
     return trace
 

@@ -11,11 +11,17 @@ check the mapping back to section ids and the metrics computed from them:
     POST /rag/invoke    LangServe: {"input": {"question"}} → {"output": {"answer", "context": [{"metadata":
                         {"source": "guide/auth.md#tokens"}}]}, "metadata": {"run_id"}}
     POST /rag/stream    LangServe's stream: `metadata`, `data` chunks ({"context": [...]} then {"answer": "..."}), `end`
-    POST /ndjson        NDJSON lines: {"sources": [...]}, {"token": "..."}..., {"done": true}
+    POST /ndjson        NDJSON lines: {"sources": [...]}, {"token": "..."}..., {"done": true} (with
+                        "citations": [url or n, ...] when the script cites apart from the text)
+    POST /api/cited     JSON with citations apart from the text: {"answer", "sources": [{"url"}],
+                        "citations": [{"url"} or n, ...]}
+    POST /rag/busy      /rag/invoke behind a gate that answers ``Script.busy_status`` to the first
+                        ``Script.busy`` requests (all of them when it is negative)
     POST /html          an HTML error page with status 200 (a proxy's login page)
 
-A request's sources are recorded in ``Script.shown`` (question → section ids), the
-ranking the metrics must read.
+The SSE stream sends a `citations` event ({"items": [{"path"} or n, ...]}) before `done`
+when the script cites apart from the text. A request's sources are recorded in
+``Script.shown`` (question → section ids), the ranking the metrics must read.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -47,6 +53,9 @@ class Scripted:
     sources: list[str] = field(default_factory=list)
     """Section ids, in the order shown."""
     refused: bool = False
+    cited: list[str | int] | None = None
+    """What the answer cites apart from its text: section ids (sent as sources are) or 1-based numbers
+    into the sources; None: the shapes that can send citations send none (`/api/cited` an empty list)."""
 
 
 @dataclass
@@ -60,6 +69,13 @@ class Script:
     in_flight: int = 0
     peak: int = 0
     """The most JSON questions answered at once."""
+    busy: int = 0
+    """Requests to `/rag/busy` still to be answered `busy_status`; negative: every one."""
+    busy_status: int = 503
+    retry_after: str | None = None
+    """The `Retry-After` header of a busy reply; None sends none."""
+    busy_requests: int = 0
+    """Requests `/rag/busy` has seen."""
 
     def take(self, question: str) -> Scripted:
         scripted = self.answers.get(question, Scripted("I do not know that."))
@@ -75,6 +91,11 @@ def _page_url(section: str) -> str:
 def _pieces(text: str) -> list[str]:
     words = text.split(" ")
     return [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+
+
+def _cited(scripted: Scripted, as_source: Callable[[str], object]) -> list[object]:
+    """The script's citations as a reply writes them: a number as it is, a section id as a source."""
+    return [item if isinstance(item, int) else as_source(item) for item in scripted.cited or []]
 
 
 def _sse(name: str, data: object) -> bytes:
@@ -115,6 +136,8 @@ class _Shapes:
                 yield _sse("delta", {"t": piece})
                 if n == 0:
                     await asyncio.sleep(self.script.delay_s)
+            if scripted.cited is not None:
+                yield _sse("citations", {"items": _cited(scripted, lambda s: {"path": _page_url(s)})})
             yield _sse("done", {"ok": True})
 
         return StreamingResponse(events(), media_type="text/event-stream")
@@ -151,9 +174,28 @@ class _Shapes:
             yield (json.dumps({"sources": [BASE + _page_url(s).lstrip("/") for s in scripted.sources]}) + "\n").encode()
             for piece in _pieces(scripted.answer):
                 yield (json.dumps({"token": piece}) + "\n").encode()
-            yield b'{"done": true}\n'
+            end: dict[str, object] = {"done": True}
+            if scripted.cited is not None:
+                end["citations"] = _cited(scripted, lambda s: BASE + _page_url(s).lstrip("/"))
+            yield (json.dumps(end) + "\n").encode()
 
         return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+    async def cited(self, request: Request) -> Response:
+        scripted = self.script.take((await request.json())["question"])
+        return JSONResponse({"answer": scripted.answer,
+                             "sources": [{"url": BASE + _page_url(s).lstrip("/")} for s in scripted.sources],
+                             "citations": _cited(scripted, lambda s: {"url": BASE + _page_url(s).lstrip("/")})})
+
+    async def busy(self, request: Request) -> Response:
+        self.script.busy_requests += 1
+        if self.script.busy != 0:
+            if self.script.busy > 0:
+                self.script.busy -= 1
+            headers = {"Retry-After": self.script.retry_after} if self.script.retry_after is not None else {}
+            return JSONResponse({"detail": "busy, come back later"}, status_code=self.script.busy_status,
+                                headers=headers)
+        return await self.invoke(request)
 
     async def html(self, request: Request) -> Response:
         return HTMLResponse("<html><body>Please sign in</body></html>")
@@ -167,6 +209,8 @@ def build_app(script: Script) -> Starlette:
         Route("/rag/invoke", shapes.invoke, methods=["POST"]),
         Route("/rag/stream", shapes.stream, methods=["POST"]),
         Route("/ndjson", shapes.ndjson, methods=["POST"]),
+        Route("/api/cited", shapes.cited, methods=["POST"]),
+        Route("/rag/busy", shapes.busy, methods=["POST"]),
         Route("/html", shapes.html, methods=["POST"]),
     ])
 

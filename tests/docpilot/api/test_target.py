@@ -23,15 +23,18 @@ from click.testing import CliRunner
 from docpilot.api.target import (
     TargetReplyError,
     ask_target,
+    describe_sample,
     parse_server_timing,
     request_body,
     request_headers,
     section_id,
 )
+from docpilot.assistant.render import render_panel
 from docpilot.cli import main
 from docpilot.config.model import Config
 from docpilot.config.target import SourceMapping, Target
 from docpilot.errors import ConfigError
+from docpilot.models.base import Source
 from tests.support.assistant_shapes import BASE, KEY, Script, Scripted, serve_shapes
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "pipeline" / "docs"
@@ -365,3 +368,235 @@ def test_a_target_never_has_more_questions_in_flight_than_the_config_allows(serv
         script.delay_s = 0.0
     assert result.exit_code in (0, 1), result.output
     assert script.peak == 2
+
+
+# --- citations given apart from the answer's text (reply.citations) ---
+
+CITED_SHAPES = {
+    "json-cited": {"url": "{base}/api/cited", "body": {"question": "{question}"},
+                   "reply": {"answer": "answer", "sources": "sources", "citations": "citations",
+                             "source_id": "url"},
+                   "source_ids": {"base_url": BASE + "page/"}},
+    "ndjson-cited": {**SHAPES["ndjson"], "reply": {**SHAPES["ndjson"]["reply"], "citations": "citations"}},
+    "sse-cited": {**SHAPES["sse"], "reply": {**SHAPES["sse"]["reply"], "citations": "items",
+                                            "citations_event": "citations"}},
+}
+
+
+def _cited_script() -> Script:
+    """Answers with no markers, each citing some of its sources apart from the text: by section id or by
+    number, now and then a section it did not return or a number past its sources."""
+    answers = {}
+    for n, record in enumerate(RECORDS):
+        rng = random.Random(100 + n)
+        shown = rng.sample(SECTIONS, rng.randint(1, 6))
+        if "gold" not in record:
+            answers[record["question"]] = Scripted("REFUSE: not-answerable", shown, cited=[])
+            continue
+        cited: list[str | int] = [s if rng.random() < 0.5 else i for i, s in enumerate(shown, start=1)
+                                  if rng.random() < 0.6]
+        if n == 2:
+            cited.append(next(s for s in SECTIONS if s not in shown))  # a section it never returned
+        if n == 5:
+            cited.append(len(shown) + 2)  # a number past its sources
+        answers[record["question"]] = Scripted(record["gold_answer"], shown, cited=cited)
+    return Script(answers)
+
+
+def _by_hand(scripted: Scripted) -> tuple[list[str], list[str]]:
+    """The sections a scripted answer cites, first mention first, and the items that name no returned source."""
+    cited, unknown = [], []
+    for item in scripted.cited or []:
+        if isinstance(item, int):
+            section = scripted.sources[item - 1] if 1 <= item <= len(scripted.sources) else None
+        else:
+            section = item if item in scripted.sources else None
+        if section is None:
+            unknown.append(str(item))
+        elif section not in cited:
+            cited.append(section)
+    return cited, unknown
+
+
+def test_cited_items_that_name_no_source_count_as_an_out_of_range_marker_does():
+    sources = [Source(n=1, section_id="guide/auth#tokens", title="t", text=""),
+               Source(n=2, section_id="index#install", title="i", text="")]
+    by_markers = render_panel("Export the token [2][1][1]. Not here [5].", sources, lambda s: f"/{s}")
+    given = render_panel("Export the token.", sources, lambda s: f"/{s}",
+                         cited=["index#install", "1", "guide/auth#tokens", "5"])
+    assert given.citations == by_markers.citations == ["index#install", "guide/auth#tokens"]
+    assert by_markers.hallucinated == ["5"] and given.hallucinated == ["5"]
+    assert render_panel("Text [1].", sources, str, cited=["guide/deploy#rollback"]).hallucinated == [
+        "guide/deploy#rollback"]  # a source that was not returned, as a bracketed id never primed
+    assert given.links == 3 and "[" not in given.markdown.split("\n")[0]
+
+
+def test_a_citations_path_must_come_with_sources_and_be_jmespath():
+    with pytest.raises(ValueError, match="reply.citations needs reply.sources"):
+        Target(url="http://127.0.0.1:1/", reply={"answer": "a", "citations": "c"})
+    with pytest.raises(ValueError, match=r"reply.citations: 'c\[\[' is not a JMESPath"):
+        Target(url="http://127.0.0.1:1/", reply={"answer": "a", "sources": "s", "citations": "c[["})
+
+
+@pytest.fixture(scope="module")
+def cited_served() -> Iterator[tuple[str, Script]]:
+    script = _cited_script()
+    with serve_shapes(script) as base:
+        yield base, script
+
+
+@pytest.mark.parametrize("shape", sorted(CITED_SHAPES))
+def test_each_shape_reads_its_citations_as_numbers_or_sources(cited_served, shape):
+    base, script = cited_served
+    data = json.loads(json.dumps(CITED_SHAPES[shape]).replace("{base}", base))
+    question = RECORDS[2]["question"]
+    turn = _ask(Target.model_validate(data), question)
+    assert turn.error is None, turn.error
+    expected = [str(i) if isinstance(i, int) else i for i in script.answers[question].cited]
+    assert turn.cited == expected and "[" not in turn.answer
+    assert describe_sample(turn, Target.model_validate(data), lambda s: True)["citations"] == {
+        "path": data["reply"]["citations"], "matched": True, "cited": expected}  # what `golden check` shows
+
+
+def test_a_citations_path_that_matches_nothing_stops_the_run_at_the_first_reply(cited_served):
+    base, _ = cited_served
+    data = json.loads(json.dumps(CITED_SHAPES["json-cited"]).replace("{base}", base))
+    data["reply"]["citations"] = "cites"
+    with pytest.raises(TargetReplyError, match=r"nothing at reply.citations 'cites'; it has keys answer, sources, "
+                                                r"citations"):
+        _ask(Target.model_validate(data), RECORDS[0]["question"], strict=True)
+
+
+def test_citations_given_apart_from_the_text_give_the_citation_metrics_computed_by_hand(cited_served, tmp_path):
+    base, script = cited_served
+    variants = {name: {"target": name} for name in CITED_SHAPES}
+    config = _config_file(tmp_path, base, variants=variants)
+    data = yaml.safe_load(config.read_text())
+    data["targets"].update(json.loads(json.dumps(CITED_SHAPES).replace("{base}", base)))
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "run.json"
+    result = _eval("--config", str(config), "--runtime", "server", "--out", str(out), "--json")
+    assert result.exit_code == 1, result.output  # the hallucinated citations fail the run
+    report = json.loads(out.read_text())
+    positives = [r for r in RECORDS if "gold" in r]
+    precisions, recalls, unknowns, unlinked = [], [], 0, 0
+    for record in positives:
+        cited, unknown = _by_hand(script.answers[record["question"]])
+        if cited:
+            precisions.append(sum(c in record["gold"] for c in cited) / len(cited))
+        recalls.append(sum(g in cited for g in record["gold"]) / len(record["gold"]))
+        unknowns += len(unknown)
+        unlinked += not cited
+    assert unknowns == 2 and unlinked > 0 and len(precisions) > 3
+    for variant in report["variants"]:
+        summary = variant["summary"]
+        assert summary["citation_precision"] == pytest.approx(sum(precisions) / len(precisions)), variant["name"]
+        assert summary["citation_recall"] == pytest.approx(sum(recalls) / len(recalls)), variant["name"]
+        assert summary["hallucinated_citations"] == unknowns
+        assert summary["unlinked_answers"] == unlinked  # no cited source: shown with Sources, no link
+        rows = {r["id"]: r for r in report["rows"] if r.get("variant") == variant["name"]}
+        assert rows["q5"]["hallucinated"] == [str(len(script.answers[RECORDS[5]["question"]].sources) + 2)]
+        assert rows["q2"]["hallucinated"] == [script.answers[RECORDS[2]["question"]].cited[-1]]
+        assert rows["q0"]["citations"] == _by_hand(script.answers[RECORDS[0]["question"]])[0]
+
+
+# --- a target named in the config file ---
+
+def test_the_config_s_target_is_measured_over_http_as_the_flag_s_is(served, tmp_path):
+    base, script = served
+    script.shown.clear()
+    config = _config_file(tmp_path, base, target="langserve")
+    out = tmp_path / "run.json"
+    result = _eval("--config", str(config), "--out", str(out), "--json")
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(out.read_text())
+    assert report["runtime"] == "server" and report["config"]["target"] == "langserve"
+    assert set(script.shown) == {r["question"] for r in RECORDS}  # every question went to the target
+    rows = {r["id"]: r for r in report["rows"]}
+    assert rows["q1"]["retrieved"] == script.shown[RECORDS[1]["question"]][:8]
+
+
+def test_variants_that_name_targets_are_measured_over_http_without_the_runtime_flag(served, tmp_path):
+    base, _ = served
+    config = _config_file(tmp_path, base, variants={"json": {"target": "json"}, "sse": {"target": "sse"}})
+    out = tmp_path / "run.json"
+    result = _eval("--config", str(config), "--out", str(out), "--json")
+    assert result.exit_code in (0, 1), result.output
+    assert json.loads(out.read_text())["runtime"] == "server"
+
+
+@pytest.mark.parametrize(("extra", "args", "expected"), [
+    ({"target": "nope"}, [], "target 'nope' is not one of the config's targets (json, sse, langserve"),
+    ({"target": "json"}, ["--runtime", "local"], "the config's target json is measured over HTTP"),
+    ({}, ["--target", "json", "--runtime", "local"], "--target json is measured over HTTP"),
+    ({"target": "json"}, ["--url", "http://127.0.0.1:1"], "the config's target json has its URL in the config"),
+])
+def test_a_target_that_cannot_run_is_a_usage_error_naming_why(served, tmp_path, extra, args, expected):
+    base, script = served
+    script.shown.clear()
+    config = _config_file(tmp_path, base, **extra)
+    result = _eval("--config", str(config), *args, "--out", str(tmp_path / "r.json"))
+    assert result.exit_code == 2, result.output
+    assert expected in " ".join(result.output.split())
+    assert "Traceback" not in result.output and not script.shown and not (tmp_path / "r.json").exists()
+
+
+# --- a busy target: 429 and 503 asked again, then an error row ---
+
+def _busy(base: str, **changes: object) -> Target:
+    return _target(base, "langserve", url=f"{base}/rag/busy", **changes)
+
+
+def test_a_503_is_asked_again_after_its_retry_after_and_then_answers(served):
+    base, script = served
+    script.busy, script.busy_status, script.retry_after, script.busy_requests = 2, 503, "0.2", 0
+    try:
+        turn = _ask(_busy(base), RECORDS[0]["question"])
+    finally:
+        script.busy, script.retry_after = 0, None
+    assert turn.error is None and turn.answer == f"{RECORDS[0]['gold_answer']} See [1]."
+    assert script.busy_requests == 3
+    assert turn.latency_ms >= 400  # two waits of Retry-After: 0.2, counted as a user waits them
+
+
+def test_a_target_that_is_always_rate_limited_gives_bounded_error_rows(served, tmp_path):
+    base, script = served
+    config = _config_file(tmp_path, base)
+    data = yaml.safe_load(config.read_text())
+    data["targets"]["busy"] = {**data["targets"]["langserve"], "url": f"{base}/rag/busy", "retries": 2}
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    script.busy, script.busy_status, script.retry_after, script.busy_requests = -1, 429, None, 0
+    out = tmp_path / "run.json"
+    try:
+        result = _eval("--config", str(config), "--target", "busy", "--id", "q0", "--out", str(out))
+    finally:
+        script.busy = 0
+    assert result.exit_code == 1, result.output  # an errored row fails the errors gate, as any other does
+    assert script.busy_requests == 3  # the first request and two retries, then no more
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["error_code"] == "rate_limit" and row["answer"] in ("", None) and not row["refused"]
+    assert "HTTP 429 from" in row["error"] and "gave up after 3 attempts" in row["error"]
+
+
+def test_a_503_that_persists_ends_the_turn_naming_the_status(served):
+    base, script = served
+    script.busy, script.busy_status, script.retry_after, script.busy_requests = -1, 503, "0", 0
+    try:
+        turn = _ask(_busy(base, retries=1), RECORDS[0]["question"])
+    finally:
+        script.busy, script.retry_after = 0, None
+    assert script.busy_requests == 2 and turn.error_code == "http_status" and turn.answer == ""
+    assert turn.error.startswith(f"HTTP 503 from {base}/rag/busy") and turn.refusal is None
+
+
+def test_the_config_s_target_keeps_the_file_s_variants_each_measuring_it_unless_it_names_another(served, tmp_path):
+    base, _ = served
+    config = _config_file(tmp_path, base, target="json", variants={"own": {}, "sse": {"target": "sse"}})
+    out = tmp_path / "run.json"
+    result = _eval("--config", str(config), "--out", str(out), "--json")
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(out.read_text())
+    assert report["runtime"] == "server" and [v["name"] for v in report["variants"]] == ["own", "sse"]
+    timed = {v: {r["stages_ms"].get("retrieve") for r in report["rows"] if r.get("variant") == v and not r["error"]}
+             for v in ("own", "sse")}
+    assert timed == {"own": {1.5}, "sse": {None}}  # only the JSON target sends Server-Timing
