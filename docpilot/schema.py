@@ -146,7 +146,8 @@ class Row(_Strict):
     markers: list[str] = Field(default_factory=list)
     """Every bracketed marker in the answer text, as written (`1`, `7`, `guide/setup#install`)."""
     citations: list[str] = Field(default_factory=list)
-    """Section ids the answer cites through markers that resolve to a primed source."""
+    """Section ids the answer cites that resolve to a primed source: through its markers, or for a target
+    with `reply.citations`, through the list it returns (docs/targets.md)."""
     hallucinated: list[str] = Field(default_factory=list)
     """Numeric markers that point at no primed source (removed from the panel)."""
     sources_shown: list[str] = Field(default_factory=list)

@@ -228,6 +228,13 @@ def _metric_values(metric_id: str, rows: list[Row]) -> list[float]:
     return [metric.score(row) for row in rows if metric.population.includes(row)]
 
 
+def _cites_apart(report: Report) -> bool:
+    """Whether the run measured a target that lists what an answer cites apart from its text (``reply.citations``)."""
+    config = report.config or {}
+    target = (config.get("targets") or {}).get(config.get("target") or "") or {}
+    return bool((target.get("reply") or {}).get("citations"))
+
+
 def _answer_panel(row: Row, report: Report) -> Markup:
     """The answer as the reader saw it, re-rendered from the row with the panel's own renderer."""
     if row.answer is None and not row.refused:
@@ -235,7 +242,9 @@ def _answer_panel(row: Row, report: Report) -> Markup:
         return Markup('<span class="note">{}</span>').format(_escape(why))
     base_url = str(((report.config or {}).get("corpus") or {}).get("base_url") or _DEFAULT_BASE_URL)
     sources = [Source(n=n, section_id=s, title=s, text="") for n, s in enumerate(row.primed, start=1)]
-    panel = render_panel(row.answer or "", sources, lambda s: section_url(s, base_url), refused=row.refused)
+    cited = row.citations if _cites_apart(report) else None  # a target listing its citations apart
+    panel = render_panel(row.answer or "", sources, lambda s: section_url(s, base_url), refused=row.refused,
+                         cited=cited)
     if row.refused:
         return Markup(panel.html)  # the panel renderer escapes the answer itself
     # The panel decides which sources show; the answer itself is read as Markdown, escaped.

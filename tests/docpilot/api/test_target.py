@@ -500,6 +500,29 @@ def test_citations_given_apart_from_the_text_give_the_citation_metrics_computed_
         assert rows["q0"]["citations"] == _by_hand(script.answers[RECORDS[0]["question"]])[0]
 
 
+def test_the_html_report_lists_the_sources_a_target_cited_apart_not_all_it_returned(cited_served, tmp_path):
+    from docpilot.readout.html import render_html
+    from docpilot.readout.outcomes import prepare_readout
+    from docpilot.reports.report import load_report
+
+    base, script = cited_served
+    config = _config_file(tmp_path, base)
+    data = yaml.safe_load(config.read_text())
+    data["targets"].update(json.loads(json.dumps(CITED_SHAPES).replace("{base}", base)))
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "run.json"
+    result = _eval("--config", str(config), "--target", "json-cited", "--out", str(out))
+    assert result.exit_code in (0, 1), result.output
+    report = load_report(out)
+    page = render_html(prepare_readout(report, reports_dir=tmp_path / "reports"))
+    row = next(r for r in report.rows if r.id == "q0")
+    cited = _by_hand(script.answers[RECORDS[0]["question"]])[0]
+    assert row.citations == cited and len(row.primed) > len(cited)  # it returned more than it cited
+    listed = page.split('id="rec-q0"')[1].split("</details>")[0].split('<ol class="sources">')[1].split("</ol>")[0]
+    assert listed.count("<li>") == len(cited)
+    assert all(section in listed for section in cited)
+
+
 # --- a target named in the config file ---
 
 def test_the_config_s_target_is_measured_over_http_as_the_flag_s_is(served, tmp_path):
