@@ -23,7 +23,7 @@ naming the status.
 
 A reply the mapping cannot read (an answer path that matches nothing, a body that is
 not JSON) or an auth failure (401, 403) is a fault of the config, not of one answer:
-with ``strict`` (the run's first record) it raises ``TargetReplyError``, naming the
+with ``strict`` (the run's first reply) it raises ``TargetReplyError``, naming the
 path, the status and the keys the reply did have; otherwise it ends the turn with an
 error. Nothing is stored as an answer either way.
 """
@@ -35,7 +35,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -151,13 +151,15 @@ def parse_server_timing(header: str | None) -> dict[str, float]:
 
 async def ask_target(
     client: httpx.AsyncClient, target: Target, question: str, scope: Sequence[str] | None, record_id: str,
-    *, headers: dict[str, str] | None = None, strict: bool = False,
+    *, headers: dict[str, str] | None = None, strict: bool | Callable[[], bool] = False,
 ) -> RemoteTurn:
     """Ask the target one question and read its reply by the mapping; a fault ends the turn with ``error``.
 
     ``headers`` are the target's, already resolved (``request_headers``); ``strict``
     raises ``TargetReplyError`` instead for a reply the mapping cannot read or an auth failure.
+    It may be a function, asked when the reply has come: whether this reply is still the run's first.
     """
+    first = strict if callable(strict) else (lambda: strict)
     body = request_body(target.body, question, scope, record_id)
     sent = dict(headers if headers is not None else request_headers(target))
     sent.setdefault("Accept", "application/json" if target.reply.kind == "json" else
@@ -182,12 +184,12 @@ async def ask_target(
                     continue
                 turn.server_timing = parse_server_timing(response.headers.get("server-timing"))
                 if response.status_code != 200:
-                    await _http_fault(turn, response, target, strict, attempts=attempt + 1)
+                    await _http_fault(turn, response, target, first(), attempts=attempt + 1)
                 else:
                     reader = _READERS[target.reply.kind]
                     problem = await reader(turn, response, target, elapsed)
                     if problem is not None:
-                        _mapping_fault(turn, target, problem, strict)
+                        _mapping_fault(turn, target, problem, first())
             break
     except httpx.HTTPError as exc:
         code = "timeout" if isinstance(exc, httpx.TimeoutException) else "connect"
@@ -364,7 +366,8 @@ async def _read_sse(turn: RemoteTurn, response: httpx.Response, target: Target,
     reply, stream, reader = target.reply, _Stream(), EventReader(dataless=True)
     sources_event = reply.sources_event or reply.delta_event
     citations_event = reply.citations_event or sources_event
-    async for piece in response.aiter_bytes():
+    pieces = response.aiter_bytes()
+    async for piece in pieces:
         for name, raw in reader.feed_named(piece):
             now = elapsed()
             stream.names.append(name)
@@ -382,6 +385,7 @@ async def _read_sse(turn: RemoteTurn, response: httpx.Response, target: Target,
             _take_delta(turn, target, stream, data, now, carries_sources=name == sources_event,
                         carries_citations=name == citations_event, carries_delta=name == reply.delta_event)
         if stream.ended:
+            await _drain(pieces)
             break
     if reply.end_event is not None and not stream.ended:
         turn.fail("incomplete", f"the stream of {target.url} ended before its {reply.end_event!r} event; "
@@ -392,7 +396,8 @@ async def _read_sse(turn: RemoteTurn, response: httpx.Response, target: Target,
 async def _read_ndjson(turn: RemoteTurn, response: httpx.Response, target: Target,
                        elapsed: Callable[[], float]) -> str | None:
     reply, stream = target.reply, _Stream()
-    async for line in response.aiter_lines():
+    lines = response.aiter_lines()
+    async for line in lines:
         if not line.strip():
             continue
         now = elapsed()
@@ -406,6 +411,7 @@ async def _read_ndjson(turn: RemoteTurn, response: httpx.Response, target: Targe
             stream.ended, turn.latency_ms = True, now
             _take_delta(turn, target, stream, data, now, carries_sources=True, carries_citations=True,
                         carries_delta=False)
+            await _drain(lines)
             break
         _take_delta(turn, target, stream, data, now, carries_sources=True, carries_citations=True, carries_delta=True)
     if reply.end is not None and not stream.ended:
@@ -415,6 +421,26 @@ async def _read_ndjson(turn: RemoteTurn, response: httpx.Response, target: Targe
 
 
 _READERS = {"json": _read_json, "sse": _read_sse, "ndjson": _read_ndjson}
+_DRAIN_S = 0.5
+"""How long what a stream sends after the end of its turn is read, so its connection can serve the next question."""
+
+
+async def _drain(rest: AsyncIterator[Any]) -> None:
+    """Read a stream's remainder once its turn has ended: most often only the body's last, empty chunk.
+
+    A response left unread is closed with its connection, so every question would open
+    a new one (a TCP handshake, and TLS's, each time). A stream still open after
+    ``_DRAIN_S`` (one that keeps sending after its end) is closed as before; the turn's
+    latency was taken at its end, so the wait is never counted.
+    """
+    async def read() -> None:
+        async for _ in rest:
+            pass
+
+    try:
+        await asyncio.wait_for(read(), _DRAIN_S)
+    except (TimeoutError, httpx.HTTPError):
+        pass
 
 
 def _close(turn: RemoteTurn, target: Target, now_ms: float) -> RemoteTurn:

@@ -20,11 +20,11 @@ from docpilot.corpus.pages import Chunk, Corpus, docs_signature, load_corpus
 from docpilot.errors import CorpusError
 from docpilot.models.base import Prompt, Turn
 from docpilot.models.extractive import document_frequencies
-from docpilot.retrieval.rankers import Retriever
 from docpilot.schema import AttackProbe, GoldenRecord
 
 if TYPE_CHECKING:
     from docpilot.retrieval.bias import BiasMeter
+    from docpilot.retrieval.rankers import Retriever
 
 
 @dataclass(slots=True)
@@ -71,18 +71,32 @@ class Trace:
 
 @dataclass
 class Workspace:
-    """What the stages share within one process: the config, corpus, index and cache."""
+    """What the stages share within one process: the config, corpus, index and cache.
+
+    The retriever (and with it the index, seconds to build) opens the first time it is
+    asked for: a run that ranks nothing here (the server runtime, a target) never opens it.
+    """
 
     config: Config
     corpus: Corpus
-    retriever: Retriever
     chunks: dict[str, Chunk]
     cache: StageCache | None
     signature: tuple = ()
     """The docs folder's files when the corpus was read (``docs_signature``)."""
+    _retriever: Retriever | None = field(default=None, repr=False)
+    _opening: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _identity: dict | None = field(default=None, repr=False)
     _idf: dict[str, float] | None = field(default=None, repr=False)
     _bias: BiasMeter | None = field(default=None, repr=False)
+
+    @property
+    def retriever(self) -> Retriever:
+        """The retriever over the corpus and its index, opened (loaded, or built) on first use, once."""
+        if self._retriever is None:
+            with self._opening:
+                if self._retriever is None:
+                    self._retriever = _retriever(self.corpus, self.config, True)
+        return self._retriever
 
     @property
     def idf(self) -> dict[str, float]:
@@ -94,11 +108,12 @@ class Workspace:
     @property
     def bias(self) -> BiasMeter:
         """How much a question borrows from its gold sections (``Row.overlap``), over the retriever's own BM25
-        when it has one; made once per process."""
+        when it is open and has one; made once per process."""
         if self._bias is None:
             from docpilot.retrieval.bias import BiasMeter
 
-            self._bias = BiasMeter(self.corpus, self.config.retrieval, index=self.retriever.index.lexical)
+            index = self._retriever.index.lexical if self._retriever is not None else None
+            self._bias = BiasMeter(self.corpus, self.config.retrieval, index=index)
         return self._bias
 
 
@@ -112,8 +127,13 @@ _OPEN_MOST = 2
 _OPEN_LOCK = threading.Lock()
 
 
-def open_workspace(config: Config, *, use_cache: bool = True, fingerprint: str | None = None) -> Workspace:
+def open_workspace(config: Config, *, use_cache: bool = True, fingerprint: str | None = None,
+                   ranks: bool = True) -> Workspace:
     """The corpus, index and cache for a config, loaded once per process while the docs stay the same.
+
+    ``ranks`` opens the retriever now (a missing index is built here, where its progress
+    is shown, and before the stage cache is first written); False leaves it to open when
+    first asked for, or never.
 
     A process that lives across runs (a schedule, a Dask worker, the Python API) must not
     rank with the docs of an earlier run, so the kept workspace is checked against the
@@ -122,6 +142,22 @@ def open_workspace(config: Config, *, use_cache: bool = True, fingerprint: str |
     error, since stage results would otherwise be stored under keys of other docs.
     Without one (the start of a run) the folder's files are compared by size and times.
     """
+    workspace = _workspace(config, use_cache=use_cache, fingerprint=fingerprint, ranks=ranks)
+    if ranks:
+        workspace.retriever  # noqa: B018  (the property opens it)
+    return workspace
+
+
+def _retriever(corpus: Corpus, config: Config, ranks: bool) -> Retriever | None:
+    """The retriever over ``corpus`` (its index loaded, or built), or None when the caller ranks nothing here."""
+    if not ranks:
+        return None
+    from docpilot.retrieval.rankers import Retriever  # numpy and the embedders: not for a run that ranks elsewhere
+
+    return Retriever.open(corpus, config.retrieval, cache_dir=config.cache_dir)
+
+
+def _workspace(config: Config, *, use_cache: bool, fingerprint: str | None, ranks: bool) -> Workspace:
     key = (config.model_dump_json(), use_cache)
     with _OPEN_LOCK:
         workspace = _OPEN.get(key)
@@ -134,7 +170,7 @@ def open_workspace(config: Config, *, use_cache: bool = True, fingerprint: str |
     signature = docs_signature(config.corpus.docs)
     kin = _kin(config, fingerprint, signature)
     if kin is not None:
-        workspace = _beside(kin, config, use_cache)
+        workspace = _beside(kin, config, use_cache, ranks)
         with _OPEN_LOCK:
             _OPEN[key] = workspace
             _OPEN.move_to_end(key)
@@ -149,10 +185,11 @@ def open_workspace(config: Config, *, use_cache: bool = True, fingerprint: str |
             path=Path(config.corpus.docs),
             hint="run the eval again once the docs folder is no longer being edited",
         )
+    retriever = _retriever(corpus, config, ranks)  # an index that cannot be saved says so before the cache is made
     workspace = Workspace(
         config=config,
         corpus=corpus,
-        retriever=Retriever.open(corpus, config.retrieval, cache_dir=config.cache_dir),
+        _retriever=retriever,
         chunks={c.id: c for c in corpus.chunks},
         cache=StageCache(config.cache_dir) if use_cache else None,
         signature=signature,
@@ -182,14 +219,14 @@ def _kin(config: Config, fingerprint: str | None, signature: tuple) -> Workspace
     return None
 
 
-def _beside(kin: Workspace, config: Config, use_cache: bool) -> Workspace:
+def _beside(kin: Workspace, config: Config, use_cache: bool, ranks: bool) -> Workspace:
     """A workspace for ``config`` on ``kin``'s corpus; its index too when both rank alike."""
     same_ranking = kin.config.retrieval == config.retrieval
+    retriever = kin._retriever if same_ranking and kin._retriever is not None else _retriever(kin.corpus, config, ranks)
     return Workspace(
         config=config,
         corpus=kin.corpus,
-        retriever=kin.retriever if same_ranking else Retriever.open(kin.corpus, config.retrieval,
-                                                                     cache_dir=config.cache_dir),
+        _retriever=retriever,
         chunks=kin.chunks,
         cache=(kin.cache or StageCache(config.cache_dir)) if use_cache else None,  # one store, shared by threads
         signature=kin.signature,

@@ -101,6 +101,7 @@ class BiasMeter:
         self._settings = settings
         self._built = index
         self._idfs: dict[str, float] = {}
+        self._sections_of: dict[str, list[Section]] = {}
         self._section_of = [c.section_id for c in corpus.chunks]
         self._chunks_of: dict[str, list[int]] = {}
         for n, chunk in enumerate(corpus.chunks):
@@ -151,9 +152,15 @@ class BiasMeter:
         )
 
     def _gold_sections(self, gold: Sequence[str]) -> list[Section]:
-        pages = [page for page in self.corpus.pages.values()
-                 if any(is_under(page.id, entry.partition("#")[0]) for entry in gold)]
-        return [s for page in pages for s in page.sections if any(matches(s.id, entry) for entry in gold)]
+        """The sections matching any gold entry, each entry's looked up once per meter."""
+        found: dict[str, Section] = {}
+        for entry in gold:
+            if entry not in self._sections_of:
+                prefix = entry.partition("#")[0]
+                self._sections_of[entry] = [s for page in self.corpus.pages.values() if is_under(page.id, prefix)
+                                            for s in page.sections if matches(s.id, entry)]
+            found.update((s.id, s) for s in self._sections_of[entry])
+        return list(found.values())
 
     def _best_overlap(self, question: set[str], sections: Sequence[Section]) -> float | None:
         if not question:

@@ -23,6 +23,17 @@ if TYPE_CHECKING:
     from docpilot.run.variants import SharedRanking
 
 
+@dataclass
+class FirstReply:
+    """A target's first reply in a run, which its shards share: read strictly, so a wrong path or credential
+    stops the run there (``api.target.ask_target``); every question still goes out at once."""
+
+    came: threading.Event = field(default_factory=threading.Event)
+    """Set once a reply has come: later ones are read as answers or error rows."""
+    failed: Exception | None = None
+    """The fault the first reply showed (a ``TargetReplyError``): no shard sends another question."""
+
+
 @dataclass(eq=False)
 class RunContext:
     """One eval's state, from its start to its report."""
@@ -51,6 +62,8 @@ class RunContext:
     its rankings, so the variants rank each record once (``run.variants``)."""
     asking: threading.BoundedSemaphore | None = None
     """The server runtime's slots: ``model.concurrency`` questions in flight across the shards asking at once."""
+    first_reply: FirstReply = field(default_factory=FirstReply)
+    """The server runtime's first reply: read strictly, across the shards asking at once."""
     endpoint_ready: bool = False
     """Whether the model endpoint needs no (more) checking: set once probed, or for a job whose config
     already points at a checked endpoint (a Dask worker's)."""

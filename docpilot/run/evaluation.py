@@ -126,7 +126,9 @@ def _opened(job: EvalJob, progress: Progress, interrupt: threading.Event,
     from docpilot.assistant.workspace import open_workspace
 
     with progress_module.counting(progress):  # building a missing index counts its chunks
-        workspace = open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
+        # The server runtime's ranking is the server's (or the target's): no index opens here.
+        workspace = open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint,
+                                   ranks=job.runtime != "server")
     run = RunContext(job.run_key, job=job, workspace=workspace, progress=progress, interrupt=interrupt,
                      shared_ranking=shared_ranking, endpoint_ready=not calls_model(job))
     try:

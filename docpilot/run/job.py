@@ -206,7 +206,7 @@ def build_job(
         return job
     from docpilot.assistant.workspace import open_workspace
 
-    corpus = open_workspace(config, use_cache=job.use_cache).corpus
+    corpus = open_workspace(config, use_cache=False, ranks=False).corpus  # the index and cache open with the run
     if record_set == "golden":
         validate_against_corpus(records, corpus, path)
     # Every stage of the run, here or on a worker, ranks the corpus loaded now.

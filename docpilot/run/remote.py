@@ -22,10 +22,11 @@ import httpx
 
 from docpilot.api.client import RemoteTurn, ask, ask_url
 from docpilot.api.schema import TOKEN_VARIABLE
-from docpilot.api.target import ask_target, request_headers
+from docpilot.api.target import TargetReplyError, ask_target, request_headers
 from docpilot.assistant.workspace import Trace, Workspace
 from docpilot.errors import ConfigError
 from docpilot.models.base import Prompt, Source, Turn
+from docpilot.run.context import FirstReply
 from docpilot.schema import GoldenRecord
 from docpilot.server.process import local_server
 
@@ -90,6 +91,7 @@ def remote_shard(
     concurrency: int = DEFAULT_CONCURRENCY,
     traceparent: Callable[[str], str] | None = None,
     slots: threading.Semaphore | None = None,
+    first: FirstReply | None = None,
 ) -> tuple[list[Trace], dict[str, dict[str, float]]]:
     """Ask a server every record of a shard; the filled traces and each record's server stage timings.
 
@@ -101,14 +103,18 @@ def remote_shard(
     ``traceparent`` gives, by record id, the W3C header that puts the server's turn in
     the run's trace (``telemetry.tracing.RunTrace.traceparent``), when the run is traced.
     ``slots`` bounds the questions in flight across every shard asking at once (a run's
-    shards travel on several threads, each with its own event loop).
+    shards travel on several threads, each with its own event loop). A target's first reply
+    (``first``, which the run's shards share; by default this shard's own) is read
+    strictly: a wrong path or credential raises ``TargetReplyError`` there, and no shard
+    sends another question. The questions still go out at once, not after it.
     """
     if concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, got {concurrency}", hint="use 8")
     token = token if token is not None else (os.environ.get(TOKEN_VARIABLE, "").strip() or None)
     timeout = httpx.Timeout(ws.config.model.timeout_s + 30.0)
     target = ws.config.targets[ws.config.target] if ws.config.target is not None else None
-    turns = asyncio.run(_ask_all(ws, traces, url, token, concurrency, timeout, traceparent, slots))
+    first = first if first is not None else FirstReply()
+    turns = asyncio.run(_ask_all(ws, traces, url, token, concurrency, timeout, traceparent, slots, first))
     stages: dict[str, dict[str, float]] = {}
     for trace, (began, remote) in zip(traces, turns, strict=True):
         fill_trace(trace, remote, began)
@@ -120,7 +126,7 @@ def remote_shard(
 
 async def _ask_all(
     ws: Workspace, traces: list[Trace], url: str, token: str | None, concurrency: int, timeout: httpx.Timeout,
-    traceparent: Callable[[str], str] | None, slots: threading.Semaphore | None = None,
+    traceparent: Callable[[str], str] | None, slots: threading.Semaphore | None, first: FirstReply,
 ) -> list[tuple[float, RemoteTurn]]:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     gate = asyncio.Semaphore(concurrency)
@@ -131,29 +137,35 @@ async def _ask_all(
         else:
             asking = _target_asker(client, ws)
 
-        async def one(trace: Trace, strict: bool = False) -> tuple[float, RemoteTurn]:
+        def first_reply() -> bool:
+            return not first.came.is_set()
+
+        async def one(trace: Trace) -> tuple[float, RemoteTurn]:
             async with gate:
                 if slots is not None and not slots.acquire(blocking=False):
                     await asyncio.to_thread(slots.acquire)  # the other shards hold the run's slots
                 try:
+                    if first.failed is not None:
+                        raise first.failed
                     began = time.time()
-                    return began, await asking(trace.record, strict)
+                    turn = await asking(trace.record, first_reply)
+                    first.came.set()  # replies after this one are read as answers or error rows
+                    return began, turn
+                except TargetReplyError as exc:
+                    first.failed = exc
+                    raise
                 finally:
                     if slots is not None:
                         slots.release()
 
-        if not traces or ws.config.target is None:
-            return await asyncio.gather(*(one(t) for t in traces))
-        # A target's mapping is checked on the first reply: a wrong path or credential stops the run there.
-        first = await one(traces[0], strict=True)
-        return [first, *await asyncio.gather(*(one(t) for t in traces[1:]))]
+        return await asyncio.gather(*(one(t) for t in traces))
 
 
 def _server_asker(client: httpx.AsyncClient, ws: Workspace, url: str, token: str | None,
                   traceparent: Callable[[str], str] | None) -> Callable[..., Awaitable[RemoteTurn]]:
     """How a record is asked of DocPilot's own server."""
 
-    async def asking(record: GoldenRecord, strict: bool) -> RemoteTurn:
+    async def asking(record: GoldenRecord, strict: Callable[[], bool]) -> RemoteTurn:
         return await ask(client, url, record.question, record.scope, token, language=record.language,
                          max_tokens=ws.config.model.max_tokens,
                          traceparent=traceparent(record.id) if traceparent is not None else None)
@@ -167,7 +179,7 @@ def _target_asker(client: httpx.AsyncClient, ws: Workspace) -> Callable[..., Awa
     target = ws.config.targets[name]
     headers = request_headers(target, name)
 
-    async def asking(record: GoldenRecord, strict: bool) -> RemoteTurn:
+    async def asking(record: GoldenRecord, strict: Callable[[], bool]) -> RemoteTurn:
         return await ask_target(client, target, record.question, record.scope, record.id,
                                 headers=headers, strict=strict)
 

@@ -103,7 +103,7 @@ def ask_server(run: RunContext, traces: list[Trace]) -> list[Trace]:
         if run.asking is None:
             run.asking = threading.BoundedSemaphore(concurrency)
     traces, stages = remote_shard(run.workspace, traces, run.job.url, concurrency=concurrency,
-                                  traceparent=traceparent, slots=run.asking)
+                                  traceparent=traceparent, slots=run.asking, first=run.first_reply)
     for trace in traces:
         trace.stages_ms = stages.get(trace.record.id, {})
     run.progress.advance("retrieve", len(traces))

@@ -76,6 +76,8 @@ class Script:
     """The `Retry-After` header of a busy reply; None sends none."""
     busy_requests: int = 0
     """Requests `/rag/busy` has seen."""
+    peers: set[tuple[str, int]] = field(default_factory=set)
+    """The client addresses (host, port) the streaming routes were asked from: one per connection."""
 
     def take(self, question: str) -> Scripted:
         scripted = self.answers.get(question, Scripted("I do not know that."))
@@ -128,6 +130,7 @@ class _Shapes:
         return JSONResponse(reply, headers={"Server-Timing": f'retrieve;dur=1.5;desc="search", generate;dur={took:.1f}'})
 
     async def sse(self, request: Request) -> Response:
+        self.script.peers.add((request.client.host, request.client.port))
         scripted = self.script.take((await request.json())["q"])
 
         async def events() -> AsyncIterator[bytes]:
@@ -154,6 +157,7 @@ class _Shapes:
                              "metadata": {"run_id": "r-1", "feedback_tokens": []}})
 
     async def stream(self, request: Request) -> Response:
+        self.script.peers.add((request.client.host, request.client.port))
         scripted = self.script.take((await request.json())["input"]["question"])
 
         async def events() -> AsyncIterator[bytes]:
@@ -168,6 +172,7 @@ class _Shapes:
         return StreamingResponse(events(), media_type="text/event-stream")
 
     async def ndjson(self, request: Request) -> Response:
+        self.script.peers.add((request.client.host, request.client.port))
         scripted = self.script.take((await request.json())["question"])
 
         async def lines() -> AsyncIterator[bytes]:

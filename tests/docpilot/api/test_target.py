@@ -337,12 +337,28 @@ def test_golden_check_shows_how_a_sample_reply_maps(served, tmp_path):
     assert "sources: not mapped (retrieval metrics will be absent)" in text
 
 
+@pytest.mark.parametrize("shape", ["sse", "langserve-stream", "ndjson"])
+def test_a_stream_s_connection_asks_the_next_question_too(served, tmp_path, shape):
+    # Regression: a stream left unread after its end event closed its connection, so every
+    # question opened a new one (1,000 TCP handshakes for 1,000 records).
+    base, script = served
+    script.peers.clear()
+    config = _config_file(tmp_path, base, model={"concurrency": 1})
+    result = _eval("--config", str(config), "--target", shape, "--out", str(tmp_path / "r.json"))
+    assert result.exit_code in (0, 1), result.output
+    rows = json.loads((tmp_path / "r.json").read_text())["rows"]
+    assert len(rows) == len(RECORDS) and all(r["error"] is None for r in rows)
+    shards = 2  # the run's first round, then the rest: each shard opens its own client
+    assert len(script.peers) <= shards < len(RECORDS)
+    assert not (tmp_path / "cache" / "index").exists()  # the ranking is the target's: no index of DocPilot's opens
+
+
 def test_a_wrong_path_stops_the_run_after_the_first_record(served, tmp_path):
     base, script = served
     shapes = dict(SHAPES)
     SHAPES["broken"] = {**SHAPES["json"], "reply": {**SHAPES["json"]["reply"], "answer": "data.answer"}}
     try:
-        config = _config_file(tmp_path, base)
+        config = _config_file(tmp_path, base, model={"concurrency": 2})
     finally:
         SHAPES.clear()
         SHAPES.update(shapes)
@@ -350,7 +366,7 @@ def test_a_wrong_path_stops_the_run_after_the_first_record(served, tmp_path):
     result = _eval("--config", str(config), "--target", "broken", "--out", str(tmp_path / "r.json"))
     assert result.exit_code == 2
     assert "reply.answer 'data.answer'" in result.output and "keys result{text, refused}" in result.output
-    # Each shard on the road checks its first reply, so the run stops after one question a shard.
+    # The first round goes out at once (model.concurrency questions); the run's first reply stops it.
     assert len(script.shown) <= 2 < len(RECORDS)
     assert result.output.count("reply.answer 'data.answer'") == 1
     assert not (tmp_path / "r.json").exists()

@@ -88,7 +88,7 @@ def _served_workspace(base_url: str) -> Workspace:
     return Workspace(
         config=_config(retrieval=settings.model_dump()),
         corpus=corpus,
-        retriever=Retriever(corpus, settings, embedder=embedder),
+        _retriever=Retriever(corpus, settings, embedder=embedder),
         chunks={c.id: c for c in corpus.chunks},
         cache=None,
     )
@@ -194,7 +194,7 @@ def test_a_search_outside_the_pool_meanwhile_neither_fails_nor_disturbs_the_pool
     settings = RetrievalConfig(retriever="hybrid")
     embedder = HeldEmbedder(LONG)
     workspace = Workspace(config=_config(retrieval=settings.model_dump()), corpus=corpus,
-                          retriever=Retriever(corpus, settings, embedder=embedder),
+                          _retriever=Retriever(corpus, settings, embedder=embedder),
                           chunks={c.id: c for c in corpus.chunks}, cache=None)  # fmt: skip
     pool = SearchPool(workspace)
     pool.start(1)

@@ -249,7 +249,7 @@ def test_embed_is_the_query_embedding_for_a_dense_retriever():
     workspace = Workspace(
         config=_config(retrieval=settings.model_dump()),
         corpus=corpus,
-        retriever=Retriever(corpus, settings, embedder=embedder),
+        _retriever=Retriever(corpus, settings, embedder=embedder),
         chunks={c.id: c for c in corpus.chunks},
         cache=None,
     )
