@@ -245,13 +245,20 @@ def _search(expression: str, data: Any) -> Any:
     return jmespath.search(expression, data)
 
 
+def _items_at(expression: str | None, data: Any) -> list | None:
+    """What ``expression`` finds in ``data`` as a list (a single match is a list of one); None when unset or unmatched."""
+    found = _search(expression, data) if expression else None
+    if found is None:
+        return None
+    return found if isinstance(found, list) else [found]
+
+
 def _take_sources(turn: RemoteTurn, target: Target, data: Any) -> bool:
     """Map the sources ``data`` holds into the turn's ranking; whether the sources path matched."""
     reply = target.reply
-    found = _search(reply.sources, data) if reply.sources else None
-    if found is None:
+    items = _items_at(reply.sources, data)
+    if items is None:
         return False
-    items = found if isinstance(found, list) else [found]
     ids = [section_id(_search(reply.source_id, item), target.source_ids) for item in items]
     hits, primed = [], []
     for n, (item, sid) in enumerate(zip(items, ids, strict=True), start=1):
@@ -266,11 +273,9 @@ def _take_sources(turn: RemoteTurn, target: Target, data: Any) -> bool:
 
 def _take_citations(turn: RemoteTurn, target: Target, data: Any) -> bool:
     """Read what the answer cites from ``data`` into ``turn.cited``; whether the citations path matched."""
-    reply = target.reply
-    found = _search(reply.citations, data) if reply.citations else None
-    if found is None:
+    items = _items_at(target.reply.citations, data)
+    if items is None:
         return False
-    items = found if isinstance(found, list) else [found]
     turn.cited = [_citation_label(item, target) for item in items]
     return True
 

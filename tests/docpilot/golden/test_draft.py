@@ -10,12 +10,15 @@ import time
 import pytest
 import yaml
 from click.testing import CliRunner
+from docpilot.metrics.slices import BANDS, overlap_band
+from docpilot.metrics.summary import summarize
 
 from docpilot.cli import main
 from docpilot.corpus.pages import load_corpus
 from docpilot.golden.draft import draft_golden, page_split, source_section
 from docpilot.golden.loading import load_golden
 from docpilot.golden.templates import answer_in_section
+from docpilot.reports.report import load_report, rescore
 from tests.conftest import ROOT, SHARED_DATA
 
 PREFECT = SHARED_DATA / "prefect-docs" / "docs"
@@ -172,3 +175,29 @@ def test_two_hundred_drafts_of_the_prefect_docs(tmp_path, monkeypatch):
     check = run("golden", "check", "--docs", str(PREFECT), "--golden", "drafts.yaml")
     assert check.exit_code == 0 and "stale" not in check.stderr
     assert yaml.safe_load((tmp_path / "drafts.yaml").read_text())[0]["origin"].startswith("template:")
+
+
+# --- a set written by hand: each positive's overlap measured in the run, as `golden check` measures it ---
+
+def test_a_hand_written_set_reports_recall_by_overlap_band(project):
+    checked = run("golden", "check", "--docs", "docs", "--golden", "evals/golden.yaml", "--json")
+    assert checked.exit_code == 0, checked.output
+    measured = {r["id"]: r["overlap"] for r in json.loads(checked.stdout)["bias"]["records"]}
+
+    evaluated = run("eval", "--docs", "docs", "--golden", "evals/golden.yaml", "--gate-only",
+                    "--orchestrator", "inline", "--out", "report.json")
+    assert evaluated.exit_code in (0, 1), evaluated.output
+    assert "by overlap band" in evaluated.output
+    report = load_report(project / "report.json")
+    positives = [row for row in report.rows if row.kind == "positive"]
+    # The run measures over its retriever's own BM25; `golden check` builds one: the same figures.
+    assert {row.id: row.overlap for row in positives} == measured
+    assert all(row.overlap is None for row in report.rows if row.kind != "positive")
+
+    bands = report.bands
+    assert list(bands) == [name for name, _ in BANDS if name in bands] and len(bands) >= 2
+    assert sum(piece.records for piece in bands.values()) == sum(row.overlap is not None for row in positives)
+    for name, piece in bands.items():
+        members = [row for row in positives if overlap_band(row.overlap) == name]
+        assert (piece.summary, piece.counts) == summarize(members, gate_only=True)
+    assert rescore(report).bands == bands  # a report read back and rescored gives the same bands
