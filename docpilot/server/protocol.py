@@ -12,8 +12,10 @@ with four rules added:
   same moment; a client late for either gets ``408`` and the connection is closed
   (only closed, when the app has already begun its answer);
 - the line and headers may take at most ``max_header_bytes``, counted as bytes
-  arrive (any body bytes in the segment that ends the headers count too); more is
-  ``431``;
+  arrive; more is ``431``. A body is never counted here, even when the client
+  writes it in one piece with the headers: the parser is handed no more than the
+  headers may still take, and what follows their end goes on as the body, which the
+  app holds to its own limit (``413``);
 - at most ``max_connections`` are open; one more closes the connection whose request
   has been arriving longest (headers or body), so a flood of slow clients cannot keep
   out a client that speaks promptly (``/healthz`` stays reachable), and when every
@@ -139,13 +141,24 @@ class _GuardedProtocol(HttpToolsProtocol):
             return
         if self._request_timer is None and (self.cycle is None or self.cycle.response_complete):
             self._start_headers()  # the first byte of the next request on a kept-alive connection
-        if self._header_timer is not None:
-            self._header_bytes += len(data)
-            if self._header_bytes > self.LIMITS.max_header_bytes:
-                limit = self.LIMITS.max_header_bytes
-                self._refuse(431, "headers_too_large", f"the request line and headers are over {limit} bytes")
-                return
-        super().data_received(data)
+        if self._header_timer is None:
+            super().data_received(data)
+            return
+        # The parser says where the headers end: it is given what they may still take, and
+        # only once they have ended, the rest. A 100 kB body written with its headers in one
+        # piece is thus the app's to refuse (413), not a header over its limit (431).
+        room = self.LIMITS.max_header_bytes - self._header_bytes
+        head, rest = data[:room], data[room:]
+        self._header_bytes += len(head)
+        if head:
+            super().data_received(head)
+        if not rest or self.transport.is_closing():
+            return
+        if self._header_timer is not None:  # the headers run on past the limit
+            limit = self.LIMITS.max_header_bytes
+            self._refuse(431, "headers_too_large", f"the request line and headers are over {limit} bytes")
+        elif not self.parser.should_upgrade():  # an upgrade takes the connection: uvicorn reads no more of it
+            super().data_received(rest)
 
     def on_headers_complete(self) -> None:
         self._stop_headers()

@@ -5,7 +5,9 @@ Real uvicorn servers on 127.0.0.1 and raw sockets; no part of the HTTP stack is 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -222,6 +224,70 @@ def test_a_deeply_nested_body_is_422(workspace):
     with serve_in_thread(_app(workspace, max_body_bytes=64_000)) as url:
         response = httpx.post(f"{url}/v1/ask", content=body, headers=JSON)
     assert response.status_code == 422 and response.json()["error"]["code"] == "invalid_json"
+
+
+def _post_in_one_write(url: str, body: bytes, *, chunked: bool = False) -> tuple[int, dict]:
+    """POST /v1/ask with the request line, headers and whole body in one write; the status and JSON reply."""
+    head = b"POST /v1/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    if chunked:
+        request = head + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    else:
+        request = head + b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    with closing(_connect(url)) as sock:
+        with contextlib.suppress(OSError):  # the server may answer before it has read the whole body
+            sock.sendall(request)
+        reply = b""
+        while b"\r\n\r\n" not in reply and (chunk := sock.recv(65536)):
+            reply += chunk
+        lines, _, content = reply.partition(b"\r\n\r\n")
+        length = int(re.search(rb"content-length: (\d+)", lines, re.IGNORECASE).group(1))
+        while len(content) < length and (chunk := sock.recv(65536)):
+            content += chunk
+    return int(lines.split()[1]), json.loads(content)
+
+
+HOSTILE_BODIES = {
+    "100,000 open brackets": b"[" * 100_000,
+    "a question nested 100,000 deep": b'{"question": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "a plain 100 kB question": json.dumps({"question": "x" * 100_000}).encode(),
+}
+
+
+# Regression: a body over the limit written in one piece with its headers was answered 431
+# "request line and headers are over 32768 bytes": its bytes were counted as headers.
+def test_a_body_over_the_limit_is_413_whatever_its_shape_and_however_it_is_sent(workspace):
+    with serve_in_thread(_app(workspace)) as url:
+        replies = {}
+        for name, body in HOSTILE_BODIES.items():
+            replies[name, "one write"] = _post_in_one_write(url, body)
+            replies[name, "one write, chunked"] = _post_in_one_write(url, body, chunked=True)
+            response = httpx.post(f"{url}/v1/ask", content=body, headers=JSON)
+            replies[name, "httpx"] = response.status_code, response.json()
+        assert httpx.get(f"{url}/healthz").status_code == 200
+    wrong = {case: (status, reply["error"]["code"]) for case, (status, reply) in replies.items()
+             if (status, reply["error"]["code"]) != (413, "body_too_large")}
+    assert wrong == {}
+
+
+def test_headers_and_a_body_in_one_write_are_within_their_own_limits(workspace):
+    # 30 kB of headers and a body in one write: neither is over its limit, so the question is answered.
+    body = json.dumps({"question": "How do I install it?", "stream": False}).encode()
+    with serve_in_thread(_app(workspace)) as url:
+        with closing(_connect(url)) as sock:
+            sock.sendall(b"POST /v1/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"X-Pad: " + b"a" * 30_000 + b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+
+
+@pytest.mark.parametrize("body, code", [
+    (b'{"question": ' + b"[" * 5_000 + b"]" * 5_000 + b"}", "invalid_json"),  # past json's recursion limit
+    (b'{"question": ' + b"[" * 900 + b"]" * 900 + b"}", "invalid_request"),  # within it: a list, not a string
+    (b'{"question": "hi", "scope": ' + b"[" * 900 + b"]" * 900 + b"}", "invalid_request"),
+])
+def test_a_small_but_deeply_nested_question_is_422(workspace, body, code):
+    with serve_in_thread(_app(workspace)) as url:
+        status, reply = _post_in_one_write(url, body)
+    assert (status, reply["error"]["code"]) == (422, code)
 
 
 # Regression: a 405 had no Allow header.
