@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 
 from docpilot.errors import CorpusError
-from docpilot.userfiles.intake import DOCS_FILE, not_regular
+from docpilot.userfiles.intake import DOCS_FILE, not_regular, unopenable
 
 PAGE_SUFFIXES = (".md", ".mdx")
 """File name endings of pages."""
@@ -108,7 +108,10 @@ class _PageWalk:
                 self.walked.add(real)
                 self.read_folder(Path(entry.path), entry_rel + "/")
         elif os.path.lexists(real):
-            info = os.stat(real)
+            try:
+                info = os.stat(real)
+            except OSError as exc:  # a link that leads back to itself (ELOOP), as a golden set's would
+                raise unopenable(self.shown / entry_rel, exc, CorpusError) from None
             _refuse_special(self.shown / entry_rel, info)
             self._add(entry_rel, info, hard_link=False)
 

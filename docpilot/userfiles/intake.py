@@ -68,7 +68,7 @@ def read_bytes(path: Path, kind: FileKind, *, error: ErrorFactory = InputError,
     except IsADirectoryError:
         raise error("is a folder, not a file", path=path, hint="point at the file inside it") from None
     except OSError as exc:
-        raise _unopenable(path, exc, error) from None
+        raise unopenable(path, exc, error) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -136,7 +136,8 @@ def _node_kind(mode: int) -> str:
     }.get(stat.S_IFMT(mode), "a special file")
 
 
-def _unopenable(path: Path, exc: OSError, error: ErrorFactory) -> DocpilotError:
+def unopenable(path: Path, exc: OSError, error: ErrorFactory = InputError) -> DocpilotError:
+    """The error for a path that cannot be opened or followed: a link that leads back to itself, a socket, no permission."""
     if exc.errno == errno.ENXIO:  # a socket, or a device with no driver behind it, cannot be opened at all
         try:
             mode = os.stat(path).st_mode

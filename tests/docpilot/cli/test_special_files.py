@@ -60,6 +60,11 @@ def runs(tmp_path_factory):
     (large / "tokens.md").write_text("# Tokens\n\nRotate a token.\n", encoding="utf-8")
     with open(large / "blob.md", "wb") as blob:
         blob.truncate(9 * 1024 * 1024)
+    looped = work / "looped-docs"
+    looped.mkdir()
+    (looped / "tokens.md").write_text("# Tokens\n\nRotate a token.\n", encoding="utf-8")
+    (looped / "self.md").symlink_to("self.md")  # `ln -s self.md self.md`: a link loop
+    (work / "self.yaml").symlink_to("self.yaml")
     d = ["--docs", str(docs)]
     commands = {
         "golden-zero": ["golden", "check", "--golden", "/dev/zero", *d],
@@ -76,6 +81,8 @@ def runs(tmp_path_factory):
         "vocabulary-fifo": ["index", "--docs", str(vocab)],
         "page-large": ["index", "--docs", str(large)],
         "golden-link": ["golden", "check", "--golden", "linked.yaml", *d],
+        "golden-self-link": ["golden", "check", "--golden", "self.yaml", *d],
+        "draft-self-link": ["golden", "draft", "--docs", str(looped), "--out", "drafts.yaml"],
     }
     return run_all(commands, cwd=work, timeout=90)
 
@@ -180,6 +187,16 @@ def test_a_page_over_its_cap_is_refused(runs):
     assert message.startswith("error: "), message
     assert "blob.md: is 9,437,184 bytes, more than the 8 MiB a docs file may hold" in message, message
     assert "split the page" in message, message
+
+
+# Regression: `golden draft` on docs holding a page linked to itself said "check that the folder
+# exists and is writable"; it now says what --golden says of a golden set linked to itself.
+def test_a_page_linked_to_itself_is_refused_as_a_golden_set_linked_to_itself_is(runs):
+    page, golden = refusal(runs["draft-self-link"]), refusal(runs["golden-self-link"])
+    said = ": is a symbolic link that leads back to itself"
+    assert f"looped-docs/self.md{said}" in page and f"self.yaml{said}" in golden, (page, golden)
+    assert page.split(said, 1)[1] == golden.split(said, 1)[1]  # the same fix
+    assert "writable" not in page, page
 
 
 def test_a_symbolic_link_to_a_regular_golden_set_is_read(runs):
