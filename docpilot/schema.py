@@ -176,9 +176,10 @@ class Row(_Strict):
     """Token usage the model reported."""
     cost_usd: float | None = None
     """What the turn's usage cost at the configured prices; None without prices or usage."""
-    truncated: bool = False
+    truncated: bool | None = False
     """The answer stopped at `max_tokens` (the service said `finish_reason: length`); it is
-    kept and scored, and counted apart."""
+    kept and scored, and counted apart. None when the assistant cannot say: a target that
+    gives no finish reason."""
     cached: list[str] = Field(default_factory=list)
     """Stages whose result was reused from the cache."""
     timeline: dict[str, tuple[float, float]] = Field(default_factory=dict, exclude=True)

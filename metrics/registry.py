@@ -105,7 +105,7 @@ def _usage_metrics() -> list[Metric]:
                    priced, usage.cost_usd, usage.dollars, higher_is_better=False),
         ]
     found.append(Metric("truncated_answers", "answers that stopped at max_tokens, kept and scored", "usage",
-                        pop.ALL, usage.truncated, total, higher_is_better=False))
+                        usage.TRUNCATION_KNOWN, usage.truncated, total, higher_is_better=False))
     return found
 
 

@@ -11,6 +11,11 @@ usage (llama.cpp's server does not in its streams) has no token count, not a cou
 
 truncated_answers counts the answers that stopped at ``max_tokens``: they are kept and
 scored, and this says how many of them the budget cut short.
+
+    truncated_answers   = Σ [row.truncated]                  over rows that say whether they were cut
+
+A row that cannot say (``truncated`` None: a target that gives no finish reason) is
+left out, and a run with no row that can say has no count: None, not 0.
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ PRICED = Population("rows with a cost at the configured prices", _priced)
 PRICED_CACHED = Population(
     "rows reused from the cache with a cost at the configured prices", lambda row: _priced(row) and _from_cache(row)
 )
+TRUNCATION_KNOWN = Population(
+    "rows whose assistant says whether the answer was cut short", lambda row: row.truncated is not None
+)
 
 
 def prompt_tokens(row: Row) -> int:
@@ -71,4 +79,6 @@ def dollars(values: Sequence[float]) -> float | None:
 
 def truncated(row: Row) -> int:
     """1 when the row's answer stopped at ``max_tokens``, else 0."""
+    if row.truncated is None:
+        raise ValueError(f"row {row.id!r} cannot say whether it was truncated; select rows with TRUNCATION_KNOWN")
     return int(row.truncated)

@@ -43,3 +43,16 @@ def test_a_turn_costs_its_tokens_at_the_prices_per_million() -> None:
     assert turn_cost_usd({"prompt_tokens": 1000}, ModelConfig(price_completion_per_million=10.0)) == 0.0
     assert turn_cost_usd({}, prices) is None
     assert turn_cost_usd({"prompt_tokens": 1000}, ModelConfig()) is None
+
+
+# Regression: a run against a target, which gives no finish reason, read truncated_answers 0.
+def test_truncated_answers_is_null_when_no_row_can_say(make_row) -> None:
+    rows = [make_row("p1", answer="a", truncated=None), make_row("p2", answer="", error="timeout", truncated=None)]
+    summary, counts = summarize(rows)
+    assert summary["truncated_answers"] is None and counts["truncated_answers"] == 0
+
+
+def test_rows_that_cannot_say_are_left_out_of_the_truncated_count(make_row) -> None:
+    rows = [*_rows(make_row), make_row("t1", answer="d", truncated=None)]
+    summary, counts = summarize(rows)
+    assert summary["truncated_answers"] == 1 and counts["truncated_answers"] == 3
