@@ -21,7 +21,7 @@ Cause = Literal["not-answerable", "out-of-scope", "unsafe"]
 Kind = Literal["positive", "negative", "attack"]
 ErrorCode = Literal[
     "connect", "timeout", "auth", "rate_limit", "http_status", "service_error",
-    "malformed", "incomplete", "unfinished", "empty", "reply_too_long",
+    "malformed", "incomplete", "unfinished", "empty", "reply_too_long", "reply_too_large",
 ]
 """What kind of fault ended a turn: errors are grouped and acted on by this code, never by their text.
 
@@ -30,7 +30,8 @@ ErrorCode = Literal[
 other HTTP error; ``service_error`` the service said in its reply that it failed;
 ``malformed`` a reply that cannot be read; ``incomplete`` a stream cut before its end
 mark; ``unfinished`` an end mark without a ``finish_reason``; ``empty`` a finished turn
-with no answer text and no refusal; ``reply_too_long`` a reply past the size cap."""
+with no answer text and no refusal; ``reply_too_long`` an answer cut at the model's
+``max_tokens``; ``reply_too_large`` a target's reply past its byte or source cap."""
 
 
 class _Strict(BaseModel):
@@ -131,6 +132,9 @@ class Row(_Strict):
     unranked: bool = False
     """The assistant measured showed no ranking (a target whose reply maps no sources, docs/targets.md):
     `retrieved` is empty because nothing was shown, and the retrieval metrics leave the row out."""
+    outside_docs: list[str] = Field(default_factory=list)
+    """Sources the assistant returned that name nothing the docs hold (a target's page outside the docs
+    folder, an anchor or heading its page lacks), as mapped; each is also in `retrieved`, where it ranked."""
     primed: list[str] = Field(default_factory=list)
     """Section ids put in front of the model as numbered sources [1]..[5]."""
     answer: str | None = None
@@ -172,6 +176,9 @@ class Row(_Strict):
     """Time to the first piece of reasoning; None for models that do not think aloud."""
     stages_ms: dict[str, float] = Field(default_factory=dict)
     """Where the time went (server runtime: embed, retrieve, model)."""
+    stages_dropped: int = Field(default=0, ge=0)
+    """`Server-Timing` entries the assistant sent that were no measurement (an unusable name, a duration
+    not a finite number from 0 to a day): dropped from `stages_ms` and counted here."""
     usage: dict[str, int] = Field(default_factory=dict)
     """Token usage the model reported."""
     cost_usd: float | None = None
@@ -190,7 +197,8 @@ class Row(_Strict):
     """What went wrong for this record; None when the turn completed."""
     error_code: ErrorCode | None = None
     """The kind of fault in `error` (`connect`, `timeout`, `auth`, `rate_limit`, `http_status`,
-    `service_error`, `malformed`, `incomplete`, `unfinished`, `empty`, `reply_too_long`); None
+    `service_error`, `malformed`, `incomplete`, `unfinished`, `empty`, `reply_too_long`,
+    `reply_too_large`); None
     when the turn completed, or in a report written before rows carried it."""
     variant: str | None = None
     """The variant that produced the row, in a run of several (``variants``); None in a run of one."""

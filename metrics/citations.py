@@ -45,6 +45,16 @@ def hallucinated_citations(row: Row) -> int:
     return len(row.hallucinated)
 
 
+def sources_outside_docs(row: Row) -> int:
+    """How many of the sources an assistant returned name nothing the docs hold.
+
+    A target's source may name a page outside the docs folder (a blog post), or an
+    anchor or heading its page lacks: each is kept in the row's ``outside_docs``, ranked
+    where it came (it matches no gold entry), and counted here.
+    """
+    return len(row.outside_docs)
+
+
 def scope_violations(row: Row) -> int:
     """How many distinct retrieved or cited sections lie outside the record's scope.
 

@@ -53,10 +53,11 @@ class Metric:
 
 
 def _ranked(fn: Callable[..., float], **kwargs: int) -> Callable[[Row], float]:
-    """Score a row by the top of its ranked list (``RANK_DEPTH`` sections) and its gold entries."""
+    """Score a row by the top of its ranked list (``RANK_DEPTH`` sections) and its gold entries, as read
+    (``retrieval.as_read``: at page level when the ranking names pages)."""
 
     def score(row: Row) -> float:
-        return fn(retrieval.ranked_top(row.retrieved), row.gold, **kwargs)
+        return fn(*retrieval.as_read(row.retrieved, row.gold), **kwargs)
 
     score.__name__ = fn.__name__
     return score
@@ -136,6 +137,8 @@ _METRICS: tuple[Metric, ...] = (
            citations.hallucinated_citations),
     _count("scope_violations", "retrieved or cited sections outside the record's scope",
            citations.scope_violations),
+    _count("sources_outside_docs", "returned sources that name nothing the docs hold",
+           citations.sources_outside_docs),
     _count("unlinked_answers", "answered positives shown with Sources but no working link",
            citations.unlinked_answers),
     _count("unlinked_negatives", "answered negatives shown with Sources but no working link",

@@ -34,6 +34,33 @@ def ranked_top(retrieved: Sequence[str]) -> Sequence[str]:
     return retrieved[:RANK_DEPTH]
 
 
+def names_pages(retrieved: Sequence[str]) -> bool:
+    """Whether a ranking's top names a page rather than a section: an id with no ``#`` (a target's page source)."""
+    return any("#" not in section for section in retrieved[:RANK_DEPTH])
+
+
+def as_read(retrieved: Sequence[str], gold: Sequence[str]) -> tuple[Sequence[str], Sequence[str]]:
+    """The top of the ranking and the gold entries as the retrieval metrics read them.
+
+    A ranking that names only sections is read as it is. One whose top names a page
+    (``names_pages``) is read at page level, since a page cannot be told apart from its
+    sections: each of the top ``RANK_DEPTH`` becomes its page id (``guide/auth#tokens``
+    → ``guide/auth``, a page kept once, at its first rank), and each gold entry the page
+    it names (``guide/auth#tokens`` and ``guide/auth#(top)`` → ``guide/auth#``, any section
+    of that page; a bare ``guide/auth``, which takes nested pages too, stays). A page
+    then counts as found when the ranking names it or one of its sections.
+
+    >>> as_read(["guide/auth", "guide/auth#tokens", "guide/deploy#ci"], ["guide/auth#tokens"])
+    (['guide/auth', 'guide/deploy'], ['guide/auth#'])
+    """
+    top = retrieved[:RANK_DEPTH]
+    if not names_pages(top):
+        return top, gold
+    pages = list(dict.fromkeys(section.partition("#")[0] for section in top))
+    lifted = unique(entry.partition("#")[0] + "#" if "#" in entry else entry for entry in gold)
+    return pages, lifted
+
+
 def first_relevant_rank(retrieved: Sequence[str], gold: Sequence[str], k: int = RANK_DEPTH) -> int | None:
     """1-based rank of the first section in the top ``k`` (8) that matches a gold entry; None if none does."""
     for rank, section in enumerate(retrieved[:k], start=1):

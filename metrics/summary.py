@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from docpilot.metrics import latency, relevance
+from docpilot.metrics import latency, relevance, retrieval
 from docpilot.metrics import population as pop
 from docpilot.metrics.registry import METRICS, RETRIEVAL_METRICS, Metric, stage_metrics
 
@@ -91,7 +91,7 @@ def summarize(rows: list[Row], *, gate_only: bool = False, ahead: Ahead | None =
         population = members.get(id(metric.population))
         if population is None:
             population = members[id(metric.population)] = [r for r in rows if metric.population.includes(r)]
-        if metric.family == "retrieval" and metric.population is pop.POSITIVES:
+        if _batched(metric):
             if batch is None:
                 batch = _retrieval_batch(population)
             values = batch[metric.id]
@@ -118,8 +118,13 @@ def replayed_counts(rows: Sequence[Row], *, gate_only: bool = False) -> Counts:
     return counts
 
 
+def _batched(metric: Metric) -> bool:
+    """Whether a metric's values come from the retrieval batch: the ranked metrics, over the ranked positives."""
+    return metric.family == "retrieval" and metric.population is pop.RANKED_POSITIVES
+
+
 def _retrieval_batch(positives: list[Row]) -> dict[str, list[float]]:
-    judged = relevance.judge([(row.retrieved, row.gold) for row in positives])
+    judged = relevance.judge([retrieval.as_read(row.retrieved, row.gold) for row in positives])
     return {name: values.tolist() for name, values in relevance.retrieval_scores(judged).items()}
 
 
@@ -137,9 +142,9 @@ def per_record(rows: list[Row], *, gate_only: bool = False) -> list[dict[str, st
     batch: dict[str, list[float]] | None = None
     positives: list[Row] | None = None
     for metric in metrics:
-        if metric.family == "retrieval" and metric.population is pop.POSITIVES:
+        if _batched(metric):
             if batch is None:
-                positives = [row for row in rows if pop.POSITIVES.includes(row)]
+                positives = [row for row in rows if metric.population.includes(row)]
                 batch = _retrieval_batch(positives)
             values[metric.id] = {id(row): value for row, value in zip(positives or [], batch[metric.id], strict=True)}
         else:

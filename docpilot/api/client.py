@@ -119,6 +119,11 @@ class RemoteTurn(BaseModel):
     """The server's stage timings."""
     server_timing: dict[str, float] = Field(default_factory=dict)
     """Stage name → milliseconds from the reply's `Server-Timing` header (a target's, docs/targets.md)."""
+    stages_dropped: int = 0
+    """`Server-Timing` entries dropped as no measurement: an unusable name, or a duration that is not a
+    finite number from 0 to a day."""
+    outside_docs: list[str] = Field(default_factory=list)
+    """A target's returned sources that name nothing the docs hold, as mapped (``targets.sources``)."""
     truncated: bool = False
     """The server said the answer stopped at the model's `max_tokens`."""
     usage: dict[str, int] = Field(default_factory=dict)

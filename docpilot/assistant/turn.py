@@ -11,13 +11,14 @@ looked up in the stage cache (``docpilot.run.pipeline``). Both call ``primed`` a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from docpilot.assistant.guard import gate_refuses
 from docpilot.assistant.primer import prime
 from docpilot.assistant.render import Panel, render_panel
 from docpilot.assistant.workspace import Workspace
+from docpilot.corpus.pages import section_url
 from docpilot.models.base import Prompt, Source
 from docpilot.retrieval.rankers import Hit
 
@@ -35,13 +36,26 @@ def primed(ws: Workspace, question: str, hits: Sequence[Hit]) -> Primed:
     return Primed(prime(question, hits, ws.chunks, k=ws.config.prime.top_k), gate_refuses(ws.config.guard, hits))
 
 
-def url_for(ws: Workspace) -> Callable[[str], str]:
-    """A section id's link for readers: under ``corpus.base_url`` when one is set."""
+def url_for(ws: Workspace, elsewhere: Mapping[str, str] | None = None) -> Callable[[str], str]:
+    """A section id's link for readers: under ``corpus.base_url`` when one is set.
+
+    A bare page id (a target that named a page) links to the page; a source the docs do
+    not hold links where the assistant said it lives (``elsewhere``: id → its URL or path).
+    """
     base = ws.config.corpus.base_url
-    return lambda section_id: ws.corpus.section_url(section_id, base)
+    elsewhere = elsewhere or {}
+
+    def link(section_id: str) -> str:
+        if section_id in elsewhere:
+            return elsewhere[section_id]
+        if "#" not in section_id:
+            return section_url(section_id, base)
+        return ws.corpus.section_url(section_id, base)
+
+    return link
 
 
 def panel(ws: Workspace, answer: str, sources: Sequence[Source], *, refused: bool = False,
-          cited: Sequence[str] | None = None) -> Panel:
+          cited: Sequence[str] | None = None, elsewhere: Mapping[str, str] | None = None) -> Panel:
     """The reader's panel of an answer: the text with its citations (its markers, or ``cited``) linked to the sources."""
-    return render_panel(answer, sources, url_for(ws), refused=refused, cited=cited)
+    return render_panel(answer, sources, url_for(ws, elsewhere), refused=refused, cited=cited)

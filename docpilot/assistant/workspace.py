@@ -47,6 +47,12 @@ class Trace:
     """How deep the ranking was searched (``hits`` and ``deeper``); None when only ``hits`` came (from a server)."""
     unranked: bool = False
     """The assistant showed no ranking (a target whose reply maps no sources): no retrieval metric reads it."""
+    outside_docs: list[str] = field(default_factory=list)
+    """Ranked sources that name nothing the docs hold (a target's), as mapped."""
+    links: dict[str, str] = field(default_factory=dict)
+    """Where a source the docs do not hold links to: the URL or path the assistant gave for it."""
+    stages_dropped: int = 0
+    """`Server-Timing` entries a target sent that were no measurement, dropped."""
     retrieve_ms: float | None = None
     """Time the retrieval took when it was computed."""
     prompt: Prompt | None = None

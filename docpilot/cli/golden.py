@@ -96,16 +96,15 @@ def check(
 
 def _target_sample(config, name: str, records: list, corpus) -> dict:
     """One question (the first positive's) sent to the target, and what its reply gave by the mapping."""
-    from docpilot.api.target import describe_sample, sample_reply
     from docpilot.errors import ConfigError
+    from docpilot.targets.ask import Endpoint
+    from docpilot.targets.check import check_target
+    from docpilot.targets.sources import SourceResolver
 
     if name not in config.targets:
         raise ConfigError(f"--target {name}: the config has no such target",
                           hint=f"the config's targets: {', '.join(config.targets) or 'none; add a targets: section'}")
-    record = next((r for r in records if r.gold), records[0])
-    turn = sample_reply(config.targets[name], name, record.question, record.scope, record.id)
-    return {"record": record.id, "question": record.question, "gold": record.gold,
-            **describe_sample(turn, config.targets[name], corpus.has_entry)}
+    return check_target(Endpoint.open(config.targets[name], name, SourceResolver(corpus)), records, corpus)
 
 
 def _show_sample(name: str, sample: dict) -> None:
@@ -126,14 +125,49 @@ def _show_sample(name: str, sample: dict) -> None:
                   "refusal": lambda g: "refused" if g["refused"] else "not refused"}[field](got)
         console.print(f"  {field} ({escape(str(got['path']))}): {'matched' if matched else 'NO MATCH'}, "
                       f"{escape(clean(detail))}")
-    table = Table("n", "source", "section id", "in the docs", title_justify="left",
+    table = Table("n", "source", "id", "names", title_justify="left",
                   title=f"sources → ids (gold: {escape(', '.join(sample['gold']))})")
     for s in sample["sources"]:
-        table.add_row(str(s["n"]), escape(clean(s["source"])), escape(s["section_id"]), "yes" if s["in_docs"] else "NO")
+        table.add_row(str(s["n"]), escape(clean(s["source"])), escape(s["section_id"]),
+                      s["names"] if s["in_docs"] else "NOTHING in the docs")
     if sample["sources"]:
         console.print(table)
     if sample["server_timing"]:
         console.print("  Server-Timing: " + ", ".join(f"{k} {v:g} ms" for k, v in sample["server_timing"].items()))
+    if sample["server_timing_dropped"]:
+        console.print(f"  Server-Timing: {sample['server_timing_dropped']} entries dropped (no usable name, or a "
+                      "duration that is not a finite number from 0 to a day)")
+    for line in _granularity_lines(sample["granularity"]) + _marker_lines(sample["markers"]):
+        console.print(escape(line))
+
+
+def _granularity_lines(found: dict) -> list[str]:
+    """What level the sample's sources name, and how much of the golden set's gold a run can match at it."""
+    level, entries = found["level"], found["gold_entries"]
+    lines = []
+    if found["sources_outside_docs"]:
+        lines.append(f"  {found['sources_outside_docs']} sources name nothing in the docs: a run counts them "
+                     "(sources_outside_docs) and ranks them where they came, matching no gold")
+    if level is None:
+        return lines + ["  granularity: unknown (no source of the sample names anything in the docs)"]
+    share = f"{found['reachable']} of {entries} gold entries ({found['reachable'] / entries:.0%})" if entries else "none"
+    if level == "section":
+        return lines + [f"  granularity: sections; a run can match {share} at section level"]
+    named = "pages" if level == "page" else f"pages ({found['sources_naming_pages']} of {found['sources_in_docs']})"
+    return lines + [
+        f"  granularity: {named}; a ranking that names a page is read at page level, where a run can match "
+        f"{share}; {found['section_pins']} of them pin a section, credited through its page "
+        "(map source_ids.heading, or anchors, to read sections)"]
+
+
+def _marker_lines(markers: dict) -> list[str]:
+    """Whether answers will count as unlinked, and what to do about it."""
+    if not markers["unlinked"]:
+        return []
+    return [f"  the sample answer shows sources but links none ({markers['markers']} markers read from "
+            f"{markers['read_from']}): a run counts every such answer in unlinked_answers, which fails its gate; "
+            "map reply.citations if the app lists what it cites, or keep the gate as the measure of what "
+            "readers see (docs/targets.md#markers)"]
 
 
 def _stale_warnings(path: str, records: list, corpus) -> list[str]:

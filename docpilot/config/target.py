@@ -2,7 +2,7 @@
 
 A target is named under ``targets:`` and chosen with ``target:`` (``--target NAME``, or a
 variant's ``target`` key). Its request is a JSON body template; its reply is read with
-JMESPath expressions (``docpilot.api.target`` asks it), so nested shapes need no code.
+JMESPath expressions (``docpilot.targets.ask`` asks it), so nested shapes need no code.
 Header values may name environment variables (``${MY_TOKEN}``): they are read when a
 question is sent, so a secret never sits in the config a report stores.
 """
@@ -67,13 +67,19 @@ class SourceMapping(_Strict):
     """Endings dropped from the page part (`guide/auth.html` → `guide/auth`)."""
     index: str = "index"
     """The page name that names its folder (`guide/index` → `guide`)."""
+    heading: str | None = None
+    """Within one source, the JMESPath of the heading its text sits under, such as
+    `metadata."Header 3" || metadata."Header 2"` (a string), or a heading path as a list,
+    outermost first; the heading is found on the source's page by its text. Unset, the
+    `#anchor` names the section, and a source without one names the page."""
 
 
 class Target(_Strict):
     """An assistant reached over HTTP: where to send a question and how to read what comes back."""
 
-    url: str = Field(pattern=r"^https?://\S+$")
-    """The endpoint a question is sent to, such as `http://127.0.0.1:9000/ask`."""
+    url: str = Field(pattern=r"^(https?://|\$\{)\S+$")
+    """The endpoint a question is sent to, such as `http://127.0.0.1:9000/ask`; `${NAME}` in it is the
+    environment variable NAME, read as the run starts and redacted wherever it would show."""
     method: Literal["POST", "GET", "PUT"] = "POST"
     """The HTTP method."""
     headers: dict[str, str] = Field(default_factory=dict)
@@ -88,7 +94,14 @@ class Target(_Strict):
     source_ids: SourceMapping = Field(default_factory=SourceMapping)
     """How returned sources map to DocPilot's section ids."""
     timeout_s: float = Field(default=60.0, gt=0, le=86_400)
-    """Longest wait for one reply, in seconds."""
+    """Longest one turn may take, in seconds, from sending the question to the reply's end (a stream's
+    end event): a reply still coming then is an error row (`timeout`), and the run goes on."""
+    max_reply_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    """The most bytes one reply may send (32 MiB unless set); past it the reply is no longer read and the
+    record is an error row (`reply_too_large`), so a run's memory stays bounded whatever a target sends."""
+    max_sources: int = Field(default=1000, ge=1)
+    """The most sources one reply may return (1,000 unless set); more make the record an error row
+    (`reply_too_large`)."""
     retries: int = Field(default=3, ge=0, le=10)
     """Times a 429 or 503 reply is asked again, after its `Retry-After` (at most 30 s) or else a backoff
     that doubles from 0.5 s; past the last, the record is an error row naming the status."""
@@ -101,14 +114,25 @@ class Target(_Strict):
         if reply.citations is not None and reply.sources is None:
             raise ValueError("reply.citations needs reply.sources: a citation is read against the returned "
                              "sources (a target that returns only what it cites names the same path for both)")
-        import jmespath
-        from jmespath.exceptions import JMESPathError
-
         for name in ("answer", "sources", "citations", "source_id", "refusal", "end"):
-            expression = getattr(reply, name)
-            if expression is not None:
-                try:
-                    jmespath.compile(expression)
-                except JMESPathError as exc:
-                    raise ValueError(f"reply.{name}: {expression!r} is not a JMESPath expression ({exc})") from None
+            _compiles(f"reply.{name}", getattr(reply, name))
         return reply
+
+    @field_validator("source_ids")
+    @classmethod
+    def _heading_compiles(cls, mapping: SourceMapping) -> SourceMapping:
+        _compiles("source_ids.heading", mapping.heading)
+        return mapping
+
+
+def _compiles(name: str, expression: str | None) -> None:
+    """Raise ValueError naming the field when ``expression`` is set and is not JMESPath."""
+    if expression is None:
+        return
+    import jmespath
+    from jmespath.exceptions import JMESPathError
+
+    try:
+        jmespath.compile(expression)
+    except JMESPathError as exc:
+        raise ValueError(f"{name}: {expression!r} is not a JMESPath expression ({exc})") from None

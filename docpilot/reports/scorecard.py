@@ -15,14 +15,17 @@ from rich.table import Table
 
 from docpilot.golden.starter import PLACEHOLDER_SITE
 from docpilot.metrics import registry
+from docpilot.metrics.aggregate import total
 from docpilot.metrics.gates import telling_decimals
 from docpilot.reports.compare import OUTCOMES
 from docpilot.reports.faults import group_faults
 from docpilot.reports.terminal import clean
 from docpilot.schema import GateResult, Report
 
-_COUNTS = {"hallucinated_citations", "scope_violations", "unlinked_answers", "unlinked_negatives", "errors",
-           "truncated_answers"}
+_COUNTS = {m.id for m in registry.METRICS.values() if m.aggregate is total and m.family != "usage"} | {
+    "truncated_answers"}
+"""Metrics that count records or markers (their run value a sum), shown as whole numbers; tokens and dollars
+are sums too, shown with their own units."""
 # Shown on one line under the table: the run's spending beside what the cache saved.
 _USAGE = {"prompt_tokens", "completion_tokens", "cost_usd",
           "prompt_tokens_cached", "completion_tokens_cached", "cost_usd_cached"}
@@ -104,6 +107,7 @@ def shown_metrics(report: Report, metrics: Iterable[str]) -> tuple[set[str], str
     shown = {m for m in metrics if applies(m, report.set) or m in gated}
     hidden = [m for m in metrics if m not in shown and m not in _BOUNDS.values()]
     lines = [_unranked_line(report)] if any(r.unranked for r in report.rows) else []
+    lines += _level_lines(report)
     if hidden:
         why = ("a golden run has no attack probes" if report.set == "golden"
                else "an attack run has no golden questions")
@@ -117,6 +121,26 @@ def _unranked_line(report: Report) -> str:
     positives = sum(r.kind == "positive" for r in report.rows)
     return (f"retrieval metrics are absent, not 0, for {unranked} of {positives} positives: the assistant "
             "showed no sources (a target without reply.sources, docs/targets.md)")
+
+
+def _level_lines(report: Report) -> list[str]:
+    """What the retrieval metrics read when an assistant named pages, and which sources the docs lack."""
+    from docpilot.metrics.retrieval import names_pages
+
+    lines = []
+    ranked = [r for r in report.rows if r.kind == "positive" and not r.unranked]
+    paged = sum(names_pages(r.retrieved) for r in ranked)
+    if paged:
+        lines.append(f"retrieval metrics read at page level for {paged} of {len(ranked)} positives: their ranking "
+                     "names pages, not sections, so a gold section counts as found when its page is "
+                     "(docs/targets.md#granularity)")
+    outside = [r.id for r in report.rows if r.outside_docs]
+    if outside:
+        count = sum(len(r.outside_docs) for r in report.rows)
+        more = f" and {len(outside) - 5} more" if len(outside) > 5 else ""
+        lines.append(f"{count} returned sources name nothing in the docs (sources_outside_docs), in "
+                     f"{', '.join(outside[:5])}{more}: each ranked where it came, matching no gold")
+    return lines
 
 
 def headline_metrics(report: Report, *, terminal: bool = False) -> list[str]:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 @dataclass
 class FirstReply:
     """A target's first reply in a run, which its shards share: read strictly, so a wrong path or credential
-    stops the run there (``api.target.ask_target``); every question still goes out at once."""
+    stops the run there (``targets.ask.ask_target``); every question still goes out at once."""
 
     came: threading.Event = field(default_factory=threading.Event)
     """Set once a reply has come: later ones are read as answers or error rows."""

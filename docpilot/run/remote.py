@@ -22,13 +22,14 @@ import httpx
 
 from docpilot.api.client import RemoteTurn, ask, ask_url
 from docpilot.api.schema import TOKEN_VARIABLE
-from docpilot.api.target import TargetReplyError, ask_target, request_headers
 from docpilot.assistant.workspace import Trace, Workspace
 from docpilot.errors import ConfigError
 from docpilot.models.base import Prompt, Source, Turn
 from docpilot.run.context import FirstReply
 from docpilot.schema import GoldenRecord
 from docpilot.server.process import local_server
+from docpilot.targets.ask import Endpoint, TargetReplyError, ask_target
+from docpilot.targets.sources import SourceResolver
 
 __all__ = ["fill_trace", "local_server", "remote_shard"]
 
@@ -50,8 +51,12 @@ def fill_trace(trace: Trace, remote: RemoteTurn, began: float | None = None) -> 
         trace.timeline["retrieve"] = (began, asked)
         if remote.latency_ms is not None and remote.retrieval_ms is not None and remote.latency_ms > remote.retrieval_ms:
             trace.timeline["model"] = (asked, began + remote.latency_ms / 1000)
+    trace.outside_docs = list(remote.outside_docs)
+    trace.stages_dropped = remote.stages_dropped
     if remote.retrieval is not None:
         trace.hits = [hit.model_dump() for hit in remote.retrieval.hits]
+        outside = set(remote.outside_docs)
+        trace.links = {s.section_id: s.url for s in remote.retrieval.primed if s.section_id in outside}
         sources = [Source(n=s.n, section_id=s.section_id, title=s.title, text="") for s in remote.retrieval.primed]
         trace.prompt = Prompt(question=trace.record.question, sources=sources)
         trace.retrieve_ms = remote.retrieval_ms
@@ -174,14 +179,12 @@ def _server_asker(client: httpx.AsyncClient, ws: Workspace, url: str, token: str
 
 
 def _target_asker(client: httpx.AsyncClient, ws: Workspace) -> Callable[..., Awaitable[RemoteTurn]]:
-    """How a record is asked of the run's target (``config.target``), its headers read once."""
+    """How a record is asked of the run's target (``config.target``), its variables read once."""
     name = ws.config.target
-    target = ws.config.targets[name]
-    headers = request_headers(target, name)
+    endpoint = Endpoint.open(ws.config.targets[name], name, SourceResolver(ws.corpus))
 
     async def asking(record: GoldenRecord, strict: Callable[[], bool]) -> RemoteTurn:
-        return await ask_target(client, target, record.question, record.scope, record.id,
-                                headers=headers, strict=strict)
+        return await ask_target(client, endpoint, record.question, record.scope, record.id, strict=strict)
 
     return asking
 

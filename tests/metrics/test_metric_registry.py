@@ -12,7 +12,7 @@ from docpilot.errors import InputError
 CANONICAL = [
     "recall@1", "recall@3", "recall@5", "recall@8", "mrr", "ndcg@8", "context_precision@5",
     "answer_f1", "identifier_recall", "language_match", "citation_precision",
-    "citation_recall", "hallucinated_citations", "scope_violations", "unlinked_answers",
+    "citation_recall", "hallucinated_citations", "scope_violations", "sources_outside_docs", "unlinked_answers",
     "unlinked_negatives", "errors", "negatives_caught", "over_refusal_gate",
     "over_refusal_gate_upper95", "over_refusal_answer", "over_refusal_answer_upper95",
     "no_answer_precision", "attack_success_rate", "refusal_accuracy", "safe_answer_rate",

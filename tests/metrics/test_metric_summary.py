@@ -127,3 +127,27 @@ def test_a_value_worked_out_ahead_belongs_to_its_row_object_only(make_row) -> No
     assert summarize(changed, ahead=ahead)[0]["answer_f1"] != summarize(rows, ahead=ahead)[0]["answer_f1"]
     ahead.clear()
     assert summarize(rows, ahead=ahead) == summarize(rows)
+
+
+def test_every_retrieval_metric_is_computed_by_the_batch_never_row_by_row() -> None:
+    # Regression: the batch was keyed on the positives' population; when the retrieval metrics moved to
+    # the ranked positives, every row was scored one by one (10x slower) and every number stayed right.
+    from docpilot.metrics.summary import _batched
+
+    assert RETRIEVAL_METRICS and all(_batched(METRICS[name]) for name in RETRIEVAL_METRICS)
+
+
+def test_the_batch_and_each_row_s_own_score_agree_at_section_and_page_level(make_row) -> None:
+    rows = [
+        make_row("s1", gold=["guide/auth#tokens"], retrieved=["guide/deploy#ci", "guide/auth#tokens"]),
+        make_row("p1", gold=["guide/auth#tokens", "guide/auth#rotate"], retrieved=["index", "guide/auth"]),
+        make_row("p2", gold=["guide"], retrieved=["guide/auth#x", "guide/deploy", "guide/auth"]),
+        make_row("o1", gold=["index#install"], retrieved=["blog/post#", "index#install"]),
+    ]
+    summary, _ = summarize(rows)
+    for name in RETRIEVAL_METRICS:
+        by_row = [METRICS[name].score(row) for row in rows]
+        assert summary[name] == pytest.approx(sum(by_row) / len(by_row)), name
+    assert METRICS["mrr"].score(rows[1]) == 0.5  # page level: guide/auth at rank 2 holds both gold sections
+    assert METRICS["recall@8"].score(rows[1]) == 1.0
+    assert METRICS["ndcg@8"].score(rows[1]) == pytest.approx((1 / 1.5849625007211562) / 1.0)

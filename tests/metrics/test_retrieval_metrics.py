@@ -180,3 +180,16 @@ def test_the_formulas_take_cutoffs_past_8_as_trec_eval_does() -> None:
         assert ndcg_at_k(ranked, gold, 10) == pytest.approx(reference[f"q{i}"]["ndcg_cut_10"], abs=1e-12)
         assert recall_at_k(ranked, gold, 20) == reference[f"q{i}"]["recall_20"]
     assert reciprocal_rank(["a#", "b#", *[f"c#{i}" for i in range(8)], "gold#x"], ["gold#x"], k=20) == 1 / 11
+
+
+def test_a_ranking_that_names_pages_is_read_at_page_level() -> None:
+    from docpilot.metrics.retrieval import as_read, names_pages
+
+    assert not names_pages(["guide/auth#tokens", "blog/post#"])  # an outside page keeps its '#'
+    assert names_pages(["guide/auth#tokens", "guide/deploy"])
+    assert as_read(["a#x"], ["a#x"]) == (["a#x"], ["a#x"])
+    assert as_read(["guide/auth", "guide/auth#tokens", "guide/deploy#ci"], ["guide/auth#tokens", "guide/auth#(top)",
+                                                                          "guide"]) == (
+        ["guide/auth", "guide/deploy"], ["guide/auth#", "guide"])
+    # only the top 8 are read, then each page once
+    assert as_read([f"p{i}" for i in range(10)], ["p9#x"]) == ([f"p{i}" for i in range(8)], ["p9#"])
