@@ -12,7 +12,7 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Protocol, TextIO
 
@@ -33,21 +33,28 @@ class Progress:
 
     Each eval has its own (``docpilot.run.context``), so two evals in one process count
     apart. Its stages advance it from any thread: the model lane's writer, a stage pool.
+    ``labels`` says what the sink shows for a stage the run names otherwise: a run that
+    asks a target counts its ``retrieve`` and ``model`` stages as ``ask NAME`` and ``score``.
     """
 
-    def __init__(self, sink: Sink | None = None) -> None:
+    def __init__(self, sink: Sink | None = None, labels: Mapping[str, str] | None = None) -> None:
         self.sink = sink
+        self.labels = dict(labels or {})
         self._quiet = threading.local()
+
+    def shown_as(self, labels: Mapping[str, str]) -> Progress:
+        """This progress's sink, with the stages ``labels`` names shown under those labels."""
+        return Progress(self.sink, {**self.labels, **labels}) if labels else self
 
     def start(self, stage: str, total: int) -> None:
         """A stage is about to process ``total`` records."""
         if self.sink is not None and not getattr(self._quiet, "on", False):
-            self.sink.start(stage, total)
+            self.sink.start(self.labels.get(stage, stage), total)
 
     def advance(self, stage: str, count: int = 1) -> None:
         """``count`` more records finished ``stage``."""
         if self.sink is not None and not getattr(self._quiet, "on", False):
-            self.sink.advance(stage, count)
+            self.sink.advance(self.labels.get(stage, stage), count)
 
     @contextlib.contextmanager
     def muted(self) -> Iterator[None]:

@@ -129,8 +129,8 @@ def _opened(job: EvalJob, progress: Progress, interrupt: threading.Event,
         # The server runtime's ranking is the server's (or the target's): no index opens here.
         workspace = open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint,
                                    ranks=job.runtime != "server")
-    run = RunContext(job.run_key, job=job, workspace=workspace, progress=progress, interrupt=interrupt,
-                     shared_ranking=shared_ranking, endpoint_ready=not calls_model(job))
+    run = RunContext(job.run_key, job=job, workspace=workspace, progress=progress.shown_as(_stage_labels(job)),
+                     interrupt=interrupt, shared_ranking=shared_ranking, endpoint_ready=not calls_model(job))
     try:
         yield run
     except BaseException:
@@ -138,6 +138,14 @@ def _opened(job: EvalJob, progress: Progress, interrupt: threading.Event,
         raise
     finally:
         run.close()
+
+
+def _stage_labels(job: EvalJob) -> dict[str, str]:
+    """What the run's stages are shown as: a target is asked, and its replies scored, where DocPilot's
+    own assistant retrieves and calls a model (its stages keep their names)."""
+    if job.config.target is None:
+        return {}
+    return {"retrieve": f"ask {job.config.target}", "model": "score"}
 
 
 def _run(run: RunContext, executor: Executor, orchestration: Orchestration) -> Report:

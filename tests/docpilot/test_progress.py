@@ -57,6 +57,37 @@ def test_an_eval_reports_progress_on_stderr_only(tmp_path):
     assert "6/6 records" not in result.stdout
 
 
+def test_a_stage_is_shown_under_the_label_the_run_gives_it():
+    stream = io.StringIO()
+    shown = progress.Progress(progress.LineSink(stream)).shown_as({"retrieve": "ask support-bot"})
+    shown.start("retrieve", 1)
+    shown.advance("retrieve")
+    shown.start("embed", 1)  # a stage the labels do not name keeps its name
+    shown.advance("embed")
+    assert stream.getvalue().splitlines() == ["ask support-bot: 1/1 records", "embed: 1/1 chunks"]
+
+
+# Regression: a run that asked a target said `retrieve` and `model`, which it never did itself.
+def test_a_target_run_shows_the_target_asked_and_its_answers_scored(tmp_path):
+    import yaml
+
+    from tests.support.assistant_shapes import Script, serve_shapes
+
+    pipeline = DATA / "pipeline"
+    with serve_shapes(Script()) as base:
+        target = {"url": f"{base}/rag/invoke", "body": {"input": {"question": "{question}"}},
+                  "reply": {"answer": "output.answer", "sources": "output.context", "source_id": "metadata.source"}}
+        config = tmp_path / "docpilot.yaml"
+        config.write_text(yaml.safe_dump({"targets": {"support-bot": target}}))
+        result = CliRunner().invoke(main, ["eval", "--config", str(config), "--docs", str(pipeline / "docs"),
+                                           "--golden", str(pipeline / "golden.yaml"), "--target", "support-bot",
+                                           "--orchestrator", "inline", "--out", str(tmp_path / "r.json"), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    lines = result.stderr.splitlines()
+    assert "ask support-bot: 6/6 records" in lines and "score: 6/6 records" in lines, lines
+    assert not [line for line in lines if line.startswith(("retrieve:", "model:"))], lines
+
+
 def test_a_long_stage_says_how_long_it_took_so_far_and_about_how_long_is_left():
     # An index built with MiniLM takes minutes: the log says when it will be done.
     now = [100.0]
