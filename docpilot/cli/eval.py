@@ -221,7 +221,7 @@ def eval_command(
     named = _named_target(target_name, config, variants)
     runtime = _target_runtime(named, runtime, url)
     if runtime == "server" and gate_only:
-        raise click.UsageError("--gate-only measures retrieval in this process; it does not apply to --runtime server")
+        raise click.UsageError(_gate_only_refusal(named))
     if url and runtime != "server":
         raise click.UsageError("--url names the server of --runtime server; add --runtime server")
     orchestration = choose(orchestrator, runner=runner)
@@ -316,6 +316,14 @@ def _target_runtime(named, runtime, url):
         raise click.UsageError(f"--url names DocPilot's own server, and {named} has its URL in the config; "
                                "drop --url, or the target")
     return "server"
+
+
+def _gate_only_refusal(named):
+    """Why --gate-only cannot run with the server runtime, naming what chose it: a target ``named``, else the flag."""
+    if named:
+        return (f"--gate-only measures retrieval alone, and {named} answers over HTTP with no search endpoint "
+                "to rank by: run without --gate-only")
+    return "--gate-only measures retrieval in this process; it does not apply to --runtime server"
 
 
 def _targets_of_variants(config, runtime, variants):

@@ -82,6 +82,19 @@ def test_a_gold_entry_naming_no_section_is_refused(tmp_path):
     assert "guide/instal#x" in result.output and "q1" in result.output
 
 
+# Regression: `--target NAME --gate-only` was refused with a message about --runtime server,
+# which the user never typed.
+def test_gate_only_with_a_target_is_refused_naming_the_target(tmp_path):
+    config = tmp_path / "targets.yaml"
+    config.write_text("targets:\n  support-bot:\n    url: http://127.0.0.1:9/ask\n    reply:\n      answer: answer\n")
+    out = tmp_path / "r.json"
+    result = run("eval", "--config", str(config), *BASE, "--target", "support-bot", "--gate-only", "--out", str(out))
+    assert result.exit_code == 2, result.output
+    assert "--target support-bot answers over HTTP" in result.output
+    assert "run without --gate-only" in result.output and "--runtime" not in result.output
+    assert "Traceback" not in result.output and not out.exists()
+
+
 def test_score_recomputes_the_summary_from_rows(tmp_path):
     out = tmp_path / "report.json"
     assert run("eval", *BASE, "--orchestrator", "inline", "--out", str(out)).exit_code == 0
