@@ -124,8 +124,9 @@ class RemoteTurn(BaseModel):
     finite number from 0 to a day."""
     outside_docs: list[str] = Field(default_factory=list)
     """A target's returned sources that name nothing the docs hold, as mapped (``targets.sources``)."""
-    truncated: bool = False
-    """The server said the answer stopped at the model's `max_tokens`."""
+    truncated: bool | None = False
+    """The server said the answer stopped at the model's `max_tokens`; None when the assistant cannot say
+    (a target, which gives no finish reason)."""
     usage: dict[str, int] = Field(default_factory=dict)
     """Token usage the server's model reported."""
     error: str | None = None

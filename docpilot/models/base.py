@@ -99,8 +99,9 @@ class Turn(Reply):
     """Whether the model refused."""
     refusal_cause: Cause | None = None
     """The cause the refusal named."""
-    truncated: bool = False
-    """The answer stopped at ``max_tokens`` (``finish_reason: length``): kept, but marked."""
+    truncated: bool | None = False
+    """The answer stopped at ``max_tokens`` (``finish_reason: length``): kept, but marked; None when the
+    assistant cannot say (a target, which gives no finish reason)."""
     error: str | None = None
     """Why the turn failed; None on success."""
     error_code: ErrorCode | None = None

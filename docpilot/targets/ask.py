@@ -202,7 +202,7 @@ async def ask_target(
     sent = dict(endpoint.headers)
     sent.setdefault("Accept", "application/json" if target.reply.kind == "json" else
                     "text/event-stream" if target.reply.kind == "sse" else "application/x-ndjson")
-    turn = RemoteTurn()
+    turn = RemoteTurn(truncated=None)  # a target gives no finish reason: whether it cut an answer is unknown
     started = time.perf_counter()
 
     def elapsed() -> float:
@@ -261,7 +261,11 @@ async def _capped(response: httpx.Response, target: Target) -> AsyncIterator[byt
 
 
 async def _capped_read(response: httpx.Response, target: Target) -> bytes:
-    return b"".join([piece async for piece in _capped(response, target)])
+    """The whole reply, up to ``max_reply_bytes`` (``_TooLarge`` past it)."""
+    held = bytearray()
+    async for piece in _capped(response, target):
+        held += piece
+    return bytes(held)
 
 
 async def _http_fault(turn: RemoteTurn, response: httpx.Response, endpoint: Endpoint, strict: bool,
@@ -306,7 +310,7 @@ def _keys(value: Any) -> str:
         return "keys " + ", ".join(parts) if parts else "no keys"
     if isinstance(value, list):
         return f"a list of {len(value)}"
-    return f"a {_kind(value)}"
+    return _a(_kind(value))
 
 
 def _kind(value: Any) -> str:
@@ -324,6 +328,10 @@ def _kind(value: Any) -> str:
     return "null"
 
 
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
 def _search(expression: str, data: Any) -> Any:
     return jmespath.search(expression, data)
 
@@ -338,7 +346,7 @@ def _items_at(field: str, expression: str | None, data: Any) -> list | None:
     if found is None:
         return None
     if not isinstance(found, list):
-        raise _Shape(f"has a {_kind(found)} at reply.{field} {expression!r}, where a list is wanted")
+        raise _Shape(f"has {_a(_kind(found))} at reply.{field} {expression!r}, where a list is wanted")
     return found
 
 
@@ -403,7 +411,7 @@ def _text_at(expression: str, data: Any) -> str | None:
     found = _search(expression, data)
     if found is None or isinstance(found, str):
         return found
-    raise _Shape(f"has a {_kind(found)} at reply.answer {expression!r}, where text is wanted")
+    raise _Shape(f"has {_a(_kind(found))} at reply.answer {expression!r}, where text is wanted")
 
 
 async def _read_json(turn: RemoteTurn, response: httpx.Response, endpoint: Endpoint,
