@@ -220,7 +220,7 @@ def eval_command(
         config, variants = variants[0].config, []
     named = _named_target(target_name, config, variants)
     runtime = _target_runtime(named, runtime, url)
-    if runtime == "server" and gate_only:
+    if runtime == "server" and gate_only and not _searchable(config, variants):
         raise click.UsageError(_gate_only_refusal(named))
     if url and runtime != "server":
         raise click.UsageError("--url names the server of --runtime server; add --runtime server")
@@ -318,11 +318,17 @@ def _target_runtime(named, runtime, url):
     return "server"
 
 
+def _searchable(config, variants) -> bool:
+    """Whether every target the run asks offers a search endpoint (``targets.NAME.search``) for --gate-only."""
+    names = [v.config.target for v in variants] if variants else [config.target]
+    return all(name is not None and config.targets[name].search is not None for name in names)
+
+
 def _gate_only_refusal(named):
     """Why --gate-only cannot run with the server runtime, naming what chose it: a target ``named``, else the flag."""
     if named:
         return (f"--gate-only measures retrieval alone, and {named} answers over HTTP with no search endpoint "
-                "to rank by: run without --gate-only")
+                "to rank by: give it one (targets.NAME.search: url, body, sources), or run without --gate-only")
     return "--gate-only measures retrieval in this process; it does not apply to --runtime server"
 
 

@@ -74,6 +74,28 @@ class SourceMapping(_Strict):
     `#anchor` names the section, and a source without one names the page."""
 
 
+class SearchMapping(_Strict):
+    """A target's search endpoint: its ranking without an answer, for `--gate-only`."""
+
+    url: str = Field(pattern=r"^(https?://|\$\{)\S+$")
+    """The endpoint a question is sent to for a ranking, such as `http://127.0.0.1:9000/search`; `${NAME}` is
+    read from the environment as in the target's `url`. The target's headers go with it."""
+    method: Literal["POST", "GET", "PUT"] = "POST"
+    """The HTTP method."""
+    body: Any = Field(default_factory=lambda: {"query": "{question}"})
+    """The JSON body template, with the target's placeholders."""
+    sources: str
+    """The JMESPath of the ranked list in the JSON reply, best first (such as `hits` or `results[*].url`)."""
+    source_id: str = "@"
+    """Within one item, where its URL, path or id is; the target's `source_ids` map it."""
+
+    @field_validator("sources", "source_id")
+    @classmethod
+    def _is_jmespath(cls, expression: str) -> str:
+        _compiles("search path", expression)
+        return expression
+
+
 class Target(_Strict):
     """An assistant reached over HTTP: where to send a question and how to read what comes back."""
 
@@ -91,6 +113,9 @@ class Target(_Strict):
     spliced in as text."""
     reply: ReplyMapping
     """How the reply is read (`answer` at least)."""
+    search: SearchMapping | None = None
+    """A search endpoint that returns the target's ranking alone: `eval --gate-only` measures retrieval
+    through it, with no answer asked for. Unset, a target cannot run `--gate-only`."""
     source_ids: SourceMapping = Field(default_factory=SourceMapping)
     """How returned sources map to DocPilot's section ids."""
     timeout_s: float = Field(default=60.0, gt=0, le=86_400)

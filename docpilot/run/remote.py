@@ -97,6 +97,7 @@ def remote_shard(
     traceparent: Callable[[str], str] | None = None,
     slots: threading.Semaphore | None = None,
     first: FirstReply | None = None,
+    search: bool = False,
 ) -> tuple[list[Trace], dict[str, dict[str, float]]]:
     """Ask a server every record of a shard; the filled traces and each record's server stage timings.
 
@@ -111,7 +112,8 @@ def remote_shard(
     shards travel on several threads, each with its own event loop). A target's first reply
     (``first``, which the run's shards share; by default this shard's own) is read
     strictly: a wrong path or credential raises ``TargetReplyError`` there, and no shard
-    sends another question. The questions still go out at once, not after it.
+    sends another question. The questions still go out at once, not after it. ``search`` asks
+    a target's search endpoint instead (``--gate-only``): a ranking, and no answer.
     """
     if concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, got {concurrency}", hint="use 8")
@@ -119,7 +121,7 @@ def remote_shard(
     timeout = httpx.Timeout(ws.config.model.timeout_s + 30.0)
     target = ws.config.targets[ws.config.target] if ws.config.target is not None else None
     first = first if first is not None else FirstReply()
-    turns = asyncio.run(_ask_all(ws, traces, url, token, concurrency, timeout, traceparent, slots, first))
+    turns = asyncio.run(_ask_all(ws, traces, url, token, concurrency, timeout, traceparent, slots, first, search))
     stages: dict[str, dict[str, float]] = {}
     for trace, (began, remote) in zip(traces, turns, strict=True):
         fill_trace(trace, remote, began)
@@ -132,6 +134,7 @@ def remote_shard(
 async def _ask_all(
     ws: Workspace, traces: list[Trace], url: str, token: str | None, concurrency: int, timeout: httpx.Timeout,
     traceparent: Callable[[str], str] | None, slots: threading.Semaphore | None, first: FirstReply,
+    search: bool = False,
 ) -> list[tuple[float, RemoteTurn]]:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     gate = asyncio.Semaphore(concurrency)
@@ -140,7 +143,7 @@ async def _ask_all(
             await _check_server(client, url, ws)
             asking = _server_asker(client, ws, url, token, traceparent)
         else:
-            asking = _target_asker(client, ws)
+            asking = _target_asker(client, ws, search)
 
         def first_reply() -> bool:
             return not first.came.is_set()
@@ -178,10 +181,11 @@ def _server_asker(client: httpx.AsyncClient, ws: Workspace, url: str, token: str
     return asking
 
 
-def _target_asker(client: httpx.AsyncClient, ws: Workspace) -> Callable[..., Awaitable[RemoteTurn]]:
-    """How a record is asked of the run's target (``config.target``), its variables read once."""
+def _target_asker(client: httpx.AsyncClient, ws: Workspace, search: bool) -> Callable[..., Awaitable[RemoteTurn]]:
+    """How a record is asked of the run's target (``config.target``), or of its search endpoint, variables read once."""
     name = ws.config.target
     endpoint = Endpoint.open(ws.config.targets[name], name, SourceResolver(ws.corpus))
+    endpoint = endpoint.searching() if search else endpoint
 
     async def asking(record: GoldenRecord, strict: Callable[[], bool]) -> RemoteTurn:
         return await ask_target(client, endpoint, record.question, record.scope, record.id, strict=strict)

@@ -34,6 +34,8 @@ def travel(run: RunContext, records: Sequence[GoldenRecord | AttackProbe]) -> li
     traces = pipeline.start_traces(records)
     if run.job.runtime == "server":
         traces = ask_server(run, traces)
+        if run.job.gate_only:
+            return _score(run, traces)  # a target's search endpoint: a ranking, no answer to render
     else:
         traces = _retrieve(run, traces)
         if run.job.gate_only:
@@ -103,11 +105,13 @@ def ask_server(run: RunContext, traces: list[Trace]) -> list[Trace]:
         if run.asking is None:
             run.asking = threading.BoundedSemaphore(concurrency)
     traces, stages = remote_shard(run.workspace, traces, run.job.url, concurrency=concurrency,
-                                  traceparent=traceparent, slots=run.asking, first=run.first_reply)
+                                  traceparent=traceparent, slots=run.asking, first=run.first_reply,
+                                  search=run.job.gate_only)
     for trace in traces:
         trace.stages_ms = stages.get(trace.record.id, {})
     run.progress.advance("retrieve", len(traces))
-    run.progress.advance("model", len(traces))
+    if not run.job.gate_only:
+        run.progress.advance("model", len(traces))
     return traces
 
 

@@ -54,7 +54,7 @@ import jmespath
 
 from docpilot.api.client import RemoteEvent, RemoteTurn
 from docpilot.api.schema import PrimedSource, RankedHit, RefusalEvent, RetrievalEvent
-from docpilot.config.target import Target
+from docpilot.config.target import ReplyMapping, Target
 from docpilot.errors import ConfigError
 from docpilot.models.base import paints, parse_refusal
 from docpilot.net.retry import RetryPolicy, parse_retry_after
@@ -127,6 +127,20 @@ class Endpoint:
                               "not an http(s) URL", hint="set the variable to a URL such as http://127.0.0.1:9000")
         secrets = tuple(sorted({v for v in found if len(v.strip()) >= 4}, key=len, reverse=True))
         return cls(target, name, url, headers, secrets, docs)
+
+    def searching(self) -> Endpoint:
+        """The target's search endpoint (``target.search``), read as a JSON reply with sources and no answer."""
+        search = self.target.search
+        if search is None:
+            raise ConfigError(f"targets.{self.name} has no search endpoint",
+                              hint=f"add targets.{self.name}.search (url, body, sources), or run without --gate-only")
+        found = list(self.secrets)
+        url = _read_variables(search.url, f"targets.{self.name}.search.url", found)
+        reply = ReplyMapping(kind="json", sources=search.sources, source_id=search.source_id)
+        ranked = self.target.model_copy(update={"url": search.url, "method": search.method, "body": search.body,
+                                                "reply": reply})
+        secrets = tuple(sorted({v for v in found if len(v.strip()) >= 4}, key=len, reverse=True))
+        return Endpoint(ranked, self.name, url, self.headers, secrets, self.docs)
 
     def clean(self, text: str) -> str:
         """``text`` with every value read from the environment replaced by ``[redacted]``."""
@@ -428,8 +442,8 @@ async def _read_json(turn: RemoteTurn, response: httpx.Response, endpoint: Endpo
                                    at_ms=turn.latency_ms))
     try:
         _take_refusal(turn, target, data)
-        answer = _text_at(target.reply.answer, data)  # type: ignore[arg-type]
-        if answer is None and turn.refusal is None:
+        answer = _text_at(target.reply.answer, data) if target.reply.answer is not None else None
+        if answer is None and turn.refusal is None and target.reply.answer is not None:
             return f"has nothing at reply.answer {target.reply.answer!r}; it has {_keys(data)}"
         if target.reply.sources and not _take_sources(turn, endpoint, data):
             return f"has nothing at reply.sources {target.reply.sources!r}; it has {_keys(data)}"
@@ -594,7 +608,7 @@ def _close(turn: RemoteTurn, endpoint: Endpoint, now_ms: float) -> RemoteTurn:
     if turn.latency_ms is None or turn.error_code == "timeout":
         turn.latency_ms = now_ms
     turn.answer = endpoint.clean(turn.answer.strip())
-    if turn.error is None and turn.refusal is None:
+    if turn.error is None and turn.refusal is None and endpoint.target.reply.answer is not None:
         cause = parse_refusal(turn.answer)
         if cause is not None:
             turn.refusal = RefusalEvent(refused_by="model", cause=cause, reply=turn.answer)

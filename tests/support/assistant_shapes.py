@@ -18,6 +18,7 @@ check the mapping back to section ids and the metrics computed from them:
     POST /rag/busy      /rag/invoke behind a gate that answers ``Script.busy_status`` to the first
                         ``Script.busy`` requests (all of them when it is negative)
     POST /html          an HTML error page with status 200 (a proxy's login page)
+    POST /api/search    the JSON API's ranking alone: {"query"} → {"hits": [{"link", "score"}]}; needs the key
 
 The SSE stream sends a `citations` event ({"items": [{"path"} or n, ...]}) before `done`
 when the script cites apart from the text. A request's sources are recorded in
@@ -76,6 +77,8 @@ class Script:
     """The `Retry-After` header of a busy reply; None sends none."""
     busy_requests: int = 0
     """Requests `/rag/busy` has seen."""
+    searches: int = 0
+    """Requests `/api/search` has seen."""
     peers: set[tuple[str, int]] = field(default_factory=set)
     """The client addresses (host, port) the streaming routes were asked from: one per connection."""
 
@@ -202,6 +205,14 @@ class _Shapes:
                                 headers=headers)
         return await self.invoke(request)
 
+    async def search(self, request: Request) -> Response:
+        if request.headers.get("x-api-key") != KEY:
+            return JSONResponse({"detail": "invalid API key"}, status_code=401)
+        self.script.searches += 1
+        scripted = self.script.take((await request.json())["query"])
+        return JSONResponse({"hits": [{"link": BASE + s.replace("#", ".html#", 1) if "#" in s else BASE + s + ".html",
+                                       "score": 1.0 / n} for n, s in enumerate(scripted.sources, start=1)]})
+
     async def html(self, request: Request) -> Response:
         return HTMLResponse("<html><body>Please sign in</body></html>")
 
@@ -217,6 +228,7 @@ def build_app(script: Script) -> Starlette:
         Route("/api/cited", shapes.cited, methods=["POST"]),
         Route("/rag/busy", shapes.busy, methods=["POST"]),
         Route("/html", shapes.html, methods=["POST"]),
+        Route("/api/search", shapes.search, methods=["POST"]),
     ])
 
 

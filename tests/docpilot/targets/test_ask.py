@@ -636,3 +636,28 @@ def test_the_config_s_target_keeps_the_file_s_variants_each_measuring_it_unless_
     timed = {v: {r["stages_ms"].get("retrieve") for r in report["rows"] if r.get("variant") == v and not r["error"]}
              for v in ("own", "sse")}
     assert timed == {"own": {1.5}, "sse": {None}}  # only the JSON target sends Server-Timing
+
+
+def test_gate_only_measures_a_target_through_its_search_endpoint_and_asks_no_answer(served, tmp_path):
+    base, script = served
+    searched = script.searches
+    search = {"url": base + "/api/search", "body": {"query": "{question}"}, "sources": "hits", "source_id": "link"}
+    config = _config_file(tmp_path, base)
+    data = yaml.safe_load(config.read_text())
+    data["targets"]["json"]["search"] = search
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "gate.json"
+    result = _eval("--config", str(config), "--target", "json", "--gate-only", "--out", str(out))
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(out.read_text())
+    assert report["gate_only"] and script.searches - searched == len(RECORDS)
+    rows = [r for r in report["rows"] if r["kind"] == "positive"]
+    assert all(r["answer"] is None for r in report["rows"])
+    assert [r["retrieved"] for r in rows] == [script.shown[r["question"]][:8] for r in rows]
+    trec = _trec(rows)
+    for name, ours in (("recall@8", "recall_8"), ("mrr", "recip_rank"), ("ndcg@8", "ndcg_cut_8")):
+        assert report["summary"][name] == pytest.approx(sum(trec[r["id"]][ours] for r in rows) / len(rows))
+    data["targets"]["json"].pop("search")
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    refused = _eval("--config", str(config), "--target", "json", "--gate-only")
+    assert refused.exit_code == 2 and "targets.NAME.search" in refused.output
