@@ -18,8 +18,10 @@ import pytest
 import pytrec_eval
 import yaml
 from click.testing import CliRunner
+from docpilot.metrics.registry import METRICS
 
 from docpilot.cli import main
+from docpilot.schema import Row
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("langserve")
@@ -92,9 +94,6 @@ def _agree(report: dict, *, pages: bool, exact: bool) -> None:
         trec = _oracle(rows, pages=pages)
         for name, ours in (("recall@1", "recall_1"), ("recall@8", "recall_8"), ("mrr", "recip_rank"),
                            ("ndcg@8", "ndcg_cut_8")):
-            from docpilot.metrics.registry import METRICS
-            from docpilot.schema import Row
-
             mine = [METRICS[name].score(Row.model_validate(r)) for r in rows]
             theirs = [trec[r["id"]][ours] for r in rows]
             assert mine == pytest.approx(theirs, abs=1e-12), (variant["name"], name)
