@@ -18,6 +18,9 @@ check the mapping back to section ids and the metrics computed from them:
     POST /rag/busy      /rag/invoke behind a gate that answers ``Script.busy_status`` to the first
                         ``Script.busy`` requests (all of them when it is negative)
     POST /html          an HTML error page with status 200 (a proxy's login page)
+    POST /v1/stream     a vendor's SSE API: {"query"} → `sources` ({"sources": [{"url"}]}, URLs
+                        https://docs.example/<page>/#<anchor>, or the page alone), `delta` ({"delta"}),
+                        `end`, with `Server-Timing`; needs `X-Api-Key: k-secret`
     POST /api/search    the JSON API's ranking alone: {"query"} → {"hits": [{"link", "score"}]}; needs the key
 
 The SSE stream sends a `citations` event ({"items": [{"path"} or n, ...]}) before `done`
@@ -43,6 +46,7 @@ from starlette.routing import Route
 from tests.support.openai_server import _bind, running
 
 BASE = "https://docs.acme.test/"
+VENDOR_DOCS = "https://docs.example/"
 KEY = "k-secret"
 
 
@@ -77,6 +81,8 @@ class Script:
     """The `Retry-After` header of a busy reply; None sends none."""
     busy_requests: int = 0
     """Requests `/rag/busy` has seen."""
+    vendor_requests: int = 0
+    """Requests `/v1/stream` has seen."""
     searches: int = 0
     """Requests `/api/search` has seen."""
     peers: set[tuple[str, int]] = field(default_factory=set)
@@ -147,6 +153,26 @@ class _Shapes:
             yield _sse("done", {"ok": True})
 
         return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def vendor(self, request: Request) -> Response:
+        """A vendor's streaming API: a key, `sources`, `delta` and `end` events, docs URLs with `/#anchor`."""
+        self.script.vendor_requests += 1
+        if request.headers.get("x-api-key") != KEY:
+            return JSONResponse({"error": "unauthorized"}, status_code=401)
+        scripted = self.script.take((await request.json())["query"])
+        urls = [VENDOR_DOCS + page + "/" + (f"#{anchor}" if anchor else "")
+                for page, _, anchor in (s.partition("#") for s in scripted.sources)]
+
+        async def events() -> AsyncIterator[bytes]:
+            yield _sse("sources", {"sources": [{"url": u, "title": u} for u in urls]})
+            for n, piece in enumerate(_pieces(scripted.answer)):
+                yield _sse("delta", {"delta": piece})
+                if n == 0:
+                    await asyncio.sleep(self.script.delay_s)
+            yield _sse("end", {})
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Server-Timing": "search;dur=4.2, llm;dur=31.5"})
 
     @staticmethod
     def _context(scripted: Scripted) -> list[dict]:
@@ -229,6 +255,7 @@ def build_app(script: Script) -> Starlette:
         Route("/rag/busy", shapes.busy, methods=["POST"]),
         Route("/html", shapes.html, methods=["POST"]),
         Route("/api/search", shapes.search, methods=["POST"]),
+        Route("/v1/stream", shapes.vendor, methods=["POST"]),
     ])
 
 

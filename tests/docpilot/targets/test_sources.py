@@ -160,3 +160,43 @@ def test_golden_check_names_the_granularity_and_the_gold_a_run_can_match(page_se
     shown = _eval_command("golden", "check", "--config", str(config), "--target", "acme")
     assert "granularity: pages" in shown.output and "1 sources name nothing in the docs" in shown.output
 
+
+
+VENDOR = {"url": "{base}/v1/stream", "headers": {"X-Api-Key": "${SHAPES_KEY}"}, "body": {"query": "{question}"},
+          "reply": {"kind": "sse", "delta_event": "delta", "answer": "delta", "sources_event": "sources",
+                    "sources": "sources", "source_id": "url", "end_event": "end"},
+          "source_ids": {"base_url": "https://docs.example/"}}
+
+
+def test_a_vendor_s_sse_api_configured_from_the_docs_gives_an_oracle_s_numbers(page_served, tmp_path, monkeypatch):
+    monkeypatch.setenv("SHAPES_KEY", KEY)
+    base, script = page_served
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(yaml.safe_dump(RECORDS))
+    config = tmp_path / "docpilot.yaml"
+    target = json.loads(json.dumps(VENDOR).replace("{base}", base))
+    config.write_text(yaml.safe_dump({
+        "corpus": {"docs": str(DOCS)}, "golden": str(golden), "cache_dir": str(tmp_path / "cache"),
+        "reports_dir": str(tmp_path / "reports"), "model": {"concurrency": 4}, "targets": {"vendor": target}}))
+    out = tmp_path / "run.json"
+    result = _eval("--config", str(config), "--target", "vendor", "--out", str(out))
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(out.read_text())
+    positives = [r for r in report["rows"] if r["kind"] == "positive"]
+    for row in positives:
+        shown = script.shown[row["question"]]
+        # a page of the docs is its page id; the blog, outside them, keeps the '#' its URL mapped to
+        assert row["retrieved"] == [s + "#" if s == "blog/launch" else s for s in shown][:8]
+    trec = _page_level_trec(positives)
+    for name, ours in (("recall@8", "recall_8"), ("mrr", "recip_rank")):
+        expected = sum(trec[r["id"]][ours] for r in positives) / len(positives)
+        assert report["summary"][name] == pytest.approx(expected, abs=1e-12), name
+    answered = [r for r in report["rows"] if r["answer"] and not r["refused"]]
+    assert answered and all(r["first_token_ms"] is not None and r["first_token_ms"] <= r["latency_ms"]
+                            for r in answered)
+    assert all(r["stages_ms"] == {"search": 4.2, "llm": 31.5} for r in report["rows"])
+    monkeypatch.setenv("SHAPES_KEY", "a-wrong-key")
+    before = script.vendor_requests
+    wrong = _eval("--config", str(config), "--target", "vendor", "--no-cache")
+    assert wrong.exit_code == 2 and "HTTP 401" in wrong.output
+    assert script.vendor_requests - before <= 4  # model.concurrency
