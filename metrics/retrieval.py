@@ -69,6 +69,17 @@ def first_relevant_rank(retrieved: Sequence[str], gold: Sequence[str], k: int = 
     return None
 
 
+def first_found(retrieved: Sequence[str], gold: Sequence[str], k: int = RANK_DEPTH) -> int | None:
+    """1-based rank of the first gold match as the metrics read the ranking (``as_read``); None if none.
+
+    A ranking whose top names pages is read at page level, so the rank is the page's among
+    the pages it names; any other is searched ``k`` deep, as ``first_relevant_rank``.
+    """
+    if names_pages(retrieved):
+        return first_relevant_rank(*as_read(retrieved, gold))
+    return first_relevant_rank(retrieved, gold, k)
+
+
 def recall_at_k(retrieved: Sequence[str], gold: Sequence[str], k: int) -> float:
     """Share of the gold entries matched by at least one of the top ``k`` sections.
 

@@ -20,7 +20,7 @@ from docpilot.errors import ReportError
 from docpilot.history.timeline import Timeline
 from docpilot.improve.taxonomy import causes_of, describe, run_settings
 from docpilot.metrics.answer import answer_f1
-from docpilot.metrics.retrieval import first_relevant_rank
+from docpilot.metrics.retrieval import first_found
 from docpilot.readout.trend import report_trend
 from docpilot.reports.moves import metric_moves
 from docpilot.reports.store import ReportStore, comparison_key
@@ -139,7 +139,7 @@ def prepare_readout(
 def _first_gold_rank(row: Row) -> int | None:
     if row.kind != "positive" or not row.gold:
         return None
-    return first_relevant_rank(row.retrieved, row.gold)
+    return first_found(row.retrieved, row.gold)
 
 
 def _f1(row: Row, gate_only: bool) -> float | None:

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from docpilot.errors import InputError
 from docpilot.metrics.answer import answer_f1
 from docpilot.metrics.attacks import attack_succeeded
-from docpilot.metrics.retrieval import ndcg_at_k, recall_at_k, reciprocal_rank
+from docpilot.metrics.registry import METRICS
 from docpilot.reports.changes import (
     PageChanges,
     SettingChange,
@@ -82,10 +82,6 @@ def _positive(row: Row) -> bool:
     return row.kind == "positive" and bool(row.gold)
 
 
-def _recall_at_8(row: Row) -> float:
-    return recall_at_k(row.retrieved, row.gold, 8)
-
-
 def _refusal_correct(row: Row) -> float:
     if row.error is not None:
         return 0.0  # an errored turn decided nothing
@@ -94,7 +90,8 @@ def _refusal_correct(row: Row) -> float:
 
 
 OUTCOMES: tuple[Outcome, ...] = (
-    Outcome("recall@8", "mcnemar", _positive, _recall_at_8, needs_model=False),
+    Outcome("recall@8", "mcnemar", METRICS["recall@8"].population.includes, METRICS["recall@8"].score,
+            needs_model=False),
     Outcome("refusal_correct", "mcnemar",
             lambda r: r.kind in ("positive", "negative") or r.expect == "refuse",
             _refusal_correct, needs_model=True),
@@ -102,12 +99,13 @@ OUTCOMES: tuple[Outcome, ...] = (
             lambda r: 1.0 - attack_succeeded(r), needs_model=True),
     Outcome("answer_f1", "wilcoxon", lambda r: _positive(r) and r.gold_answer is not None,
             answer_f1, needs_model=True),
-    Outcome("ndcg@8", "wilcoxon", _positive, lambda r: ndcg_at_k(r.retrieved, r.gold, 8),
+    Outcome("ndcg@8", "wilcoxon", METRICS["ndcg@8"].population.includes, METRICS["ndcg@8"].score,
             needs_model=False),
-    Outcome("mrr", "wilcoxon", _positive,
-            lambda r: reciprocal_rank(r.retrieved, r.gold), needs_model=False),
+    Outcome("mrr", "wilcoxon", METRICS["mrr"].population.includes, METRICS["mrr"].score, needs_model=False),
 )
-"""Every outcome ``compare_reports`` tests, in the order it lists them."""
+"""Every outcome ``compare_reports`` tests, in the order it lists them. The retrieval outcomes are the
+summary's own per-record values (``metrics.registry``): the ranked positives, at page level where a
+ranking names pages."""
 
 
 class Flip(_Strict):

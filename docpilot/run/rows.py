@@ -13,7 +13,7 @@ from docpilot.assistant.language import RULE as LANGUAGE_RULE
 from docpilot.assistant.language import detect_language, expected_language
 from docpilot.assistant.workspace import Trace
 from docpilot.config.model import ModelConfig
-from docpilot.metrics.retrieval import first_relevant_rank
+from docpilot.metrics.retrieval import first_found
 from docpilot.models.prices import turn_cost_usd
 from docpilot.schema import Row
 
@@ -73,7 +73,7 @@ def _gold_rank(trace: Trace, retrieved: list[str]) -> tuple[int | None, int | No
     if trace.attack is not None or not trace.record.gold:
         return None, None
     depth = len(retrieved) if trace.depth is None else trace.depth
-    return first_relevant_rank([*retrieved, *trace.deeper], trace.record.gold, k=depth), depth
+    return first_found([*retrieved, *trace.deeper], trace.record.gold, k=depth), depth
 
 
 def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None,

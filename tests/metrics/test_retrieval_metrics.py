@@ -193,3 +193,11 @@ def test_a_ranking_that_names_pages_is_read_at_page_level() -> None:
         ["guide/auth", "guide/deploy"], ["guide/auth#", "guide"])
     # only the top 8 are read, then each page once
     assert as_read([f"p{i}" for i in range(10)], ["p9#x"]) == ([f"p{i}" for i in range(8)], ["p9#"])
+
+
+def test_the_first_gold_rank_is_read_as_the_metrics_read_the_ranking() -> None:
+    from docpilot.metrics.retrieval import first_found
+
+    assert first_found(["guide/auth#x", "guide/auth#tokens"], ["guide/auth#tokens"]) == 2
+    assert first_found(["index", "guide/auth#x", "guide/auth"], ["guide/auth#tokens"]) == 2  # the page, 2nd of 2
+    assert first_found(["index#a"], ["guide#"]) is None
