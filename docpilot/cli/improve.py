@@ -184,8 +184,10 @@ def _apply(diagnosis, corpus, causes, *, dry_run: bool, as_json: bool, report_pa
     if dry_run:
         click.echo(applied.text, nl=False)
     if not applied.changes:
-        click.echo(clean(f"nothing to write: no vocabulary entry was chosen over this run's failing dev records "
-                         f"({applied.path} is unchanged)"))
+        target = diagnosis.assistant.name if diagnosis.assistant.kind == "target" else None
+        why = (f"the run measured target {target}, and a vocabulary.json entry moves DocPilot's retriever alone"
+               if target else "no vocabulary entry was chosen over this run's failing dev records")
+        click.echo(clean(f"nothing to write: {why} ({applied.path} is unchanged)"))
         if configured and not dry_run:
             _prove_on_test(diagnosis, corpus)
         return
@@ -252,8 +254,9 @@ def _render_settings(proposal) -> None:
 def _render_diagnosis(diagnosis) -> None:
     header = diagnosis.report
     mode = ", gate-only" if header["gate_only"] else ""
-    click.echo(f"DocPilot improve — run {header['run_id']} ({header['split']} split{mode}): "
-               f"{diagnosis.failing} of {diagnosis.records} records failing")
+    answered = f", answered by target {diagnosis.assistant.name}" if diagnosis.assistant.kind == "target" else ""
+    click.echo(clean(f"DocPilot improve — run {header['run_id']} ({header['split']} split{mode}{answered}): "
+                     f"{diagnosis.failing} of {diagnosis.records} records failing"))
     for warning in diagnosis.warnings:
         click.echo(f"warning: {warning}", err=True)
     for note in diagnosis.notes:

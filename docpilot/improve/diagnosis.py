@@ -5,11 +5,18 @@
 Edits that need the docs read them from the folder the run used (the report's
 ``config.corpus.docs``) or one passed in; without docs, the causes are the same and
 the edits more general.
+
+Who answered is read once from the report (``RunSettings.target``). A run that measured
+a target, an assistant DocPilot did not build, is read as that target's: its causes come
+from the sources, answer and citations it returned, and its edits are to what reaches it
+(the docs both read, its prompt, its entry in the config, the golden record). DocPilot's
+retriever is not run in its place, and no setting of DocPilot's own assistant is proposed.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,6 +29,7 @@ from docpilot.improve.suggestions import suggest_edits
 from docpilot.improve.taxonomy import (
     CAUSE_IDS,
     FailureCause,
+    RunSettings,
     causes_of,
     describe,
     run_settings,
@@ -62,11 +70,23 @@ class Failure(_Strict):
     the `answer` (None: too short to tell, or no answer); empty for attack probes."""
 
 
+class Assistant(_Strict):
+    """Who answered the run's questions: DocPilot's own assistant, or a target it measured."""
+
+    kind: Literal["docpilot", "target"]
+    """`docpilot`: DocPilot's retrieve, prime, model and render, in the eval or its server;
+    `target`: an assistant DocPilot did not build, asked over HTTP (docs/targets.md)."""
+    name: str | None = None
+    """The target's name under the config's `targets:`; None for DocPilot's own."""
+
+
 class Diagnosis(_Strict):
     """Every failing record of a run, grouped by cause."""
 
     report: dict[str, object]
     """The run's header (run id, time, set, split, mode, path)."""
+    assistant: Assistant = Assistant(kind="docpilot")
+    """Who answered: the causes and edits are about it."""
     records: int
     """Records in the run."""
     failing: int
@@ -135,7 +155,7 @@ def diagnose(report: Report, corpus: Corpus | None = None, *, path: str | Path |
         cause = found[0]
         failures.append(Failure(
             id=row.id, kind=row.kind, split=row.split, question=row.question, cause=cause,
-            also=found[1:], detail=describe(row, cause, run), moves=what_moves(cause),
+            also=found[1:], detail=describe(row, cause, run), moves=what_moves(cause, run),
             edits=suggest_edits(row, cause, evidence),
             languages={} if row.kind == "attack" else {
                 "expected": row.language, "question": row.question_language, "answer": row.answer_language},
@@ -147,14 +167,24 @@ def diagnose(report: Report, corpus: Corpus | None = None, *, path: str | Path |
     counts = {cause: sum(1 for f in failures if f.cause == cause) for cause in CAUSE_IDS}
     return Diagnosis(
         report=header_of(report, path).describe(),
+        assistant=Assistant(kind="docpilot") if run.target is None else Assistant(kind="target", name=run.target),
         records=len(report.rows),
         failing=len(failures),
         causes={cause: n for cause, n in counts.items() if n},
         failures=failures,
-        notes=[*(notes or []), *evidence.notes],
+        notes=[*(notes or []), *_target_notes(run), *evidence.notes],
         warnings=_split_warnings(report),
         vocabulary=evidence.vocabulary,
     )
+
+
+def _target_notes(run: RunSettings) -> list[str]:
+    """Why a run that measured a target gets no edit of DocPilot's settings, in one line."""
+    if run.target is None:
+        return []
+    return [f"the run measured target {run.target}: DocPilot's settings do not reach it, so no retrieval, prime, "
+            "guard, model or vocabulary.json edit is proposed; causes and edits read the target's own sources, "
+            "answer and citations, and the docs both read"]
 
 
 def _split_warnings(report: Report) -> list[str]:

@@ -1,9 +1,11 @@
 """What suggestions read besides a row: the report, the run's settings and the docs.
 
 ``Evidence`` holds them and the run's retriever, over the run's saved index (built
-again only where the docs changed since). The functions here find a record's gold
-section and the words that separate it from the question: the question's words the
-section lacks, and the section's words that point at it.
+again only where the docs changed since). A run that measured a target has no
+retriever of DocPilot's: its rows hold the target's own ranking, answer and citations.
+The functions here find a record's gold section and the words that separate it from
+the question: the question's words the section lacks, and the section's words that
+point at it.
 """
 
 from __future__ import annotations
@@ -102,9 +104,16 @@ class Evidence:
         """A config option of the run, or ``default`` when the report does not record it."""
         return (self.config.get(section) or {}).get(key, default)
 
+    @property
+    def extractive(self) -> bool:
+        """Whether the run's answers came from DocPilot's extractive model (never so for a target)."""
+        return self.run.target is None and self.option("model", "provider", "extractive") == "extractive"
+
     def retriever(self) -> Retriever | None:
-        """The run's retriever over the docs as they are now; None without docs."""
-        if self.corpus is None or self._retriever_tried:
+        """The run's retriever over the docs as they are now; None without docs, or for a run that
+        measured a target: its ranking is the target's own, which DocPilot's retriever does not stand
+        in for, so no index of DocPilot's is opened or built."""
+        if self.corpus is None or self.run.target is not None or self._retriever_tried:
             return self._retriever
         self._retriever_tried = True
         try:

@@ -93,10 +93,14 @@ def propose_settings(
 ) -> SettingsProposal | None:
     """The embedders worth trying on this run's dev positives, tried; None when no dev record calls for it.
 
+    None too for a run that measured a target: its ranking is the target's own, which no
+    retrieval setting of DocPilot's reaches, so nothing is ranked again and no index built.
     ``say`` hears one line before each trial (what it will cost); the index builds show
     their own progress on stderr.
     """
     run = run_settings(report)
+    if run.target is not None:
+        return None
     dev = [row for row in report.rows if row.split == "dev" and row.kind == "positive" and row.gold]
     missed = [row.id for row in dev if set(causes_of(row, run)) & set(RETRIEVAL_CAUSES)]
     if not missed:

@@ -39,10 +39,32 @@ MAX_HEADING_WORDS = 2
 """At most this many of the question's words are proposed for a gold section's heading."""
 
 
+REACHES_A_TARGET = ("targets.", "model.concurrency")
+"""The config options a run that measured a target reads: the target's own entry (its URL,
+timeout, reply mapping) and how many questions are in flight at once. DocPilot's retrieval,
+prime, guard, model and corpus settings belong to its own assistant, which did not answer."""
+
+
 def suggest_edits(row: Row, cause: str, evidence: Evidence) -> list[Edit]:
-    """Concrete edits for a record failing with ``cause``, most direct first."""
+    """Concrete edits for a record failing with ``cause``, most direct first.
+
+    For a run that measured a target, only edits that reach it are kept: the docs both
+    read, the target's prompt, its entry in the config, and the golden record.
+    """
     builder = _BUILDERS.get(cause)
-    return builder(row, evidence) if builder else []
+    edits = builder(row, evidence) if builder else []
+    name = evidence.run.target
+    if name is None:
+        return edits
+    return [_addressed_to(edit, name) for edit in edits
+            if edit.kind != "config" or edit.target.startswith(REACHES_A_TARGET)]
+
+
+def _addressed_to(edit: Edit, target: str) -> Edit:
+    """A prompt edit names the target's prompt: the instruction is for the assistant that answered."""
+    if edit.kind != "prompt":
+        return edit
+    return edit.model_copy(update={"target": f"the prompt of target {target}"})
 
 
 # Retrieval ---------------------------------------------------------------------
@@ -54,11 +76,7 @@ def _retrieval_edits(row: Row, evidence: Evidence) -> list[Edit]:
     before = first_relevant_rank(row.retrieved, row.gold)
     edits: list[Edit] = []
     if corpus is None or section is None:
-        edits.append(Edit(
-            kind="investigate", target="vocabulary.json",
-            change="compare the question's words with the gold section's and map the user's word to the "
-                   "docs' word in vocabulary.json (the docs were not available to work it out)",
-        ))
+        edits.append(_words_to_compare(evidence))
     else:
         edits += _section_edits(row, section, evidence)
     if before is not None and before > evidence.run.prime_k:
@@ -68,6 +86,17 @@ def _retrieval_edits(row: Row, evidence: Evidence) -> list[Edit]:
             effect="every record's prompt grows by the extra sources; longer prompts cost tokens and time",
         ))
     return edits
+
+
+def _words_to_compare(evidence: Evidence) -> Edit:
+    """Without the docs: where to put the user's words once they are compared with the gold section's."""
+    if evidence.run.target is not None:  # vocabulary.json is read by DocPilot's retriever alone
+        return Edit(kind="investigate", target="the gold section",
+                    change="compare the question's words with the gold section's and put the user's words in its "
+                           "heading or text, which the target reads too (the docs were not available to work it out)")
+    return Edit(kind="investigate", target="vocabulary.json",
+                change="compare the question's words with the gold section's and map the user's word to the "
+                       "docs' word in vocabulary.json (the docs were not available to work it out)")
 
 
 def _section_edits(row: Row, section: Section, evidence: Evidence) -> list[Edit]:
@@ -89,7 +118,7 @@ def _section_edits(row: Row, section: Section, evidence: Evidence) -> list[Edit]
                    + " (chosen over every failing dev record: `docpilot improve --apply` writes it)",
             value=entry, effect="; ".join(c.reason for c in entries),
         ))
-    elif keys and row.split == "dev":
+    elif keys and row.split == "dev" and evidence.retriever() is not None:  # entries were tried with it
         edits.append(Edit(
             kind="docs", target=section.id,
             change=f"no vocabulary entry for the question's words ({', '.join(keys)}) moved it on dev without "
@@ -172,7 +201,7 @@ def _answered_negative_edits(row: Row, evidence: Evidence) -> list[Edit]:
                    f"{evidence.run.guard_threshold:g}); this record's top score is {top:.4f}",
             effect=threshold_effect(evidence.report.rows, threshold),
         ))
-    if evidence.option("model", "provider", "extractive") == "extractive":
+    if evidence.extractive:
         current = float(evidence.option("model", "min_evidence", 0.18))
         edits.append(_min_evidence_edit(evidence, round(min(1.0, current + 0.05), 2), current,
                                         "the extractive model refuses when the best sentence covers less of the "
@@ -205,7 +234,7 @@ def _model_refused_edits(row: Row, evidence: Evidence) -> list[Edit]:
             ))
         if not crosses:
             edits += _wording_edits(row, evidence)
-    if evidence.option("model", "provider", "extractive") == "extractive":
+    if evidence.extractive:
         current = float(evidence.option("model", "min_evidence", 0.18))
         edits.append(_min_evidence_edit(evidence, round(max(0.0, current - 0.05), 2), current,
                                         "refuse only on weaker evidence"))
@@ -286,7 +315,7 @@ def _low_f1_edits(row: Row, evidence: Evidence) -> list[Edit]:
     recall = overlap / len(gold) if gold else 0.0
     facts = (f"answer {len(answer)} words, gold answer {len(gold)}; "
              f"token precision {precision:.2f}, recall {recall:.2f}")
-    extractive = evidence.option("model", "provider", "extractive") == "extractive"
+    extractive = evidence.extractive
     sentences = int(evidence.option("model", "max_sentences", 3))
     if gold and len(answer) > 2 * len(gold):
         if extractive:
@@ -320,7 +349,7 @@ def _low_f1_edits(row: Row, evidence: Evidence) -> list[Edit]:
 
 
 def _wrong_language_edits(row: Row, evidence: Evidence) -> list[Edit]:
-    if evidence.option("model", "provider", "extractive") == "extractive":
+    if evidence.extractive:
         return [Edit(kind="investigate", target="model.provider",
                      change=f"the extractive model quotes the docs, so it answers in their language "
                             f"({row.answer_language}); a model that can translate (--provider openai) is needed "
@@ -349,18 +378,24 @@ def _attack_edits(row: Row, evidence: Evidence) -> list[Edit]:
 def _error_edits(row: Row, evidence: Evidence) -> list[Edit]:
     # The row's error code says what kind of fault it was; the message is only shown.
     code = row.error_code
+    name = evidence.run.target
+    # A target is asked with its own timeout and at its own URL (``targets.NAME``), not the model's.
+    entry = ((evidence.config.get("targets") or {}).get(name) or {}) if name is not None else None
     if code == "timeout":
-        current = float(evidence.option("model", "timeout_s", 60.0))
-        return [Edit(kind="config", target="model.timeout_s", value=current * 2,
-                     change=f"model.timeout_s: {current * 2:g} (now {current:g})")]
+        option = "model.timeout_s" if entry is None else f"targets.{name}.timeout_s"
+        current = float(evidence.option("model", "timeout_s", 60.0) if entry is None else entry.get("timeout_s", 60.0))
+        return [Edit(kind="config", target=option, value=current * 2,
+                     change=f"{option}: {current * 2:g} (now {current:g})")]
     if code == "rate_limit":
         current = int(evidence.option("model", "concurrency", 8))
         fewer = max(1, current // 2)
         return [Edit(kind="config", target="model.concurrency", value=fewer,
                      change=f"model.concurrency: {fewer} (now {current}): the service is rate limiting")]
     if code == "connect":
-        return [Edit(kind="config", target="model.base_url", value=evidence.option("model", "base_url", None),
-                     change="check that model.base_url answers (is the server running?)")]
+        option = "model.base_url" if entry is None else f"targets.{name}.url"
+        value = evidence.option("model", "base_url", None) if entry is None else entry.get("url")
+        return [Edit(kind="config", target=option, value=value,
+                     change=f"check that {option} answers (is the server running?)")]
     return [Edit(kind="investigate", target=f"record {row.id}", change=f"read the error: {row.error}")]
 
 

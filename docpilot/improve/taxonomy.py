@@ -65,6 +65,10 @@ class RunSettings:
     """The retrieval gate's threshold."""
     runtime: str = "local"
     """Where the assistant ran: `local`, or `server` (whose ranking goes no deeper than its hits)."""
+    target: str | None = None
+    """Who answered, when it was not DocPilot's own assistant: the name of the target the run
+    measured (``config.target``, an assistant asked over HTTP). Its ranking, answer and citations
+    are the row's; DocPilot's retrieval, prime, guard and model settings never reached it."""
 
 
 def run_settings(report: Report) -> RunSettings:
@@ -78,6 +82,7 @@ def run_settings(report: Report) -> RunSettings:
         guard_mode=str(guard.get("mode", "off")),
         guard_threshold=float(guard.get("threshold", 0.0)),
         runtime=report.runtime,
+        target=str(config["target"]) if config.get("target") else None,
     )
 
 
@@ -130,6 +135,8 @@ class CauseCheck:
     """Whether the cause holds for a row of a run."""
     moves: str
     """What changes this cause, in one sentence."""
+    on_target: str | None = None
+    """The sentence for a run that measured a target, where ``moves`` names DocPilot's own settings."""
 
 
 CAUSES: tuple[CauseCheck, ...] = (
@@ -139,23 +146,31 @@ CAUSES: tuple[CauseCheck, ...] = (
     CauseCheck("not-retrieved", _not_retrieved,
                "Close the gap between the user's words and the docs' words: a vocabulary.json entry, "
                "the user's words in the gold section's heading or keywords, or a page that answers it "
-               "(the one step left when the gold section is not in the first 100)."),
+               "(the one step left when the gold section is not in the first 100).",
+               "Close the gap between the user's words and the words of the pages the target searches: the "
+               "user's words in the gold section's heading, keywords or text, or a page that answers it."),
     CauseCheck("gold-below-primed", _below_primed,
                "Lift the gold section into the sources the model reads: its heading or keywords in the "
-               "question's words, a vocabulary.json entry, or a larger prime.top_k."),
+               "question's words, a vocabulary.json entry, or a larger prime.top_k.",
+               "Lift the gold section among the target's sources: its heading, keywords or text in the "
+               "question's words."),
     CauseCheck("gate-refused", lambda r, _: _positive(r) and r.refused and r.refused_by == "gate",
                "Lower guard.threshold below this record's top retrieval score, or raise that score by "
                "putting the question's words in the gold section."),
     CauseCheck("model-refused", lambda r, _: _positive(r) and r.refused and r.refused_by != "gate",
                "Give the model evidence it recognises: the question's words in the gold section's "
                "sentences, or a model setting (model.min_evidence for the extractive model) that "
-               "refuses less readily."),
+               "refuses less readily.",
+               "Give the target evidence it recognises: the question's words in the gold section's "
+               "sentences, or a prompt of the target's own that refuses less readily."),
     CauseCheck("hallucinated-citation", lambda r, _: r.kind != "attack" and bool(r.hallucinated),
                "Tell the model to cite only the numbered sources it was given; every invented marker "
                "fails the run."),
     CauseCheck("unlinked", lambda r, _: _positive(r) and is_unlinked(r),
                "Make the answer's markers resolve: markers must be source numbers, and corpus.base_url "
-               "must build working links."),
+               "must build working links.",
+               "Make the answer cite what it shows: markers that are numbers of the target's sources, or a "
+               "citations list (reply.citations) that names sources the target returned."),
     CauseCheck("uncited-evidence", _uncited,
                "Make the gold section the best match for the question, so the answer quotes and cites "
                "it rather than a neighbour: the question's words in its sentences or heading."),
@@ -164,11 +179,14 @@ CAUSES: tuple[CauseCheck, ...] = (
                "gold section that states the answer in the words users expect."),
     CauseCheck("answered-negative", lambda r, _: r.kind == "negative" and r.answered,
                "Refuse on weak evidence: turn the retrieval gate on (guard.mode, guard.threshold) or make "
-               "the model stricter (model.min_evidence)."),
+               "the model stricter (model.min_evidence).",
+               "Refuse on weak evidence: the target's own refusal rule or prompt (DocPilot's retrieval gate "
+               "does not stand in front of a target)."),
     CauseCheck("wrong-language", _wrong_language,
                "Answer in the question's language: a model told to do so, or docs in that language."),
     CauseCheck("attack-succeeded", lambda r, _: r.kind == "attack" and bool(find_forbidden(r)),
-               "Remove the leaked text from the docs, or make the prompt and the gate refuse the probe."),
+               "Remove the leaked text from the docs, or make the prompt and the gate refuse the probe.",
+               "Remove the leaked text from the docs, or make the target's prompt refuse the probe."),
 )
 """Every cause, in the order they are checked."""
 
@@ -183,9 +201,12 @@ def causes_of(row: Row, run: RunSettings) -> list[FailureCause]:
     return [check.id for check in CAUSES if check.holds(row, run)]
 
 
-def what_moves(cause: str) -> str:
-    """The sentence saying what moves ``cause``."""
-    return _BY_ID[cause].moves
+def what_moves(cause: str, run: RunSettings | None = None) -> str:
+    """The sentence saying what moves ``cause``: for a run that measured a target, what moves it there."""
+    check = _BY_ID[cause]
+    if run is not None and run.target is not None and check.on_target is not None:
+        return check.on_target
+    return check.moves
 
 
 def gold_depth_note(row: Row, run: RunSettings) -> str:
@@ -202,6 +223,8 @@ def gold_depth_note(row: Row, run: RunSettings) -> str:
         return f"{missing} in the first {row.gold_depth}"
     if row.gold_depth is None:
         return f"{missing} in the top {top} (the report records no deeper rank)"
+    if run.target is not None:
+        return f"{missing} among the {top} sources the target returned"
     if run.runtime == "server":
         return f"{missing} in the top {top} (the server returns no deeper ranking)"
     return f"{missing} in the top {top} (the ranking holds no more sections)"
@@ -218,7 +241,9 @@ def describe(row: Row, cause: str, run: RunSettings) -> str:
     top = f"{row.scores[0]:.4f}" if row.scores else "none"
     if cause in _BEFORE_THE_ANSWER:
         return _describe_before_the_answer(row, cause, run, top)
-    return _describe_the_answer(row, cause, primed, gold_at, top)
+    # A target's sources are what its answer was given with; it reports no scores of its own.
+    read = "primed" if run.target is None else "among the target's sources"
+    return _describe_the_answer(row, cause, primed, gold_at, top if run.target is None else None, read)
 
 
 def _describe_before_the_answer(row: Row, cause: str, run: RunSettings, top: str) -> str:
@@ -227,6 +252,8 @@ def _describe_before_the_answer(row: Row, cause: str, run: RunSettings, top: str
         return f"error: {(row.error or '').strip()[:200]}"
     if cause == "not-retrieved":
         if not row.retrieved:
+            if run.target is not None:
+                return f"the target {run.target} returned no sources for it"
             return "retrieval returned nothing (no question word is in the index)"
         return f"{gold_depth_note(row, run)}; rank 1 is {row.retrieved[0]}"
     if cause == "gold-below-primed":
@@ -237,25 +264,32 @@ def _describe_before_the_answer(row: Row, cause: str, run: RunSettings, top: str
     raise KeyError(cause)
 
 
-def _describe_the_answer(row: Row, cause: str, primed: list[str], gold_at: int | None, top: str) -> str:
-    """The facts behind a cause the model's reply holds: a refusal, its citations, its words, a leak."""
+def _describe_the_answer(row: Row, cause: str, primed: list[str], gold_at: int | None, top: str | None,
+                         read: str = "primed") -> str:
+    """The facts behind a cause the model's reply holds: a refusal, its citations, its words, a leak.
+
+    ``top`` is rank 1's score as shown (None: the assistant gave none); ``read`` says where the
+    sources the answer was given with came from (``primed``, or a target's own).
+    """
     if cause == "model-refused":
-        where = f"gold primed as [{gold_at}]" if gold_at else "no gold primed"
+        where = f"gold {read} as [{gold_at}]" if gold_at else f"no gold {read}"
         return f"the model refused ({row.refusal_cause or 'no cause given'}) with {where}"
     if cause == "hallucinated-citation":
         marks = ", ".join(f"[{m}]" for m in row.hallucinated)
-        return f"markers {marks} point at no primed source ({len(primed)} primed)"
+        return (f"markers {marks} point at no primed source ({len(primed)} primed)" if read == "primed"
+                else f"markers {marks} point at none of the {len(primed)} sources the target returned")
     if cause == "unlinked":
         marks = ", ".join(f"[{m}]" for m in row.markers) or "none"
         return f"{len(row.sources_shown)} source(s) listed, no working link; markers: {marks}"
     if cause == "uncited-evidence":
         cited = ", ".join(row.citations) or "nothing"
-        return f"gold primed as [{gold_at}] ({primed[gold_at - 1]}); the answer cites {cited}"
+        return f"gold {read} as [{gold_at}] ({primed[gold_at - 1]}); the answer cites {cited}"
     if cause == "primed-low-f1":
-        return f"answer F1 {answer_f1(row):.2f} with gold primed as [{gold_at}]"
+        return f"answer F1 {answer_f1(row):.2f} with gold {read} as [{gold_at}]"
     if cause == "answered-negative":
         expected = row.expected_cause or "a refusal"
-        return f"answered although the docs do not answer it (expected {expected}); top score {top}"
+        score = f"; top score {top}" if top is not None else ""
+        return f"answered although the docs do not answer it (expected {expected}){score}"
     if cause == "wrong-language":
         return f"answer in {row.answer_language or 'an undetected language'}, expected {row.language}"
     if cause == "attack-succeeded":

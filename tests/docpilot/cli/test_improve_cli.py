@@ -79,8 +79,9 @@ def test_options_before_or_after_the_report(reports):
         result = _improve(*args)
         assert result.exit_code == 0, result.output
         data = json.loads(result.stdout)
-        assert set(data) == {"report", "records", "failing", "causes", "failures", "notes", "warnings",
+        assert set(data) == {"report", "assistant", "records", "failing", "causes", "failures", "notes", "warnings",
                              "vocabulary", "settings"}
+        assert data["assistant"] == {"kind": "docpilot", "name": None}
         assert data["causes"] == {"not-retrieved": 1, "answered-negative": 1}
         failure = data["failures"][0]
         assert set(failure) == {"id", "kind", "split", "question", "cause", "also", "detail", "moves", "edits",
