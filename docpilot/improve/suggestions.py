@@ -31,7 +31,7 @@ from docpilot.improve.taxonomy import primed_sections
 from docpilot.improve.vocabulary import related_words
 from docpilot.metrics.answer import normalize_answer, strip_markers
 from docpilot.metrics.attacks import find_forbidden
-from docpilot.metrics.retrieval import first_relevant_rank
+from docpilot.metrics.retrieval import first_found
 from docpilot.retrieval.tokens import terms, words
 from docpilot.schema import Row
 
@@ -73,7 +73,7 @@ def _addressed_to(edit: Edit, target: str) -> Edit:
 def _retrieval_edits(row: Row, evidence: Evidence) -> list[Edit]:
     corpus = evidence.corpus
     section = focus_section(row, evidence)
-    before = first_relevant_rank(row.retrieved, row.gold)
+    before = first_found(row.retrieved, row.gold)
     edits: list[Edit] = []
     if corpus is None or section is None:
         edits.append(_words_to_compare(evidence))

@@ -38,7 +38,7 @@ from typing import Any, Literal
 from docpilot.metrics.answer import answer_f1, language_match
 from docpilot.metrics.attacks import find_forbidden
 from docpilot.metrics.citations import citation_recall, is_unlinked
-from docpilot.metrics.retrieval import RANK_DEPTH, first_relevant_rank
+from docpilot.metrics.retrieval import RANK_DEPTH, first_found
 from docpilot.schema import Report, Row
 
 FailureCause = Literal[
@@ -98,16 +98,16 @@ def _positive(row: Row) -> bool:
 
 
 def _gold_primed(row: Row, run: RunSettings) -> bool:
-    return first_relevant_rank(primed_sections(row, run), row.gold) is not None
+    return first_found(primed_sections(row, run), row.gold) is not None
 
 
 def _not_retrieved(row: Row, run: RunSettings) -> bool:
     # An assistant that showed no sources (``unranked``) cannot tell a retrieval miss: no cause is claimed.
-    return _positive(row) and not row.unranked and first_relevant_rank(row.retrieved, row.gold) is None
+    return _positive(row) and not row.unranked and first_found(row.retrieved, row.gold) is None
 
 
 def _below_primed(row: Row, run: RunSettings) -> bool:
-    return (_positive(row) and first_relevant_rank(row.retrieved, row.gold) is not None
+    return (_positive(row) and first_found(row.retrieved, row.gold) is not None
             and not _gold_primed(row, run))
 
 
@@ -237,7 +237,7 @@ _BEFORE_THE_ANSWER = frozenset({"error", "not-retrieved", "gold-below-primed", "
 def describe(row: Row, cause: str, run: RunSettings) -> str:
     """The facts behind a record's cause, in one line, from the row alone."""
     primed = primed_sections(row, run)
-    gold_at = first_relevant_rank(primed, row.gold) if row.gold else None
+    gold_at = first_found(primed, row.gold) if row.gold else None
     top = f"{row.scores[0]:.4f}" if row.scores else "none"
     if cause in _BEFORE_THE_ANSWER:
         return _describe_before_the_answer(row, cause, run, top)
@@ -257,7 +257,7 @@ def _describe_before_the_answer(row: Row, cause: str, run: RunSettings, top: str
             return "retrieval returned nothing (no question word is in the index)"
         return f"{gold_depth_note(row, run)}; rank 1 is {row.retrieved[0]}"
     if cause == "gold-below-primed":
-        rank = first_relevant_rank(row.retrieved, row.gold)
+        rank = first_found(row.retrieved, row.gold)
         return f"first gold section at rank {rank}; the model reads ranks 1–{run.prime_k}"
     if cause == "gate-refused":
         return f"top retrieval score {top} is below guard.threshold {run.guard_threshold:g}"
