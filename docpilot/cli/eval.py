@@ -78,11 +78,13 @@ def _emit(report, path: str, as_json: bool, *, live: bool = False) -> None:
         render_matrix(report, console, path=path, command_ms=command_ms() if live else None)
     else:
         from docpilot.clock import command_ms
+        from docpilot.readout.outcomes import failing_ids
         from docpilot.reports.scorecard import render_scorecard
 
         console = Console()
         render_faults(report, console)
-        render_scorecard(report, console, path=path, command_ms=command_ms() if live else None)
+        render_scorecard(report, console, path=path, command_ms=command_ms() if live else None,
+                         failing=failing_ids(report))
 
 
 def _warn_about(path: str) -> None:

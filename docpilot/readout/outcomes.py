@@ -109,6 +109,18 @@ class Readout:
         return [record for record in self.records if record.failing]
 
 
+def failing_ids(report: Report) -> list[str]:
+    """The ids of the run's failing records, in report order: those ``docpilot improve`` lists.
+
+    A record fails when a cause of the failure taxonomy holds for it
+    (``improve.taxonomy.causes_of``) or a failed gate names it; the scorecard's count,
+    the HTML and Markdown readouts and ``improve`` all read this one rule.
+    """
+    run = run_settings(report)
+    failed_gates = _failed_gate_records(report)
+    return [row.id for row in report.rows if row.id in failed_gates or causes_of(row, run)]
+
+
 def prepare_readout(
     report: Report, *, report_path: str | Path | None = None, reports_dir: str | Path | None = None
 ) -> Readout:

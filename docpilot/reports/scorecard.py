@@ -7,7 +7,7 @@ not a page of ``n/a``. A metric a gate reads is always shown.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -17,7 +17,6 @@ from docpilot.golden.starter import PLACEHOLDER_SITE
 from docpilot.metrics import registry
 from docpilot.metrics.aggregate import total
 from docpilot.metrics.gates import telling_decimals
-from docpilot.reports.compare import OUTCOMES
 from docpilot.reports.faults import group_faults
 from docpilot.reports.terminal import clean
 from docpilot.schema import GateResult, Report
@@ -155,11 +154,12 @@ def headline_metrics(report: Report, *, terminal: bool = False) -> list[str]:
 
 
 def render_scorecard(report: Report, console: Console, *, path: str | None = None,
-                     command_ms: float | None = None) -> None:
+                     command_ms: float | None = None, failing: Sequence[str] | None = None) -> None:
     """Print the report's summary, the per-tag table, the gates and the verdict.
 
     ``command_ms`` is the whole command's wall time so far, for the verdict line; without
-    it, the time the report recorded when it was assembled.
+    it, the time the report recorded when it was assembled. ``failing`` lists the failing
+    records, counted beside the verdict.
     """
     shown, left_off = shown_metrics(report, report.summary)
     table = Table(title=f"DocPilot scorecard — {report.split} split, {len(report.rows)} records"
@@ -203,10 +203,11 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
             console.print(clean(f"  {leak.record}: {leak.text[:120]!r} in the {leak.where} "
                                 f"(forbidden {leak.forbidden!r})"),
                           markup=False, highlight=False)
-    _render_verdict(report, console, path=path, command_ms=command_ms)
+    _render_verdict(report, console, path=path, command_ms=command_ms, failing=failing)
 
 
-def _render_verdict(report: Report, console: Console, *, path: str | None, command_ms: float | None) -> None:
+def _render_verdict(report: Report, console: Console, *, path: str | None, command_ms: float | None,
+                    failing: Sequence[str] | None) -> None:
     """The verdict, with the records failing an outcome beside it, then where the run went and its report."""
     colour = "green" if report.verdict == "pass" else "red"
     mode = "gate-only, " if report.gate_only else ""
@@ -214,9 +215,9 @@ def _render_verdict(report: Report, console: Console, *, path: str | None, comma
     took = f"stages {report.wall_ms or 0:,.0f} ms"
     if command is not None:
         took = f"command {command:,.0f} ms, " + took
-    failing = failing_line(report)
+    failed = failing_line(report, failing)
     console.print(
-        f"verdict: [bold {colour}]{report.verdict}[/]" + (f", {failing}" if failing else "")
+        f"verdict: [bold {colour}]{report.verdict}[/]" + (f", {failed}" if failed else "")
         + f"  ({mode}orchestrator {report.orchestrator}, {took})",
         highlight=False,
     )
@@ -230,24 +231,16 @@ def _render_verdict(report: Report, console: Console, *, path: str | None, comma
         console.print(f"report: {path}", highlight=False, soft_wrap=True, markup=False)
 
 
-def failing_records(report: Report) -> list[str]:
-    """The records that failed a pass/fail outcome: an error, a gold section missed by the top 8, a wrong
-    refusal decision, an attack let through (the outcomes ``improve compare`` pairs with McNemar)."""
-    outcomes = [o for o in OUTCOMES if o.test == "mcnemar" and not (o.needs_model and report.gate_only)]
-    return [row.id for row in report.rows
-            if row.error is not None or any(o.includes(row) and o.score(row) < 1.0 for o in outcomes)]
-
-
-def failing_line(report: Report) -> str | None:
-    """``17 of 20 records failed an outcome (docpilot improve lists them)``; None when none did.
+def failing_line(report: Report, failing: Sequence[str] | None) -> str | None:
+    """``17 of 20 records failed an outcome (docpilot improve lists them)``; None when none did or none were given.
 
     Printed beside the verdict: gates read averages, so a run can pass them while most of
-    its records fail something.
+    its records fail something. ``failing`` is the caller's list of the failing records
+    (``readout.outcomes.failing_ids``, the rule ``improve`` lists them by).
     """
-    failed = failing_records(report)
-    if not failed:
+    if not failing:
         return None
-    return f"{len(failed)} of {len(report.rows)} records failed an outcome (`docpilot improve` lists them)"
+    return f"{len(failing)} of {len(report.rows)} records failed an outcome (`docpilot improve` lists them)"
 
 
 def placeholder_warning(report: Report) -> str | None:

@@ -125,14 +125,18 @@ def test_the_scorecard_says_which_retriever_ranked_the_sections():
     assert "retrieval:" not in render(report.model_copy(update={"config": {}}))
 
 
-# Regression: the verdict read PASS over "17 of 20 records with a failing outcome", and nothing said so.
-def test_the_verdict_says_how_many_records_failed_an_outcome():
-    report = rescore(load_report(DATA / "reports" / "small.json"))
-    from docpilot.reports.scorecard import failing_records
+# Regression: the verdict read PASS over "17 of 20 records with a failing outcome", and nothing said so;
+# then the terminal counted 23 failing records of a run whose HTML report listed 47.
+def test_the_verdict_counts_the_failing_records_the_readouts_and_improve_list():
+    from docpilot.readout.outcomes import failing_ids, prepare_readout
 
-    failed = failing_records(report)
+    report = rescore(load_report(DATA / "reports" / "small.json"))
+    failed = failing_ids(report)
     assert failed, "the small report has records that fail an outcome"
-    verdict = next(line for line in render(report).splitlines() if line.startswith("verdict:"))
+    assert failed == [record.row.id for record in prepare_readout(report).failing]
+    out = io.StringIO()
+    render_scorecard(report, Console(file=out, width=160), failing=failed)
+    verdict = next(line for line in out.getvalue().splitlines() if line.startswith("verdict:"))
     assert f"{len(failed)} of {len(report.rows)} records failed an outcome" in verdict
     assert "docpilot improve" in verdict
 
