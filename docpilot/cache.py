@@ -291,7 +291,7 @@ class StageCache:
 
     @property
     def _store(self) -> diskcache.Cache | None:
-        """The store, opened again in a forked child (``run.forks``) the first time the child uses it.
+        """The store, opened again in a forked child process the first time the child uses it.
 
         SQLite's connections must not cross a fork: the parent goes on using its own. The
         inherited one is kept, unused and unclosed (closing it could disturb the parent's

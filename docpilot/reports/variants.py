@@ -43,7 +43,7 @@ def join_variants(parts: Sequence[tuple[Variant, Report]], *, gate_variant: str 
     """One report of the variants' reports (``(Variant, Report)`` pairs, baseline first).
 
     ``ranked_here`` names, per variant, the records whose rankings were computed for it
-    before the variants started (``run.shared_ranking.rank_shared``): its rows count them as
+    by the variant that ranks a shared setting (``run.variants.SharedRanking``): its rows count them as
     computed, not as reused from the cache. ``scores`` are variants' outcome values
     worked out already, as ``paired_verdict`` takes them.
     """

@@ -17,7 +17,7 @@ against the docs the run reads:
 
 A page-level source is stored as the page id with no ``#``: the ranking then says what
 the target named, and the retrieval metrics read such a run at page level
-(``docpilot.metrics.levels``). The same resolver serves ``golden check --target`` and the
+(``docpilot.metrics.retrieval.as_read``). The same resolver serves ``golden check --target`` and the
 run, so what the check accepts the run accepts.
 """
 
