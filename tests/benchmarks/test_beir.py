@@ -14,6 +14,8 @@ from benchmarks.retrieval_speed import make_questions
 from docpilot.corpus.pages import load_corpus
 from tests.conftest import DATA, ROOT
 
+pytestmark = pytest.mark.slow
+
 TINY = DATA / "benchmarks" / "beir-tiny"
 
 

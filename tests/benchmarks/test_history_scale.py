@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks import history_scale
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_benchmark_runs_at_a_tiny_size(tmp_path, capsys):

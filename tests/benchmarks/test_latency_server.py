@@ -14,6 +14,8 @@ from docpilot.models.openai import OpenAIModel
 from tests.support.latency_server import serve_latency_process
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 
+pytestmark = pytest.mark.slow
+
 REPLY = Reply(answer="Set the token in the Authorization header [1].", reasoning="The token goes in a header.",
               latency_s=0.1)
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "Where does the token go?"}],

@@ -10,6 +10,8 @@ import pytest
 
 from benchmarks import minilm_onnx
 
+pytestmark = pytest.mark.slow
+
 HAS_RUNTIME = all(importlib.util.find_spec(name) for name in ("onnx", "onnxruntime"))
 
 

@@ -6,6 +6,8 @@ import pytest
 
 from benchmarks.minilm_speed import flops, measure
 
+pytestmark = pytest.mark.slow
+
 
 def test_flops_count_the_projections_the_feed_forward_and_attention():
     # One 10-token text: per layer 24·384²·10 for the six products, 4·384·10² for attention.

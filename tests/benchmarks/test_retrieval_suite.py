@@ -16,6 +16,8 @@ from docpilot.retrieval.rankers import Retriever
 from docpilot.schema import GoldenRecord
 from tests.conftest import ROOT, SHARED_DATA
 
+pytestmark = pytest.mark.slow
+
 REAL = [s for s in suite.suites(SHARED_DATA) if s.name != "demo"]
 
 

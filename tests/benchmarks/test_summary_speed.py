@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.summary_speed import make_rows, measure
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_generated_report_mixes_kinds_and_scores_like_pytrec_eval():

@@ -5,7 +5,11 @@ The wall-time ratio is the benchmark's to measure on a quiet machine; here it is
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks import variants
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_benchmark_counts_shared_retrieval_and_model_calls():

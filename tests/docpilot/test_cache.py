@@ -84,6 +84,7 @@ def test_info_and_clear(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["kill", "term"])
+@pytest.mark.slow
 def test_a_killed_run_loses_no_finished_model_call(tmp_path, how):
     """The CLI is killed mid-run (SIGKILL, or SIGTERM); the next run calls the model only for the rest."""
     script = OpenAIScript(default=Reply(latency_s=0.4))
@@ -170,6 +171,7 @@ def _cache_warnings(stderr: str, cache) -> list[str]:
 
 
 # Regression: a restored cache whose rows said pickle ran the payload, then the eval exited 2.
+@pytest.mark.slow
 def test_a_poisoned_cache_is_read_as_misses_with_one_warning_and_runs_no_payload(tmp_path):
     import pickle
     import sqlite3
@@ -217,6 +219,7 @@ def test_a_poisoned_cache_is_read_as_misses_with_one_warning_and_runs_no_payload
 
 
 @pytest.mark.parametrize("foreign", ["trigger", "setting"])
+@pytest.mark.slow
 def test_a_cache_database_of_another_make_is_not_opened_and_the_run_goes_on(tmp_path, foreign):
     """diskcache runs its settings as PRAGMA statements and trusts its triggers: a foreign database is never opened."""
     import sqlite3

@@ -14,7 +14,7 @@ from docpilot.models.local import extra_installed
 from tests.conftest import ROOT
 from tests.support.orphans import marked_env, survivors, wait_for_descendant
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")]
 
 _PARENT = """
 import sys, threading, time

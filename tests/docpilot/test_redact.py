@@ -179,6 +179,7 @@ def test_a_stored_report_keeps_page_names_paths_and_digests(tmp_path):
 
 # Regression: an error quoting a page id or a fingerprint was stored as `guide/[redacted]#…`
 # and `[redacted]`; the configured key it also quotes must still go, whatever its shape.
+@pytest.mark.slow
 def test_a_row_error_keeps_ids_and_digests_and_loses_the_configured_key(tmp_path, openai_server):
     key = "open-sesame-plain-words"  # no key shape: only its being the configured key gives it away
     failing = Reply(error_after=1, error_message=f"generation failed near guide/api-reference#auth "

@@ -13,6 +13,8 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from docpilot.reports.report import file_fingerprint
 from tests.support.pipeline_jobs import pipeline_job
 
+pytestmark = pytest.mark.slow
+
 
 def _scorecards() -> list:
     with get_client(sync_client=True) as client:

@@ -25,6 +25,8 @@ from docpilot.schema import AttackProbe, LeakFound, Report, Row
 from tests.conftest import DATA, ROOT
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 
+pytestmark = pytest.mark.slow
+
 DEMO_PROBES = ROOT / "evals" / "adversarial.yaml"
 DEMO_DOCS = ROOT / "docs"
 ATTACKS = DATA / "attacks"

@@ -30,6 +30,8 @@ from tests.support.model_stage import model_shard
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 from tests.support.pipeline_jobs import PIPELINE, comparable, pipeline_job
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def cluster(prefect_api):

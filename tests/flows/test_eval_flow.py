@@ -14,6 +14,8 @@ from docpilot.run.orchestrator import choose
 from docpilot.run.road import travel
 from tests.conftest import DATA
 
+pytestmark = pytest.mark.slow
+
 PIPELINE = DATA / "pipeline"
 TIMING_ROW_FIELDS = {"latency_ms", "first_token_ms", "first_thought_ms", "stages_ms"}
 TIMING_METRICS = ("latency_", "first_token_", "stage_")

@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 from tests.support.interrupted_runs import eval_args, resume, stop_after
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_terminated_prefect_run_says_so_without_a_traceback_and_resumes(prefect_api, tmp_path):

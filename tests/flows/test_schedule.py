@@ -26,6 +26,8 @@ from docpilot.errors import ConfigError, OrchestratorError
 from tests.conftest import ROOT
 from tests.support.pipeline_jobs import PIPELINE
 
+pytestmark = pytest.mark.slow
+
 PREFECT_YAML = ROOT / "configs" / "prefect.yaml"
 
 

@@ -113,6 +113,7 @@ def test_score_of_a_file_that_is_not_a_report_exits_2(tmp_path):
     assert result.exit_code == 2 and "bad.json" in result.output
 
 
+@pytest.mark.slow
 def test_a_prefect_run_is_quiet(tmp_path):
     """A full run through Prefect's temporary server: a scorecard, and nothing on stderr."""
     env = dict(os.environ, COLUMNS="120")  # the worker's Prefect home: its database may exist already
@@ -129,6 +130,7 @@ def test_a_prefect_run_is_quiet(tmp_path):
     assert noise == []
 
 
+@pytest.mark.slow
 def test_an_unreachable_prefect_api_is_a_setup_error(tmp_path):
     env = dict(os.environ, PREFECT_API_URL="http://127.0.0.1:9/api")
     proc = subprocess.run(

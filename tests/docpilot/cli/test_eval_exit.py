@@ -18,6 +18,8 @@ import pytest
 
 from tests.conftest import DATA, ROOT
 
+pytestmark = pytest.mark.slow
+
 PIPELINE = DATA / "pipeline"
 BASE = ["--docs", str(PIPELINE / "docs"), "--golden", str(PIPELINE / "golden.yaml")]
 

@@ -153,6 +153,7 @@ def _gate_only(golden, out, *extra):
     return load_report(out), result
 
 
+@pytest.mark.slow
 def test_on_real_docs_negatives_with_answers_run_and_csv_matches_yaml(fastapi_golden, tmp_path):
     path, records = fastapi_golden
     negatives = [r["id"] for r in records if not r.get("gold")]

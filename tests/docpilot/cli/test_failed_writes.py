@@ -24,6 +24,8 @@ from docpilot.cache import CacheUnavailable, CacheUnreadable, _database_failure,
 from docpilot.cli import main
 from tests.conftest import DATA, ROOT
 
+pytestmark = pytest.mark.slow
+
 PIPELINE = DATA / "pipeline"
 PIPELINE_ARGS = ["--docs", str(PIPELINE / "docs"), "--golden", str(PIPELINE / "golden.yaml")]
 FULL = "the disk is full or the file too large"

@@ -18,6 +18,8 @@ from docpilot.golden.probe_example import EXAMPLE
 from tests.conftest import DATA
 from tests.support.cli_runs import run_all
 
+pytestmark = pytest.mark.slow
+
 PIPELINE = DATA / "pipeline"
 
 

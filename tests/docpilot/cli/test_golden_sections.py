@@ -10,6 +10,8 @@ from click.testing import CliRunner
 from docpilot.cli import main
 from tests.support.cli_runs import run_all
 
+pytestmark = pytest.mark.slow
+
 INDEX = """\
 Acme moves widgets between warehouses, quietly and on time.
 

@@ -12,6 +12,8 @@ import pytest
 
 from tests.support.cli_runs import refusal, run_all
 
+pytestmark = pytest.mark.slow
+
 GOLDEN = """\
 - id: q1
   question: How do I rotate a token?

@@ -21,6 +21,8 @@ from docpilot.cli import main
 from docpilot.errors import ConfigError
 from docpilot.server.auth import is_loopback, server_token
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "tests" / "data" / "pipeline" / "docs"
 TOKEN = "cli-test-token-0123456789"

@@ -6,7 +6,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
 
 _PROGRAM = textwrap.dedent("""
     import os, signal, time

@@ -7,10 +7,13 @@ import os
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from docpilot.cli import COMMANDS, main
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
 
 OTHER_COMMANDS = sorted({f"docpilot.cli.{module}" for module in COMMANDS.values()} - {"docpilot.cli.eval"})
 

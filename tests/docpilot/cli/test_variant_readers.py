@@ -17,6 +17,8 @@ from click.testing import CliRunner
 from docpilot.cli import main
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 
 def _docpilot(*args: str, reports) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "docpilot", *args], cwd=ROOT, capture_output=True, text=True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -347,6 +348,7 @@ _PROSE = ["word", "Run it", ".", " ", "\n", "\n\n", "## Head", "# Top", "`", "["
 
 @settings(max_examples=300, deadline=None, database=None)
 @given(pieces=st.lists(st.sampled_from(_CONSTRUCTS + _PROSE), max_size=40))
+@pytest.mark.slow
 def test_no_template_braces_reach_a_section_outside_code(tmp_path_factory, pieces):
     text = "Intro.\n" + "".join(pieces)  # a page that starts with '---' opens front matter
     for section in parse_page(text, source="p.md", mdx=False, page_id="p").sections:

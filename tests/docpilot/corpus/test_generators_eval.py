@@ -17,6 +17,8 @@ from tests.docpilot.corpus.test_generators import HUGO, TEMPLATE
 from tests.support.browser import Browser, find_chromium
 from tests.support.cli_runs import run_all
 
+pytestmark = pytest.mark.slow
+
 # Short gold answers: each quotation scores an answer F1 below 0.25, so the report shows every record's panel.
 RECORDS = [
     {"id": "remove-all", "question": "How do I remove every environment at once?",

@@ -23,6 +23,8 @@ from docpilot.corpus import markup
 from docpilot.corpus.markdown import _admonition_title, _explicit_id, parse_page
 from docpilot.corpus.pages import load_corpus
 
+pytestmark = pytest.mark.slow
+
 DEMO_DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 FACTOR = 100

@@ -38,6 +38,7 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_drafts_of_the_demo_docs_check_run_and_repeat_byte_for_byte(project):
     first = run("golden", "draft", "--docs", "docs", "--count", "60", "--out", "evals/drafts.yaml")
     assert first.exit_code == 0, first.output
@@ -157,6 +158,7 @@ def test_a_draft_is_stale_once_its_section_changes(project):
 
 
 @pytest.mark.skipif(not PREFECT.is_dir(), reason="the Prefect docs beside the project are absent")
+@pytest.mark.slow
 def test_two_hundred_drafts_of_the_prefect_docs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     started = time.perf_counter()

@@ -124,6 +124,7 @@ _WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     writers = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), str(first)], cwd=ROOT, env=env,

@@ -21,6 +21,8 @@ from docpilot.cli import main
 from docpilot.history.index import INDEX_FILE, RunIndex
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 
 def _config(tmp_path, name: str = "docpilot.yaml", **changes) -> str:
     settings = {

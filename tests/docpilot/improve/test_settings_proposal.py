@@ -139,6 +139,7 @@ def _eval(project: Path, split: str, out: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_improve_tries_the_other_embedders_on_dev_and_apply_writes_the_best(project):
     _eval(project, "dev", "dev.json")
     _eval(project, "test", "test-before.json")

@@ -20,6 +20,8 @@ from docpilot.improve.taxonomy import RunSettings
 from docpilot.improve.vocabulary import spelling_variants
 from docpilot.reports.report import load_report
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[3]
 
 # Twenty-four filler pages, each a section on its own topic that says "widget": "widget"

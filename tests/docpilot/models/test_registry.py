@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from docpilot.models.registry import PROVIDERS, flag_overrides, provider_help
 from tests.conftest import DATA
 from tests.support.tree_copy import copy_tree, edit_source, eval_from
@@ -32,6 +34,7 @@ ENTRY = '''    "echo": Provider("docpilot.models.echo", ("docpilot.models.echo",
 '''
 
 
+@pytest.mark.slow
 def test_a_provider_added_by_one_module_and_one_entry_runs_an_eval_from_the_cli(tmp_path):
     tree = copy_tree(tmp_path / "tree")
     (tree / "docpilot" / "models" / "echo.py").write_text(ECHO, encoding="utf-8")

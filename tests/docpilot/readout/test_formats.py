@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import DATA
 from tests.support.tree_copy import copy_tree, edit_source, eval_from
 
@@ -20,6 +22,7 @@ ENTRY = '''    "plain": Format("docpilot.readout.plain:render_plain", "plain lis
 '''
 
 
+@pytest.mark.slow
 def test_a_format_added_by_one_module_and_one_entry_is_written_by_report_and_eval(tmp_path):
     tree = copy_tree(tmp_path / "tree")
     (tree / "docpilot" / "readout" / "plain.py").write_text(PLAIN, encoding="utf-8")

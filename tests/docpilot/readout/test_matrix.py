@@ -100,6 +100,7 @@ def test_in_a_browser_the_filters_keep_a_tag_and_the_questions_the_variants_disa
     assert page.errors() == []
 
 
+@pytest.mark.slow
 def test_docpilot_report_writes_the_matrix_forms_of_a_stored_run_of_several(joined, tmp_path):
     import os
     import subprocess

@@ -11,6 +11,7 @@ from docpilot.reports.stats import average_ranks, binomial_two_sided, signed_ran
 stats = pytest.importorskip("scipy.stats", reason="scipy (the test extra) is the reference")
 
 
+@pytest.mark.slow
 def test_binomial_matches_scipys_binomtest_over_every_small_case():
     for trials in range(1, 61):
         for successes in range(trials + 1):
@@ -59,6 +60,7 @@ def test_exact_signed_rank_matches_scipy_without_ties():
             assert p == pytest.approx(expected.pvalue, rel=1e-12, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_exact_signed_rank_with_ties_is_scipys_permutation_test():
     rng = np.random.default_rng(5)
     for n in range(2, PERMUTATION_WILCOXON_MAX + 1):
@@ -93,6 +95,7 @@ def test_signed_rank_refuses_zero_differences():
         signed_rank(np.array([0.5, 0.0]), "exact")
 
 
+@pytest.mark.slow
 def test_compare_wilcoxon_with_zeros_and_ties_is_scipys_auto_choice():
     # compare.py's own choice of method, on random paired outcomes with zeros and ties,
     # against scipy given the same non-zero differences and the method it picks itself.

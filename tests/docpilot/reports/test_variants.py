@@ -16,6 +16,7 @@ from docpilot.reports.variants import cheapest_of, join_variants, one_variant, p
 from docpilot.schema import Report, Row
 
 
+@pytest.mark.slow
 def test_holm_agrees_with_statsmodels():
     generator = random.Random(7)
     for size in (1, 2, 3, 5, 12, 40):

@@ -41,6 +41,7 @@ def test_vectors_equal_sentence_transformers_to_float32_precision(encoder, refer
     assert np.linalg.norm(ours, axis=1) == pytest.approx(np.ones(len(reference)), abs=1e-6)
 
 
+@pytest.mark.slow
 def test_a_text_s_vector_does_not_depend_on_the_texts_batched_with_it(encoder, reference):
     # Padding to the longest text of a batch must be masked out of attention and pooling.
     texts = [r["text"] for r in reference]

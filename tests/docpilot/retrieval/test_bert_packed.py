@@ -16,6 +16,8 @@ from docpilot.corpus.pages import load_corpus
 from docpilot.retrieval import bert
 from docpilot.retrieval.index import dense_text
 
+pytestmark = pytest.mark.slow
+
 DOCS = Path(__file__).parents[3] / "docs"
 
 

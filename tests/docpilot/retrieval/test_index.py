@@ -138,6 +138,7 @@ def test_the_embedder_is_part_of_the_fingerprint(docs):
     assert index_fingerprint(corpus, bm25, None) == index_fingerprint(corpus, bm25, Other())
 
 
+@pytest.mark.slow
 def test_docpilot_index_builds_then_reuses(docs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
@@ -157,6 +158,7 @@ def test_docpilot_index_builds_then_reuses(docs, tmp_path, monkeypatch):
     assert "reused" in shown.output
 
 
+@pytest.mark.slow
 def test_docpilot_index_reports_a_missing_docs_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["index", "--docs", str(tmp_path / "nope")])
@@ -220,6 +222,7 @@ def _docpilot(tmp_path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_docpilot_index_shows_the_embedding_on_stderr_and_keeps_json_on_stdout(docs, tmp_path):
     done = _docpilot(tmp_path, "index", "--docs", str(docs), "--json")
     assert done.returncode == 0, done.stderr
@@ -227,6 +230,7 @@ def test_docpilot_index_shows_the_embedding_on_stderr_and_keeps_json_on_stdout(d
     assert "embed: 13/13 chunks" in done.stderr.splitlines()
 
 
+@pytest.mark.slow
 def test_docpilot_eval_shows_the_embedding_of_a_missing_index(docs, tmp_path):
     golden = tmp_path / "golden.yaml"
     golden.write_text(QUESTION_RECORD)
@@ -241,6 +245,7 @@ def test_docpilot_eval_shows_the_embedding_of_a_missing_index(docs, tmp_path):
     assert "embed:" not in again.stderr  # the saved index is loaded, nothing is embedded
 
 
+@pytest.mark.slow
 def test_docpilot_calibrate_shows_the_embedding_of_a_missing_index(docs, tmp_path):
     golden = tmp_path / "golden.yaml"
     negative = "- id: n1\n  question: What is the capital of Peru?\n  gold: []\n  split: dev\n"

@@ -14,6 +14,8 @@ from tests.conftest import DATA, ROOT
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 from tests.support.tree_copy import copy_tree, edit_source, eval_from
 
+pytestmark = pytest.mark.slow
+
 PIPELINE = DATA / "pipeline"
 RECORDS = ("--docs", str(PIPELINE / "docs"), "--golden", str(PIPELINE / "golden.yaml"))
 REFUSAL = "Refuse: not-answerable\nThe documentation does not say."

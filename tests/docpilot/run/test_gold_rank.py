@@ -138,6 +138,7 @@ def test_a_cached_rerun_gives_the_same_ranks(gate_only, corpus, tmp_path):
                [(r["id"], r["gold_rank"], r["gold_depth"]) for r in first["rows"]]
 
 
+@pytest.mark.slow
 def test_improve_tells_a_near_miss_from_a_page_to_write(gate_only):
     path, _ = gate_only
     result = CliRunner().invoke(main, ["improve", str(path)])
@@ -226,6 +227,7 @@ def test_the_report_schema_describes_the_new_fields():
     assert "how many places deep" in row["gold_depth"]["description"]
 
 
+@pytest.mark.slow
 def test_a_server_eval_ranks_only_as_deep_as_the_servers_hits(corpus, tmp_path):
     docs, golden = corpus
     config = Config.model_validate({"corpus": {"docs": str(docs)}, **BM25, "cache_dir": str(tmp_path / "server-cache")})

@@ -12,6 +12,8 @@ import pytest
 
 from docpilot.run.orchestrator import START_A_SERVER, choose, configured_api
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[3]
 URL = "http://127.0.0.1:4200/api"
 

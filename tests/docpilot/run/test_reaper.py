@@ -15,7 +15,7 @@ from docpilot.run.reaper import descendants
 from tests.conftest import DATA, ROOT
 from tests.support.orphans import marked_env, survivors
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the watcher reads /proc")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the watcher reads /proc")]
 
 _PARENT = """
 import subprocess, sys, time

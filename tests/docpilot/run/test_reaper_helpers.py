@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.support.orphans import left_in, marked_env, survivors, wait_for_descendant
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")]
 
 _PREFECT_PARENT = """
 import time

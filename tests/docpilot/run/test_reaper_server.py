@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import DATA, ROOT
 from tests.support.orphans import left_in, marked_env, survivors, wait_for_children, wait_for_descendant
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")]
 
 
 def _is_serve(command: str) -> bool:

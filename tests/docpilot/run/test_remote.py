@@ -277,6 +277,7 @@ def test_a_failed_question_becomes_an_errored_row(url):
     assert row.latency_ms > 0 and row.retrieved == []
 
 
+@pytest.mark.slow
 def test_local_server_runs_docpilot_serve_and_stops_it():
     with local_server(_config()) as base:
         health = httpx.get(f"{base}/healthz").json()
@@ -287,16 +288,19 @@ def test_local_server_runs_docpilot_serve_and_stops_it():
         httpx.get(f"{base}/healthz")
 
 
+@pytest.mark.slow
 def test_local_server_in_process():
     with local_server(_config(), in_process=True, max_concurrency=4) as base:
         assert httpx.get(f"{base}/healthz").json()["max_concurrency"] == 4
 
 
+@pytest.mark.slow
 def test_local_server_only_on_loopback():
     with pytest.raises(ConfigError, match="loopback"), local_server(_config(), host="0.0.0.0"):
         pass  # pragma: no cover
 
 
+@pytest.mark.slow
 def test_local_server_reports_a_server_that_cannot_start(tmp_path):
     with pytest.raises(ConfigError, match="local server exited"):
         with local_server(_config(corpus={"docs": str(tmp_path / "missing")})):

@@ -25,6 +25,8 @@ from tests.conftest import ROOT
 from tests.support.latency_server import serve_latency_process
 from tests.support.openai_server import Reply
 
+pytestmark = pytest.mark.slow
+
 RECORDS = 6
 
 

@@ -11,10 +11,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import DATA, ROOT
 from tests.support.llama_server import needs_local
 
-pytestmark = needs_local
+pytestmark = [needs_local, pytest.mark.slow]
 
 TIMEOUT_S = 600.0  # a busy 2-core machine runs one turn at a time, slowly
 

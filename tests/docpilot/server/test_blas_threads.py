@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 # Forks like run_server, then reports what each process's BLAS library will use.
 PROBE = """
 import json, os, sys

@@ -21,7 +21,7 @@ from tests.support.openai_server import Reply, serve_openai_process
 QUESTION = {"question": "How do I install Acme?", "stream": True}
 ANSWER = "Install Acme with pip [1]."
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")]
 
 
 def _stream(url: str, events: list[str], payloads: list[str]) -> None:

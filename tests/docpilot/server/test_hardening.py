@@ -22,6 +22,8 @@ from docpilot.server.guards import host_is_local, origin_is_local
 from docpilot.server.protocol import Limits
 from tests.docpilot.server.test_server import ANSWERABLE, ScriptedModel, _workspace
 
+pytestmark = pytest.mark.slow
+
 JSON = {"Content-Type": "application/json"}
 
 

@@ -181,6 +181,7 @@ def test_an_answer_streams_retrieval_tokens_citations_timing_done(url, workspace
     assert timing["embed_ms"] + timing["retrieve_ms"] + timing["model_ms"] <= timing["total_ms"]
 
 
+@pytest.mark.slow
 def test_the_server_gives_what_the_local_runtime_gives(url, workspace):
     trace = _local(workspace, ANSWERABLE)
     events = _events(_ask(url).text)

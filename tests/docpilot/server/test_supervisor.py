@@ -14,6 +14,8 @@ import pytest
 from docpilot.server.roster import Roster, describe_exit
 from tests.docpilot.cli.test_serve_cli import _children, _start
 
+pytestmark = pytest.mark.slow
+
 QUESTION = {"question": "How do I install Acme?", "stream": False}
 
 

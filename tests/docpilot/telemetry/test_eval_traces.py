@@ -23,6 +23,8 @@ from docpilot.reports.report import load_report
 from tests.conftest import DATA, ROOT
 from tests.support.otlp_receiver import ReceivedSpan, otlp_receiver
 
+pytestmark = pytest.mark.slow
+
 PIPELINE = DATA / "pipeline"
 BASE = ["--docs", str(PIPELINE / "docs"), "--golden", str(PIPELINE / "golden.yaml"), "--orchestrator", "inline"]
 TOLERANCE_MS = 0.01  # the row rounds its times to the microsecond

@@ -18,6 +18,8 @@ from tests.docpilot.telemetry.test_eval_traces import _closed_port
 from tests.support.otlp_receiver import otlp_receiver
 from tests.support.scratch import scratch_folder
 
+pytestmark = pytest.mark.slow
+
 DOCS = DATA / "pipeline" / "docs"
 CACHE = scratch_folder("docpilot-test-serve-traces-")
 TOLERANCE_MS = 0.01
