@@ -124,7 +124,7 @@ def propose_settings(
         change = {"retriever": "hybrid", "embedder": embedder}
         settings = own.model_copy(update=change)
         projected = _projection(corpus, settings)
-        if projected and budget_s is not None and projected["seconds"] > budget_s:
+        if projected and budget_s is not None and projected["seconds"] > budget_s and not _saved(corpus, settings, cache):
             skipped.append(f"{embedder}: a first index build of about {_duration(projected['seconds'])} is past "
                            f"the {budget_s:g} s budget; `docpilot improve --try-embedders` runs it")
             continue
@@ -169,6 +169,14 @@ def _why_none(current: Trial, trials: list[Trial], skipped: list[str]) -> str:
     shown = "; ".join(f"{t.embedder} {t.recall:.3f} / {t.mrr:.3f}" for t in trials)
     return (f"no embedder beats the run's settings on dev (recall@8 / MRR {current.recall:.3f} / "
             f"{current.mrr:.3f}; {shown})")
+
+
+def _saved(corpus: Corpus, settings: RetrievalConfig, cache: Path) -> bool:
+    """Whether the index of these settings is saved already, so trying them builds nothing."""
+    from docpilot.retrieval.index import is_saved
+
+    directory = Path(settings.index_dir) if settings.index_dir else cache / "index"
+    return is_saved(corpus, settings, directory, build_embedder(settings))
 
 
 def _projection(corpus: Corpus, settings: RetrievalConfig) -> dict[str, Any] | None:

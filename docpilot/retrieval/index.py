@@ -236,6 +236,11 @@ def open_index(
     return index
 
 
+def is_saved(corpus: Corpus, settings: RetrievalConfig, root: Path, embedder: Embedder | None = None) -> bool:
+    """Whether an index of ``corpus`` with these settings is saved under ``root``: opening it builds nothing."""
+    return (root / index_fingerprint(corpus, settings, embedder)[:_FOLDER_CHARS] / MANIFEST).is_file()
+
+
 def folder_size(path: Path) -> int:
     """Bytes of every file under a folder."""
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())

@@ -208,3 +208,8 @@ def test_an_embedder_whose_first_build_is_past_the_budget_is_listed_with_its_cos
     assert "--try-embedders" in proposal.skipped[0] and not any("minilm" in line for line in said)
     built = [json.loads(m.read_text()) for m in (project / "cache").rglob("manifest.json")]
     assert sorted(str(m.get("embedder")).split("/")[0] for m in built) == ["None", "static"]  # bm25, and static
+
+    tried = propose_settings(report, corpus, cache_dir=project / "cache", budget_s=None)  # --try-embedders
+    assert [t.embedder for t in tried.trials] == ["static", "minilm"] and not tried.skipped
+    again = propose_settings(report, corpus, cache_dir=project / "cache", budget_s=0.0)
+    assert [t.embedder for t in again.trials] == ["static", "minilm"]  # its index is saved: trying it builds nothing
