@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from docpilot.metrics.gold import is_relevant, matches, unique
+from docpilot.metrics.gold import is_relevant, matches, pins_one_section, unique
 
 RANK_DEPTH = 8
 """How many ranked sections every retrieval metric reads (DESIGN §6: the top 8)."""
@@ -62,7 +62,14 @@ def as_read(retrieved: Sequence[str], gold: Sequence[str]) -> tuple[Sequence[str
 
 
 def first_relevant_rank(retrieved: Sequence[str], gold: Sequence[str], k: int = RANK_DEPTH) -> int | None:
-    """1-based rank of the first section in the top ``k`` (8) that matches a gold entry; None if none does."""
+    """1-based rank of the first section in the top ``k`` (8) that matches a gold entry; None if none does.
+
+    When every entry pins one section, matching is equality, so a set answers it; otherwise
+    each section is matched against each entry (``metrics.gold.matches``).
+    """
+    if all(map(pins_one_section, gold)):
+        pinned = set(gold)
+        return next((rank for rank, section in enumerate(retrieved[:k], start=1) if section in pinned), None)
     for rank, section in enumerate(retrieved[:k], start=1):
         if is_relevant(section, gold):
             return rank

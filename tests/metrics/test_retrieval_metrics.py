@@ -201,3 +201,17 @@ def test_the_first_gold_rank_is_read_as_the_metrics_read_the_ranking() -> None:
     assert first_found(["guide/auth#x", "guide/auth#tokens"], ["guide/auth#tokens"]) == 2
     assert first_found(["index", "guide/auth#x", "guide/auth"], ["guide/auth#tokens"]) == 2  # the page, 2nd of 2
     assert first_found(["index#a"], ["guide#"]) is None
+
+
+def test_the_first_relevant_rank_by_equality_of_pins_is_the_rank_matching_finds() -> None:
+    import random
+
+    from docpilot.metrics.gold import is_relevant
+    from docpilot.metrics.retrieval import first_relevant_rank
+
+    ids = ["a#x", "a#y", "a", "a#", "a/b#x", "b#x", "b#(top)", "b#", "c#z"]
+    rng = random.Random(3)
+    for _ in range(2000):
+        ranked, gold = rng.sample(ids, rng.randint(0, 8)), rng.sample(ids, rng.randint(1, 3))
+        by_matching = next((r for r, s in enumerate(ranked[:8], start=1) if is_relevant(s, gold)), None)
+        assert first_relevant_rank(ranked, gold) == by_matching, (ranked, gold)
