@@ -67,22 +67,30 @@ def write_report(report: Report, path: str | Path) -> Path:
 def load_report(path: str | Path) -> Report:
     """Read a report file, with an error that says what is wrong with it."""
     path = Path(path)
+    text = read_text(path, REPORT_FILE, error=_unreadable)
     try:
-        data = json.loads(read_text(path, REPORT_FILE, error=_unreadable))
-    except json.JSONDecodeError as exc:
-        raise ReportError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); is this a DocPilot report?") from None
-    except RecursionError:
-        raise ReportError(f"{path}: nested too deeply to be a DocPilot report") from None
-    try:
-        return Report.model_validate(data)
+        return Report.model_validate_json(text)  # parsed and checked in one pass, without Python's JSON objects
     except RecursionError:
         raise ReportError(f"{path}: nested too deeply to be a DocPilot report") from None
     except ValidationError as exc:
         first = exc.errors()[0]
+        if first["type"] == "json_invalid":
+            raise _not_json(path, text) from None
         where = ".".join(str(p) for p in first["loc"])
         raise ReportError(
             f"{path}: not a DocPilot report: {where}: {first['msg']} ({exc.error_count()} problem(s))"
         ) from None
+
+
+def _not_json(path: Path, text: str) -> ReportError:
+    """Why a report's text is not JSON, with the line Python's reader stops at."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        return ReportError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); is this a DocPilot report?")
+    except RecursionError:
+        pass
+    return ReportError(f"{path}: nested too deeply to be a DocPilot report")
 
 
 def _unreadable(message: str, *, path: Path, line: int | None = None, hint: str | None = None) -> ReportError:
