@@ -29,7 +29,9 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("config, golden sets, corpus", frozenset({"docpilot.config", "docpilot.golden", "docpilot.corpus"})),
     ("retrieval, models", frozenset({"docpilot.retrieval", "docpilot.models"})),
     ("assistant, the API's shapes, targets, telemetry", frozenset({"docpilot.assistant", "docpilot.api", "docpilot.targets", "docpilot.telemetry"})),
-    ("eval, server, reports", frozenset({"docpilot.run", "docpilot.server", "docpilot.reports", "docpilot.history"})),
+    ("eval, server, reports", frozenset({
+        "docpilot.run", "docpilot.server", "docpilot.reports", "docpilot.history", "docpilot.field",
+    })),
     ("readouts, improve, drafting", frozenset({"docpilot.readout", "docpilot.improve", "docpilot.drafting"})),
     ("cli and the Prefect/Dask integration", frozenset({"docpilot.cli", "docpilot.__main__", "docpilot.tasks", "docpilot.flows"})),
 ]

@@ -18,6 +18,7 @@ COMMANDS = {
     "cache": "cache",
     "calibrate": "calibrate",
     "eval": "eval",
+    "field": "field",
     "golden": "golden",
     "history": "history",
     "improve": "improve",

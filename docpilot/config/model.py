@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from docpilot.config.logs import LogMapping
 from docpilot.config.target import Target
 
 # A folder or page name, or several joined by "/", as reference_pages lists them.
@@ -238,6 +239,9 @@ class Config(_Strict):
     targets: dict[str, Target] = Field(default_factory=dict)
     """Name → an assistant DocPilot did not build, reached over HTTP (docs/targets.md): its URL,
     headers, body template and how its reply is read."""
+    logs: dict[str, LogMapping] = Field(default_factory=dict)
+    """Name → how a production log of an assistant's turns is read (docs/field.md): `docpilot field LOG`
+    scores it without gold and finds the questions the docs do not answer."""
     target: str | None = None
     """The target `--runtime server` measures (`--target NAME`, or a variant's `target` key); empty
     means DocPilot's own server."""

@@ -1,0 +1,54 @@
+"""`docpilot field LOG`: a production log of an assistant's turns, scored without gold, and its coverage gaps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from docpilot.cli import main
+from docpilot.cli._errors import handle_errors
+
+
+@main.command("field")
+@click.argument("log", type=click.Path(dir_okay=False))
+@click.option("--log", "mapping", metavar="NAME", help="The mapping under `logs:` that reads LOG (default: the only one).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Configuration file (YAML).")
+@click.option("--docs", type=click.Path(file_okay=False), help="Docs folder (default: corpus.docs from the config).")
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="Where the JSON report goes (default: field-<run id>.json under reports_dir).")
+@click.option("--markdown", "markdown_out", type=click.Path(dir_okay=False), help="Also write the report as Markdown here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
+@handle_errors
+def field_command(log, mapping, config_path, docs, out, markdown_out, as_json):
+    """Score the turns of LOG (JSONL or CSV) without gold and group the questions the docs do not answer.
+
+    LOG is read by a mapping under `logs:` in the config (docs/field.md). Every turn is
+    scored with the eval's gold-free metrics and ranked against the docs; the report
+    (JSON, and each scored turn in a JSONL file beside it) lists the coverage gaps, most
+    asked first, each a page to write or a page the assistant missed. Exit status: 0,
+    or 2 when the config or a line of LOG cannot be read (the message names the line).
+    """
+    from docpilot.config.loading import load_config
+    from docpilot.field.markdown import field_markdown
+    from docpilot.field.run import score_log
+
+    config = load_config(config_path, overrides={"corpus": {"docs": docs}})
+    target = Path(out) if out else None
+    rows = target.with_suffix(".turns.jsonl") if target else None
+    report = score_log(config, Path(log), mapping, rows_out=rows or Path(config.reports_dir) / "field-turns.jsonl")
+    if target is None:
+        target = Path(config.reports_dir) / f"field-{report['run_id']}.json"
+        final_rows = target.with_suffix(".turns.jsonl")
+        Path(report["rows"]).replace(final_rows)
+        report["rows"] = str(final_rows)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if markdown_out:
+        Path(markdown_out).write_text(field_markdown(report), encoding="utf-8")
+    if as_json:
+        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        return
+    click.echo(field_markdown(report), nl=False)
+    click.echo(f"\nreport: {target}\nturns: {report['rows']}")
