@@ -114,7 +114,7 @@ def check_golden(path: str | Path, corpus: Corpus | None = None) -> GoldenCheck:
     checked = _check_file(path, GoldenRecord, _golden_issues, golden_warnings)
     errors = list(checked.errors)
     if corpus is not None:
-        errors += corpus_problems(checked.records, corpus, path)
+        errors += corpus_problems(checked.records, corpus, path, stale_ok=True)
     errors.sort(key=lambda problem: problem.line or 0)
     return replace(checked, errors=errors)
 
@@ -123,13 +123,21 @@ def validate_against_corpus(records: Sequence[GoldenRecord], corpus: Corpus, pat
     """Check that every gold entry and scope prefix names something in the docs.
 
     ``path`` is the golden file the records came from, so each problem can name the
-    record's line. All problems are raised together as one InputError.
+    record's line. All problems are raised together as one InputError. A gold entry
+    that names nothing but is held by the lock beside the file is stale gold, not a
+    mistake: the run marks its row (``docpilot.golden.staleness``) instead of stopping.
     """
-    raise_all(corpus_problems(records, corpus, path))
+    raise_all(corpus_problems(records, corpus, path, stale_ok=True))
 
 
-def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str | Path | None = None) -> list[Problem]:
-    """Every gold entry and scope prefix of ``records`` that names nothing in the docs."""
+def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str | Path | None = None, *,
+                    stale_ok: bool = False) -> list[Problem]:
+    """Every gold entry and scope prefix of ``records`` that names nothing in the docs.
+
+    With ``stale_ok``, a gold entry the lock beside ``path`` holds for its record is
+    left out: it is stale gold, which ``docpilot.golden.staleness`` names (the lock is
+    read only when some entry names nothing).
+    """
     file = Path(path) if path is not None else None
     misplaced = misplaced_docs(records, corpus, file)
     if misplaced is not None:  # one folder off: one problem with the folder, not one per record
@@ -137,7 +145,7 @@ def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str |
     page_ids = sorted(corpus.pages)
     folders = {page.rsplit("/", depth)[0] for page in page_ids for depth in range(1, page.count("/") + 1)}
     prefixes = set(page_ids) | folders
-    problems = []
+    found: list[tuple[tuple[str, str] | None, Problem]] = []  # (record, entry) of a gold entry's problem
     for record in records:
         for entry in record.gold:
             if not corpus.has_entry(entry):
@@ -148,18 +156,30 @@ def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str |
                 if known_page and entry.endswith(f"#{TOP}"):
                     what = f"text above the first heading, and page {page!r} has none"
                     hint = f"pin one of its sections instead; `docpilot golden sections {page}` lists them"
-                problems.append(Problem(f"gold entry {entry!r} names {what}", hint, file, None, record.id))
+                found.append(((record.id, entry), Problem(f"gold entry {entry!r} names {what}", hint, file, None,
+                                                          record.id)))
         for prefix in record.scope or []:
             name = scope_prefix(prefix)  # the retriever's and the metric's reading: `/` is the whole docs
             if name and name not in prefixes:
                 hint = _did_you_mean(difflib.get_close_matches(prefix, sorted(prefixes), n=3, cutoff=0.5))
                 message = f"scope prefix {prefix!r} names no page or folder of the docs"
-                problems.append(Problem(message, hint, file, None, record.id))
+                found.append((None, Problem(message, hint, file, None, record.id)))
+    locked = _locked(file) if stale_ok and any(key for key, _ in found) else set()
+    problems = [problem for key, problem in found if key not in locked]
     if problems and file is not None:
         # Lines are looked up only now: finding them reads the file again.
         lines = _lines_by_id(file)
         problems = [replace(problem, line=lines.get(problem.record)) for problem in problems]
     return problems
+
+
+def _locked(file: Path | None) -> set[tuple[str, str]]:
+    """The (record, gold entry) pairs the lock beside ``file`` holds; empty without a file or a lock."""
+    if file is None:
+        return set()
+    from docpilot.golden.staleness import locked_entries
+
+    return locked_entries(file)
 
 
 # Reading ------------------------------------------------------------------------

@@ -53,6 +53,10 @@ class GoldenShape(_Strict):
     bias: dict[str, Any] | None = None
     """How much the questions borrow from their gold sections (``docpilot.retrieval.bias.SetBias``), per record
     and for the set; None when not measured."""
+    lock: dict[str, Any] | None = None
+    """What became of the gold since the set was locked: the lock's ``path``, the entries ``fixed`` (record id →
+    {old → new}) and each positive not as locked under ``records`` (``docpilot.golden.staleness.RecordFinding``);
+    None without a lock beside the set."""
 
 
 def describe_golden(records: Sequence[GoldenRecord], corpus: Corpus | None = None) -> GoldenShape:
