@@ -119,6 +119,10 @@ class Row(_Strict):
     """Positives: how much of the question's wording its best gold section holds, each content word
     weighted by its rarity in the docs (docs/golden-set.md, "Bias"); the report's `bands` slice recall
     by it. None for other kinds, with no content word, or in a report written before rows carried it."""
+    gold_state: Literal["moved", "changed", "gone"] | None = None
+    """Positives: how the gold went stale since the golden set was locked (docs/golden-set.md, "Keeping a set
+    alive"): `moved` (its text is under another id now), `changed` (its text differs), `gone` (no section
+    carries it). None without a lock beside the set, for gold as it was locked, or in an older report."""
     retrieved: list[str] = Field(default_factory=list)
     """Section ids of the ranked retrieval list, best first, at most top 8."""
     scores: list[float] = Field(default_factory=list)
@@ -202,6 +206,9 @@ class Row(_Strict):
     when the turn completed, or in a report written before rows carried it."""
     variant: str | None = None
     """The variant that produced the row, in a run of several (``variants``); None in a run of one."""
+    sample: int | None = None
+    """Which of the record's samples the row is, from 0, in a run that asks each turn several times
+    (`--repeat N`, `model.repeat`); None in a run of one sample. The samples share the record's ranking."""
 
     @property
     def answered(self) -> bool:

@@ -18,6 +18,7 @@ from typing import Literal
 from docpilot.metrics.aggregate import mean
 from docpilot.metrics.refusals import wilson_upper95
 from docpilot.metrics.registry import RETRIEVAL_METRICS, Metric, get
+from docpilot.metrics.stability import RULES, Rule
 
 from docpilot.errors import InputError
 from docpilot.schema import GateResult, Row
@@ -69,13 +70,32 @@ def metric_bounds(metric: Metric) -> tuple[float, float | None]:
     return 0.0, 1.0 if metric.aggregate in (mean, wilson_upper95) else None
 
 
-def check_condition(name: str, text: str) -> tuple[str, float]:
+RULE_KEY = "rule"
+"""The key of ``gates:`` that says how a gate reads a record's samples (``mean``, ``majority``, ``all``),
+not a metric: ``gates: {rule: majority, refusal_accuracy: ">= 0.9"}``."""
+
+
+def gate_rule(conditions: Mapping[str, str]) -> Rule:
+    """How the gates read a record's samples (``metrics.stability``): the conditions' ``rule``, else ``mean``;
+    InputError for a rule that is not one of them."""
+    rule = conditions.get(RULE_KEY, RULES[0])
+    if rule not in RULES:
+        raise InputError(f"gates: {RULE_KEY} {rule!r} is not a rule for reading a record's samples",
+                         hint=f"write one of {', '.join(RULES)} (docs/repeats.md)")
+    return rule  # type: ignore[return-value]
+
+
+def check_condition(name: str, text: str) -> tuple[str, float] | None:
     """The operator and threshold of the gate ``name: text``; InputError for an unknown metric,
     an unreadable condition, or a threshold outside the values the metric can take.
 
     ``recall@8: ">= 80"`` (a percentage for a share) would fail every run, and
-    ``latency_p95: "> -1"`` pass every run, without either saying why.
+    ``latency_p95: "> -1"`` pass every run, without either saying why. ``rule`` is no
+    gate: its value is checked (``gate_rule``) and None returned.
     """
+    if name == RULE_KEY:
+        gate_rule({RULE_KEY: text})
+        return None
     metric = get(name)
     op, threshold = parse_condition(text, metric=name)
     low, high = metric_bounds(metric)
@@ -139,6 +159,9 @@ def check_gates(
 
     ``allow_errors`` drops the built-in gate on errored records (``--allow-errors``).
 
+    ``conditions`` may hold ``rule`` (``RULE_KEY``), which is no gate: the caller
+    summarises the rows by it before (``docpilot.reports.report.score``).
+
     A run without a model (``gate_only``) has only retrieval numbers, so the built-in
     gates and any user condition on a non-retrieval metric are left out rather than
     failed. An unknown metric id or an unreadable condition is an InputError.
@@ -148,6 +171,8 @@ def check_gates(
         builtin = [name for name in BUILTIN_GATES if not (allow_errors and name == "errors")]
         gates = [_check(get(name), "==", 0.0, summary, rows) for name in builtin]
     for name, text in conditions.items():
+        if name == RULE_KEY:
+            continue
         metric = get(name)
         op, threshold = parse_condition(text, metric=name)
         if gate_only and name not in RETRIEVAL_METRICS:

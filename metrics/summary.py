@@ -11,7 +11,10 @@ from collections.abc import Sequence
 
 from docpilot.metrics import latency, relevance, retrieval
 from docpilot.metrics import population as pop
+from docpilot.metrics.aggregate import total
 from docpilot.metrics.registry import METRICS, RETRIEVAL_METRICS, Metric, stage_metrics
+from docpilot.metrics.stability import Rule, sampled
+from docpilot.metrics.stability import per_record as by_record
 
 from docpilot.schema import Row
 
@@ -75,18 +78,24 @@ class Ahead:
         self._values.clear()
 
 
-def summarize(rows: list[Row], *, gate_only: bool = False, ahead: Ahead | None = None) -> tuple[Summary, Counts]:
+def summarize(rows: list[Row], *, gate_only: bool = False, ahead: Ahead | None = None,
+              rule: Rule = "mean") -> tuple[Summary, Counts]:
     """The run's value and population size for every reported metric.
 
     A metric whose population is empty is None (never 0.0), with count 0. Each
     population is selected once, and the retrieval metrics are computed over all
     their rows at once (``metrics.relevance``), with the per-record functions' values.
     ``ahead`` holds values some rows' metrics already have (``Ahead``): the same numbers.
+
+    Rows that hold several samples of a record (``--repeat``) are read one value per
+    record, its samples read by ``rule`` (``metrics.stability``), and counted once; the
+    latency and usage metrics read every sample, each a turn the run made.
     """
     summary: Summary = {}
     counts: Counts = {}
     members: dict[int, list[Row]] = {}
     batch: dict[str, list[float]] | None = None
+    repeated = sampled(rows)
     for metric in reported_metrics(rows, gate_only=gate_only):
         population = members.get(id(metric.population))
         if population is None:
@@ -99,8 +108,19 @@ def summarize(rows: list[Row], *, gate_only: bool = False, ahead: Ahead | None =
             values = ahead.values(metric, population)
         else:
             values = [metric.score(row) for row in population]
-        summary[metric.id], counts[metric.id] = metric.aggregate(values), len(population)
+        if repeated and reads_records(metric):
+            values = by_record(population, values, rule, higher_is_better=metric.higher_is_better)
+        summary[metric.id], counts[metric.id] = metric.aggregate(values), len(values)
     return summary, counts
+
+
+def reads_records(metric: Metric) -> bool:
+    """Whether a run of several samples reads ``metric`` one value per record, its samples reduced by the rule.
+
+    Not the times and usage, each sample a turn the run made and paid for, nor the counts
+    (hallucinated citations, errors, ...): each defect a sample showed is one a reader saw.
+    """
+    return metric.family not in ("latency", "usage") and metric.aggregate is not total
 
 
 def replayed_counts(rows: Sequence[Row], *, gate_only: bool = False) -> Counts:

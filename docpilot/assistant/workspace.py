@@ -63,6 +63,8 @@ class Trace:
     """What the model produced."""
     turn_key: str | None = None
     """The model-stage cache key of ``prompt``, once worked out (``pipeline.turn_key``)."""
+    sample: int | None = None
+    """Which sample of the record's turn this trace asks, in a run of several (``model.repeat``); None for one."""
     stages_ms: dict[str, float] | None = None
     """Stage timings a server reported (server runtime); None when the stages ran here."""
     languages: dict[str, str | None] = field(default_factory=dict)

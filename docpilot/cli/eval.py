@@ -16,10 +16,12 @@ from docpilot.config.model import ModelConfig
 from docpilot.models.registry import PROVIDERS, provider_help
 
 
-def _overrides(docs, golden, record_set, provider, model, base_url, concurrency) -> dict:
+def _overrides(docs, golden, record_set, provider, model, base_url, concurrency, repeat=None) -> dict:
     from docpilot.models.registry import flag_overrides
 
     overrides = flag_overrides(docs=docs, provider=provider, model=model, base_url=base_url, concurrency=concurrency)
+    if repeat is not None:
+        overrides["model"]["repeat"] = repeat
     if golden:
         overrides["golden" if record_set == "golden" else "adversarial"] = golden
     return overrides
@@ -32,12 +34,15 @@ def check_settings(config) -> None:
     be one DocPilot has; the error lists the valid names (exit 2, no model called).
     """
     from docpilot.errors import ConfigError, InputError
-    from docpilot.metrics.gates import parse_condition
+    from docpilot.metrics.gates import RULE_KEY, gate_rule, parse_condition
     from docpilot.metrics.registry import get
     from docpilot.models.registry import PROVIDERS
 
     for name, condition in config.gates.items():
         try:
+            if name == RULE_KEY:
+                gate_rule(config.gates)
+                continue
             get(name)
             parse_condition(condition, metric=name)
         except InputError as exc:
@@ -174,6 +179,9 @@ def _run(job, *, variants, gate_variant, orchestration, runner, dask_address, pr
 @click.option("--base-url", help="Endpoint root of an OpenAI-compatible service, e.g. http://127.0.0.1:8080/v1.")
 @click.option("--concurrency", type=option_number(ModelConfig, "concurrency"),
               help="Model calls in flight at once.")
+@click.option("--repeat", type=option_number(ModelConfig, "repeat"),
+              help="Ask each turn N times (model.repeat); retrieval runs once, each sample is a row and "
+                   "cached apart.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the stage cache.")
 @click.option(
     "--refresh",
@@ -192,8 +200,8 @@ def _run(job, *, variants, gate_variant, orchestration, runner, dask_address, pr
 @handle_errors
 def eval_command(
     config_path, docs, golden, record_set, split, record_ids, tags, limit, gate_only, out, as_json, orchestrator,
-    runtime, url, runner, dask_address, provider, model, base_url, concurrency, no_cache, refresh, variant_options,
-    models_option, gate_variant, allow_errors, target_name=None, **formats,
+    runtime, url, runner, dask_address, provider, model, base_url, concurrency, repeat, no_cache, refresh,
+    variant_options, models_option, gate_variant, allow_errors, target_name=None, **formats,
 ):
     """Run the golden set through the assistant, score it, write a report and a verdict.
 
@@ -214,7 +222,7 @@ def eval_command(
     from docpilot.schema import Selection
 
     config = load_config(config_path, overrides=_overrides(docs, golden, record_set, provider, model, base_url,
-                                                             concurrency))
+                                                             concurrency, repeat))
     config = _with_target(config, target_name)
     check_settings(config)
     variants = _variants(config, variant_options, models_option, gate_variant)
@@ -226,6 +234,7 @@ def eval_command(
         raise click.UsageError(_gate_only_refusal(named))
     if url and runtime != "server":
         raise click.UsageError("--url names the server of --runtime server; add --runtime server")
+    _check_repeat(runtime, gate_only, config, variants)
     orchestration = choose(orchestrator, runner=runner)
     _require_extras(orchestrator, orchestration, runner, runtime, url or named)
     if variants:
@@ -318,6 +327,14 @@ def _target_runtime(named, runtime, url):
         raise click.UsageError(f"--url names DocPilot's own server, and {named} has its URL in the config; "
                                "drop --url, or the target")
     return "server"
+
+
+def _check_repeat(runtime, gate_only, config, variants) -> None:
+    """Exit 2 for a run of the server runtime (or a target) that asks each turn more than once (``model.repeat``):
+    it would ask once and report fewer samples than asked."""
+    if runtime == "server" and not gate_only and any(c.model.repeat > 1 for c in [config, *(v.config for v in variants)]):
+        raise click.UsageError("--repeat (model.repeat) asks DocPilot's own model several times in this process; "
+                               "the server runtime and targets ask once: drop --repeat, or run --runtime local")
 
 
 def _searchable(config, variants) -> bool:

@@ -143,6 +143,9 @@ class ModelConfig(_Strict):
     seed: int | None = _number(0, ge=0, le=2**63 - 1)
     """Sampling seed, where the provider honours one; 0 to 2^63 - 1 (a 64-bit signed integer, as
     the services take it)."""
+    repeat: int = _number(1, ge=1, le=100)
+    """How many times each turn is asked (`--repeat N`); retrieval runs once. Each sample is cached
+    under its own key, so raising it asks only the new samples (docs/repeats.md)."""
     concurrency: int = _number(8, ge=1, le=1_024)
     """Model calls in flight at once."""
     timeout_s: float = _number(60.0, gt=0, le=DAY_S)

@@ -156,12 +156,19 @@ def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bo
     """Summary, counts, gates and verdict of a list of rows: a pure function of the rows.
 
     ``ahead`` (``metrics.summary.Ahead``) holds row values worked out while the run went on.
+    The summary reads each record's samples by their mean; the gates read them by the
+    conditions' ``rule`` (``metrics.gates.gate_rule``), so under ``majority`` or ``all`` a
+    gate's value is that rule's, beside the summary's mean.
     """
-    from docpilot.metrics.gates import check_gates, verdict
+    from docpilot.metrics.gates import check_gates, gate_rule, verdict
+    from docpilot.metrics.stability import sampled
     from docpilot.metrics.summary import summarize
 
     summary, counts = summarize(rows, gate_only=gate_only, ahead=ahead)
-    gates = check_gates(summary, rows, conditions, gate_only=gate_only, allow_errors=allow_errors,
+    rule = gate_rule(conditions)
+    read = summary if rule == "mean" or not sampled(rows) else summarize(rows, gate_only=gate_only, ahead=ahead,
+                                                                           rule=rule)[0]
+    gates = check_gates(read, rows, conditions, gate_only=gate_only, allow_errors=allow_errors,
                         record_set=record_set)
     return summary, counts, gates, verdict(gates)
 

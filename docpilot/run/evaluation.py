@@ -152,8 +152,10 @@ def _run(run: RunContext, executor: Executor, orchestration: Orchestration) -> R
     """Every shard down the road through ``executor``, then the report."""
     job = run.job
     records = job_records(job)
-    for stage in ("retrieve",) if job.gate_only else ("retrieve", "model"):
-        run.progress.start(stage, len(records))
+    run.progress.start("retrieve", len(records))
+    if not job.gate_only:
+        # Each record's turn is asked model.repeat times (the server runtime asks once).
+        run.progress.start("model", len(records) * (job.config.model.repeat if job.runtime == "local" else 1))
     # Tracing configured: each scored shard sends its spans. Not configured (the usual
     # case): the telemetry code is not even imported.
     traced = tracing_settings(job.config.telemetry) is not None

@@ -10,6 +10,7 @@ it exists, so a crash loses no finished model call.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import NotRequired
@@ -98,19 +99,43 @@ def prime_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
     return traces
 
 
-def _model_key(ws: Workspace, prompt: Prompt) -> str:
+def _model_key(ws: Workspace, prompt: Prompt, sample: int | None = None) -> str:
     if ws._identity is None:
         ws._identity = model_identity(ws.config.model, corpus_fingerprint=ws.corpus.fingerprint,
                                       chunk_words=ws.config.corpus.chunk_words)
     version = (PROMPT_VERSION, ws.config.prime.prompt_version)
-    return cache_key("model", version, prompt.messages, ws._identity)
+    if not sample:  # the first sample is the turn a run of one asks: its key, and its stored reply, are the same
+        return cache_key("model", version, prompt.messages, ws._identity)
+    return cache_key("model", version, prompt.messages, ws._identity, {"sample": sample})
 
 
 def turn_key(ws: Workspace, trace: Trace) -> str:
-    """The cache key of the trace's turn, worked out once per prompt: looking it up, asking and storing share it."""
+    """The cache key of the trace's turn, worked out once per prompt and sample: looking it up, asking and
+    storing share it. Each sample of a repeated turn has its own key, so each is asked and stored apart."""
     if trace.turn_key is None:
-        trace.turn_key = _model_key(ws, trace.prompt)
+        trace.turn_key = _model_key(ws, trace.prompt, trace.sample)
     return trace.turn_key
+
+
+def sample_traces(traces: list[Trace], repeat: int) -> list[Trace]:
+    """Each primed trace ``repeat`` times, as samples 0 to ``repeat - 1`` of its turn; the traces as they are for one.
+
+    The samples share the record's ranking, prompt and gate decision (retrieval and
+    priming ran once); each is asked of the model apart. A record the gate refused, or
+    with no prompt, is asked nothing, and is one row whatever ``repeat`` is.
+    """
+    if repeat <= 1:
+        return traces
+    sampled: list[Trace] = []
+    for trace in traces:
+        trace.sample, trace.turn_key = 0, None
+        sampled.append(trace)
+        if trace.gate_refused or trace.prompt is None:
+            continue
+        sampled += [dataclasses.replace(trace, sample=s, turn_key=None, cached=list(trace.cached),
+                                        timeline=dict(trace.timeline), languages={})
+                    for s in range(1, repeat)]
+    return sampled
 
 
 def _languages(trace: Trace) -> dict[str, str | None]:

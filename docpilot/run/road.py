@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from docpilot import progress
 from docpilot.assistant.workspace import Trace
+from docpilot.golden.staleness import gold_states
 from docpilot.run import pipeline
 from docpilot.run.context import RunContext
 from docpilot.run.lane import Interrupted
@@ -72,9 +73,12 @@ def _prime(run: RunContext, traces: list[Trace]) -> list[Trace]:
 
 
 def _answer(run: RunContext, traces: list[Trace]) -> list[Trace]:
-    """Fill in the stored turns, and send the others to the model."""
+    """Fill in the stored turns, and send the others to the model: ``model.repeat`` samples of each."""
+    repeat = run.job.config.model.repeat
+    unasked = sum(1 for t in traces if t.gate_refused or t.prompt is None)  # one row, counted as its samples
+    traces = pipeline.sample_traces(traces, repeat)
     todo = pipeline.lookup_turns(run.workspace, traces, refresh="model" in run.job.refresh)
-    run.progress.advance("model", len(traces) - len(todo))
+    run.progress.advance("model", len(traces) - len(todo) + unasked * (repeat - 1))
     _check_running(run)
     send_turns(run, [traces[p] for p in todo])
     return traces
@@ -121,14 +125,16 @@ def _render(run: RunContext, traces: list[Trace]) -> list[Trace]:
 
 
 def _score(run: RunContext, traces: list[Trace]) -> list[Row]:
-    """One report row per trace, with what the metrics read."""
+    """One report row per trace, with what the metrics read, and its gold's state by the set's lock."""
     meter = run.workspace.bias
+    stale = (gold_states(run.job.golden, [t.record for t in traces], run.workspace.corpus)
+             if run.job.set == "golden" else None)  # a set without a lock: one stat
     if run.job.gate_only:
-        return pipeline.build_rows(traces, gate_only=True, meter=meter)
+        return pipeline.build_rows(traces, gate_only=True, meter=meter, gold_states=stale)
     from docpilot.assistant.language import corpus_language
 
     return pipeline.build_rows(traces, corpus_language=corpus_language(run.workspace.corpus),
-                               model=run.job.config.model, meter=meter)
+                               model=run.job.config.model, meter=meter, gold_states=stale)
 
 
 def _check_running(run: RunContext) -> None:

@@ -7,6 +7,7 @@ first gold rank past the top 8, the prompt's sources, the turn and its rendered 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from docpilot.assistant.language import RULE as LANGUAGE_RULE
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 def build_rows(
     traces: list[Trace], *, gate_only: bool = False, corpus_language: str | None = None,
-    model: ModelConfig | None = None, meter: BiasMeter | None = None,
+    model: ModelConfig | None = None, meter: BiasMeter | None = None, gold_states: Mapping[str, str] | None = None,
 ) -> list[Row]:
     """One report row per trace: what the scorer reads.
 
@@ -31,11 +32,15 @@ def build_rows(
     nor its question says which (``docpilot.assistant.language.expected_language``).
     ``model`` gives the prices that turn each row's usage into its ``cost_usd``.
     ``meter`` measures each positive's ``overlap`` with its gold sections (none without it).
+    ``gold_states`` names the records whose gold went stale since the set was locked
+    (``docpilot.golden.staleness.gold_states``), each with its row's ``gold_state``.
     """
     rows = []
     for trace in traces:
         began = time.time()
         row = _row(trace, gate_only=gate_only, corpus_language=corpus_language, model=model, meter=meter)
+        if gold_states and trace.attack is None and trace.record.id in gold_states:
+            row.gold_state = gold_states[trace.record.id]
         row.timeline["score"] = (began, time.time())
         rows.append(row)
     return rows
@@ -104,6 +109,7 @@ def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None,
         identifiers=record.identifiers,
         cached=trace.cached,
         timeline=trace.timeline,
+        sample=trace.sample,
     )
     if trace.attack is not None:
         row.update(forbidden=trace.attack.forbidden, expect=trace.attack.expect)

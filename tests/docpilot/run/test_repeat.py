@@ -1,0 +1,144 @@
+"""--repeat N: each turn asked N times against a model that answers at random, each sample cached apart.
+
+The model endpoint is the scripted OpenAI-compatible server on 127.0.0.1, given a
+seeded random sequence of answers and refusals; it counts the turns it was asked.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import yaml
+from docpilot.metrics.stability import flip_rate, pass_hat_k, record_stability
+from docpilot.metrics.summary import summarize
+
+from docpilot.config.model import Config
+from docpilot.run.evaluation import evaluate
+from docpilot.run.job import EvalJob
+from tests.support.openai_server import Reply
+
+PAGES = {
+    "guide/install.md": "# Install\n\nInstall Acme with pip install acme-cli. It needs Python 3.11 or newer.\n",
+    "guide/tokens.md": "# Tokens\n\nExport the token as ACME_TOKEN before you run any command of the cli.\n",
+    "guide/colors.md": "# Colors\n\nThe cli prints in color unless NO_COLOR is set.\n",
+}
+RECORDS = [
+    {"id": "install", "question": "How do I install Acme with pip?", "gold": ["guide/install"],
+     "gold_answer": "pip install acme-cli"},
+    {"id": "token", "question": "Which variable holds the token?", "gold": ["guide/tokens"],
+     "gold_answer": "ACME_TOKEN"},
+    {"id": "colors", "question": "How do I turn off colors?", "gold": ["guide/colors"],
+     "gold_answer": "set NO_COLOR"},
+    {"id": "weather", "question": "What is the weather on Mars today?", "gold": []},
+]
+ANSWER = Reply(answer="Install it with pip install acme-cli [1].")
+REFUSAL = Reply(answer="REFUSE: not-answerable")
+
+
+def _random_replies(seed: int, count: int = 400) -> list[Reply]:
+    """What a model answering at random says, turn after turn: an answer or a refusal, by a seeded coin."""
+    coin = random.Random(seed)
+    return [ANSWER if coin.random() < 0.6 else REFUSAL for _ in range(count)]
+
+
+def _job(tmp_path, base_url: str, repeat: int, records: list[dict] = RECORDS, **gates: str) -> EvalJob:
+    docs = tmp_path / "docs"
+    for name, text in PAGES.items():
+        (docs / name).parent.mkdir(parents=True, exist_ok=True)
+        (docs / name).write_text(text, encoding="utf-8")
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(yaml.safe_dump(records), encoding="utf-8")
+    config = Config(corpus={"docs": str(docs)}, golden=str(golden), cache_dir=str(tmp_path / "cache"),
+                    reports_dir=str(tmp_path / "reports"), gates=gates,
+                    model={"provider": "openai", "name": "coin", "base_url": base_url, "repeat": repeat})
+    return EvalJob(config=config, golden=str(golden))
+
+
+def _asked(script, run) -> int:
+    before = len(script.turns)
+    report = run()
+    return len(script.turns) - before, report
+
+
+def test_raising_repeat_asks_only_the_new_samples_and_an_unchanged_rerun_none(tmp_path, openai_server):
+    base_url, script = openai_server
+    script.enqueue(*_random_replies(seed=54))
+    records = len(RECORDS)
+
+    asked, five = _asked(script, lambda: evaluate(_job(tmp_path, base_url, 5)))
+    assert asked == 5 * records
+    assert sorted((r.id, r.sample) for r in five.rows) == sorted((r["id"], s) for r in RECORDS for s in range(5))
+
+    asked, again = _asked(script, lambda: evaluate(_job(tmp_path, base_url, 5)))
+    assert asked == 0 and again.cache_stats["model"] == {"reused": 5 * records, "computed": 0}
+    assert [(r.id, r.sample, r.refused) for r in again.rows] == [(r.id, r.sample, r.refused) for r in five.rows]
+
+    asked, seven = _asked(script, lambda: evaluate(_job(tmp_path, base_url, 7)))
+    assert asked == 2 * records
+    assert {r.sample for r in seven.rows} == set(range(7))
+
+
+def test_the_first_sample_is_the_turn_a_run_of_one_stored(tmp_path, openai_server):
+    base_url, script = openai_server
+    script.enqueue(*_random_replies(seed=7))
+    asked, one = _asked(script, lambda: evaluate(_job(tmp_path, base_url, 1)))
+    assert asked == len(RECORDS) and all(r.sample is None for r in one.rows)
+    asked, three = _asked(script, lambda: evaluate(_job(tmp_path, base_url, 3)))
+    assert asked == 2 * len(RECORDS)
+    first = {r.id: r.answer for r in three.rows if r.sample == 0}
+    assert first == {r.id: r.answer for r in one.rows}
+    assert all("model" in r.cached for r in three.rows if r.sample == 0)
+
+
+def _oracle(rows):
+    """Pass rates and the flip rate worked out by hand from the rows: a sample passes when its refusal is right."""
+    by_record: dict[str, list[bool]] = {}
+    for row in rows:
+        by_record.setdefault(row.id, []).append(row.error is None and row.refused == (row.kind == "negative"))
+    rates = {record: sum(passes) / len(passes) for record, passes in by_record.items()}
+    flips = sum(1 for passes in by_record.values() if len(set(passes)) > 1) / len(by_record)
+    every = sum(1 for passes in by_record.values() if all(passes)) / len(by_record)
+    return rates, flips, every
+
+
+def test_pass_rates_and_flip_rate_equal_an_oracle_over_the_rows(tmp_path, openai_server):
+    base_url, script = openai_server
+    script.enqueue(*_random_replies(seed=2024))
+    report = evaluate(_job(tmp_path, base_url, 5))
+    stability = record_stability(report.rows)
+    rates, flips, every = _oracle(report.rows)
+    assert {s.id: s.pass_rate for s in stability} == rates
+    assert flip_rate(stability) == flips and pass_hat_k(stability) == every
+    assert 0 < flips  # the coin made some record differ between samples
+    # The summary reads each record's mean: over-refusal by the model is the mean of the positives' refusal rates.
+    positives = [r for r in RECORDS if r["gold"]]
+    refused = [sum(row.refused for row in report.rows if row.id == r["id"]) / 5 for r in positives]
+    assert report.summary["over_refusal_answer"] == sum(refused) / len(refused)
+    assert summarize(report.rows)[1]["over_refusal_answer"] == len(positives)
+
+
+def test_a_majority_gate_passes_a_run_that_an_all_gate_fails(tmp_path, openai_server):
+    base_url, script = openai_server
+    # One turn in flight: each record's five samples leave together and take five replies in a row,
+    # so every record, whichever is asked first, is answered three times and refused twice.
+    positives = [r for r in RECORDS if r["gold"]]  # the answer cites [1], which a negative's prompt may not hold
+    script.enqueue(*[ANSWER, REFUSAL, ANSWER, ANSWER, REFUSAL] * len(positives))
+    gate = {"over_refusal_answer": "<= 0.5"}
+
+    def run(rule: str):
+        job = _job(tmp_path, base_url, 5, positives, rule=rule, **gate)
+        job.config.model.concurrency = 1
+        return evaluate(job)
+
+    majority = run("majority")
+    every = run("all")
+    assert len(script.turns) == 5 * len(positives)  # the second run read every sample from the cache
+    assert majority.summary["over_refusal_answer"] == every.summary["over_refusal_answer"] == pytest.approx(0.4)
+    read = {g.metric: (g.value, g.passed) for g in majority.gates}
+    assert read["over_refusal_answer"] == (0.0, True) and majority.verdict == "pass"
+    read = {g.metric: (g.value, g.passed) for g in every.gates}
+    assert read["over_refusal_answer"] == (1.0, False) and every.verdict == "fail"
+    mean = run("mean")
+    assert {g.metric: g.value for g in mean.gates}["over_refusal_answer"] == pytest.approx(0.4)
+    assert mean.verdict == "pass"
