@@ -9,6 +9,7 @@ import click
 from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
 from docpilot.cli._outputs import chosen_outputs, output_options
+from docpilot.reports.terminal import clean
 
 
 @main.command("report")
@@ -45,11 +46,11 @@ def report_command(report_path, reports_dir, **formats):
 
         written = write_outputs(report, **files)
         for _ in printed:
-            click.echo(render_markdown_variants(report), nl=False)
+            click.echo(clean(render_markdown_variants(report)), nl=False)
     else:
         readout = prepare_readout(report, report_path=report_path, reports_dir=reports_dir)
         written = write_readout(readout, **files)
         for name in printed:
-            click.echo(FORMATS[name].render(readout), nl=False)
+            click.echo(clean(FORMATS[name].render(readout)), nl=False)  # answers may hold control characters
     for kind, path in written.items():
         click.echo(f"{kind}: {path}", err=bool(printed))

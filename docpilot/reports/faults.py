@@ -29,6 +29,7 @@ _CAUSES: dict[str, str] = {
     "incomplete": "streams cut short",
     "service_error": "errors the service reported",
     "reply_too_long": "replies longer than the size cap",
+    "reply_too_large": "target replies past their byte or source cap",
 }
 
 

@@ -333,7 +333,7 @@ def render_faults(report: Report, console: Console) -> None:
     total = sum(group.count for group in groups)
     console.print(f"[red]errors[/]: {total} of {len(report.rows)} records, by cause", highlight=False)
     for group in groups:
-        # markup=False: a service's message may hold [brackets].
-        console.print(f"  {group.count} × {group.cause}", markup=False, highlight=False)
-        console.print(f"      first ({group.first_record}): {group.first_message}", markup=False, highlight=False,
-                      soft_wrap=True)
+        # markup=False: a service's message may hold [brackets]; clean: and control characters.
+        console.print(clean(f"  {group.count} × {group.cause}"), markup=False, highlight=False)
+        console.print(clean(f"      first ({group.first_record}): {group.first_message}"), markup=False,
+                      highlight=False, soft_wrap=True)
