@@ -50,6 +50,7 @@ def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: in
     """
     from docpilot.corpus.pages import load_corpus
     from docpilot.golden.draft import draft_golden, drafts_text
+    from docpilot.golden.lock import build_lock, lock_path, lock_text
     from docpilot.reports.output import write_atomically
     from docpilot.retrieval.bias import BiasMeter
     from docpilot.schema import GoldenRecord
@@ -65,11 +66,14 @@ def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: in
         from docpilot.drafting.rewrite import rewrite_drafts
 
         drafted, notes = rewrite_drafts(drafted, corpus, config, model)
-    records = [GoldenRecord(id=d.id, question=d.question, gold=list(d.gold), gold_answer=d.gold_answer)
-               for d in drafted.positives]
+    records = [GoldenRecord(id=d.id, question=d.question, gold=list(d.gold), gold_answer=d.gold_answer,
+                            identifiers=list(d.identifiers)) for d in drafted.positives]
     bias = BiasMeter(corpus, config.retrieval).measure_set(records)
     write_atomically(out, drafts_text(drafted, docs=str(config.corpus.docs), seed=seed, notes=notes), "drafts")
+    lock = write_atomically(lock_path(out), lock_text(build_lock(records, corpus)), "golden lock")
     _show_drafted(drafted, out)
+    click.echo(f"locked what each draft's section says in {lock}: `docpilot golden check` tells a draft whose "
+               "section changed since")
     click.echo(f"bias of the drafts: {bias_line(bias)}")
     click.echo(f"next: read them, then `docpilot golden check --golden {out}` and "
                f"`docpilot golden accept ID... --from {out} --into {config.golden}`")
@@ -111,21 +115,28 @@ def bias_line(bias) -> str:
               show_default=True, help="The file of drafts.")
 @click.option("--into", "into", type=click.Path(path_type=Path),
               help="The golden set to append to (default: `golden` in the config).")
+@click.option("--docs", type=click.Path(path_type=Path),
+              help="Docs folder to lock a draft against when the drafts' lock lacks it (default: `corpus.docs`).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
               help="Config file (default: configs/docpilot.yaml when present).")
 @handle_errors
-def accept(ids: tuple[str, ...], drafts_path: Path, into: Path | None, config_path: Path | None) -> None:
+def accept(ids: tuple[str, ...], drafts_path: Path, into: Path | None, docs: Path | None,
+           config_path: Path | None) -> None:
     """Move reviewed drafts into the golden set, appended after its records, its comments kept.
 
-    The draft-only fields (origin, source, source_digest) and the tags draft and
-    needs-check are dropped; the split is the page's (a hash of its page, or the split
-    the golden set already gives that page), so one page never feeds both dev and test.
-    IDS may name drafts, or `all`. Exit status: 0; 2 when an id names no draft, is
-    already in the golden set, or either file has an error.
+    The draft-only fields (origin, source) and the tags draft and needs-check are
+    dropped; the split is the page's (a hash of its page, or the split the golden set
+    already gives that page), so one page never feeds both dev and test. The golden
+    set's lock (golden.lock beside it) takes each accepted record's gold as the drafts'
+    lock held it when drafted. IDS may name drafts, or `all`. Exit status: 0; 2 when an
+    id names no draft, is already in the golden set, or either file has an error.
     """
+    from docpilot.corpus.pages import load_corpus
     from docpilot.drafting.accept import accept_drafts
 
-    config = load_config(config_path, overrides={"golden": str(into) if into else None})
-    moved = accept_drafts(drafts_path, Path(config.golden), list(ids))
+    config = load_config(config_path, overrides={"golden": str(into) if into else None,
+                                                 "corpus": {"docs": str(docs) if docs else None}})
+    moved = accept_drafts(drafts_path, Path(config.golden), list(ids),
+                          lambda: load_corpus(config.corpus.docs, chunk_words=config.corpus.chunk_words))
     for line in moved:
         click.echo(clean(line))

@@ -18,6 +18,7 @@ from docpilot.cli._errors import handle_errors
 from docpilot.config.loading import load_config
 from docpilot.errors import InputError
 from docpilot.golden.loading import check_golden, load_probes
+from docpilot.golden.lock import lock_path
 from docpilot.golden.shape import GoldenShape, describe_golden
 from docpilot.metrics.gold import TOP
 from docpilot.reports.terminal import clean
@@ -47,6 +48,8 @@ def golden() -> None:
 @click.option("--target", "target_name", metavar="NAME",
               help="Also send the first positive's question to this target of the config and show how its "
                    "reply maps (docs/targets.md).")
+@click.option("--fix", is_flag=True,
+              help="Rewrite the gold entries the lock finds moved to their new ids, in place, and lock them.")
 @handle_errors
 def check(
     golden_path: Path | None,
@@ -56,13 +59,18 @@ def check(
     record_set: str,
     as_json: bool,
     target_name: str | None = None,
+    fix: bool = False,
 ) -> None:
     """Validate every record, resolve every gold entry against the docs, and print the set's shape.
 
     Every problem of the file is reported in one pass: errors (the file cannot run)
     together, and warnings (it runs, but a number is weaker for it) apart, on stderr.
-    Exit status: 0 when the file is valid, warnings or not; 2 when it has an error
-    (the message says where and how to fix each).
+    With a lock beside the set (golden.lock, written by `docpilot golden lock`), it also
+    names each record whose gold moved, changed or is gone since, and each page entry
+    whose page gained or lost sections; --fix rewrites the moved ones in place.
+    Exit status: 0 when the file is valid, warnings or not; 1 when it is valid but the
+    lock finds gold that moved, changed or is gone; 2 when it has an error (the message
+    says where and how to fix each).
     """
     overrides = {"golden": _text(golden_path), "adversarial": _text(probes_path), "corpus": {"docs": _text(docs)}}
     config = load_config(config_path, overrides=overrides)
@@ -72,9 +80,9 @@ def check(
     from docpilot.corpus.pages import load_corpus
 
     corpus = load_corpus(config.corpus.docs, chunk_words=config.corpus.chunk_words)
+    fixed = _fix_moved(Path(config.golden), corpus) if fix else None
     checked = check_golden(config.golden, corpus)
     warnings = [f"{w.problem.where()}: {w.problem.message}; fix: {w.problem.hint}" for w in checked.warnings]
-    warnings += _stale_warnings(config.golden, checked.records, corpus)
     if checked.errors:
         _raise_with_warnings(checked.errors, warnings)
     for warning in warnings:
@@ -84,14 +92,22 @@ def check(
 
     bias = BiasMeter(corpus, config.retrieval).measure_set(checked.records)
     sample = _target_sample(config, target_name, checked.records, corpus) if target_name else None
+    findings = _lock_findings(Path(config.golden), checked.records, corpus)
     if as_json:
-        shown = shape.model_copy(update={"bias": bias.model_dump(mode="json")}).model_dump(mode="json")
+        locked = None if findings is None else {"path": str(lock_path(config.golden)), "fixed": fixed or {},
+                                                "records": [f.as_json() for f in findings if f.state != "ok"]}
+        shown = shape.model_copy(update={"bias": bias.model_dump(mode="json"), "lock": locked}).model_dump(mode="json")
         click.echo(json.dumps({**shown, "target": sample} if sample is not None else shown, indent=2))
     else:
-        _show_shape(config.golden, config.corpus.docs, shape)
+        missing = sum(not corpus.has_entry(entry) for record in checked.records for entry in record.gold)
+        _show_shape(config.golden, config.corpus.docs, shape, missing)
         _show_bias(bias)
         if sample is not None:
             _show_sample(target_name, sample)
+        if findings is not None:
+            _show_findings(lock_path(config.golden), findings, fixed)
+    if findings and any(f.stale for f in findings):
+        sys.exit(1)
 
 
 def _target_sample(config, name: str, records: list, corpus) -> dict:
@@ -170,12 +186,59 @@ def _marker_lines(markers: dict) -> list[str]:
             "readers see (docs/targets.md#markers)"]
 
 
-def _stale_warnings(path: str, records: list, corpus) -> list[str]:
-    """A warning for each draft whose source section changed since it was drawn from it."""
-    from docpilot.golden.draft import stale_drafts
+def _fix_moved(golden: Path, corpus) -> dict[str, dict[str, str]]:
+    """Rewrite the moved gold entries in place (``--fix``) and say which, on stderr."""
+    from docpilot.drafting.locking import fix_moved
 
-    return [f"{path}, record {record.id!r}: stale draft: {why}; fix: read the section again, correct the "
-            "record, and remove its source_digest (or draft it again)" for record, why in stale_drafts(records, corpus)]
+    fixed = fix_moved(golden, corpus)
+    count = sum(len(moves) for moves in fixed.values())
+    click.echo(clean(f"fixed {count} moved gold entr{'y' if count == 1 else 'ies'} in {golden} and its lock"
+                     + (":" if fixed else "")), err=True)
+    for record_id, moves in fixed.items():
+        for old, new in moves.items():
+            click.echo(clean(f"  {record_id}: {old} → {new}"), err=True)
+    return fixed
+
+
+def _lock_findings(golden: Path, records: list, corpus) -> list | None:
+    """What became of each record's gold since the lock beside the set was written; None without a lock."""
+    from docpilot.golden.lock import read_lock_beside
+    from docpilot.golden.staleness import find_stale
+
+    lock = read_lock_beside(golden)
+    return None if lock is None else find_stale(lock, records, corpus)
+
+
+_NEXT = {
+    "moved": "`docpilot golden check --fix` rewrites it to the new id",
+    "changed": "read the new text; correct the question or gold answer if they no longer hold, then "
+               "`docpilot golden lock {id}`",
+    "gone": "pin where the answer is now (`docpilot golden sections --grep WORDS`) or remove the record, then "
+            "`docpilot golden lock {id}`",
+    "narrowed": "check that the page entry still names where the answer is (add the new page's entry if it "
+                "answers too), then `docpilot golden lock {id}`",
+    "widened": "check that the page entry is not now too generous, then `docpilot golden lock {id}`",
+}
+
+
+def _show_findings(path: Path, findings: list, fixed: dict | None) -> None:
+    """Each record whose gold moved, changed, went or whose page entry widened or narrowed, with what to do."""
+    counts = Counter(f.state for f in findings)
+    moved_on = [f for f in findings if f.state in _NEXT]
+    unlocked = [f.id for f in findings if f.state == "unlocked"]
+    summary = ", ".join(f"{state} {counts[state]}" for state in _NEXT if counts[state]) or "none"
+    click.echo(clean(f"gold lock {path}: {counts['ok']} of {len(findings)} positives as locked; changed under "
+                     f"their gold since: {summary}"))
+    for finding in moved_on:
+        click.echo(clean(f"  {finding.state:<9} {finding.id}: "
+                         + "; ".join(e.describe() for e in finding.entries if e.state != "ok")))
+        answer = finding.answer_line() if finding.state != "moved" else None
+        if answer:
+            click.echo(clean(f"            {answer}"))
+        click.echo(clean(f"            next: {_NEXT[finding.state].format(id=finding.id)}"))
+    if unlocked:
+        more = f" and {len(unlocked) - 10} more" if len(unlocked) > 10 else ""
+        click.echo(clean(f"  not locked: {', '.join(unlocked[:10])}{more}: `docpilot golden lock ID...` locks them"))
 
 
 def _show_bias(bias) -> None:
@@ -303,9 +366,11 @@ def _raise_with_warnings(errors: list, warnings: list[str]) -> None:
         raise InputError("\n".join([str(exc), *tail])) from None
 
 
-def _show_shape(path: str, docs: str, shape: GoldenShape) -> None:
+def _show_shape(path: str, docs: str, shape: GoldenShape, missing: int = 0) -> None:
     console = Console(highlight=False, soft_wrap=True)
-    console.print(f"[bold]{path}[/]: {shape.records} records, every gold entry found in {docs} ({shape.pages} pages)")
+    found = (f"{missing} gold entr{'y names' if missing == 1 else 'ies name'} nothing in {docs}, stale by the "
+             "lock (below)" if missing else f"every gold entry found in {docs}")
+    console.print(f"[bold]{path}[/]: {shape.records} records, {found} ({shape.pages} pages)")
     splits = Table("split", "positives", "negatives", "records", title="records per split", title_justify="left")
     for name, split in shape.splits.items():
         splits.add_row(name, str(split.positives), str(split.negatives), str(split.positives + split.negatives))
@@ -339,6 +404,42 @@ def _show_probes(path: str, probes: list[AttackProbe], as_json: bool) -> None:
 
 def _text(path: Path | None) -> str | None:
     return str(path) if path is not None else None
+
+
+@golden.command("lock")
+@click.argument("ids", nargs=-1)
+@click.option("--golden", "golden_path", type=click.Path(path_type=Path),
+              help="Golden set to lock (default: `golden` in the config).")
+@click.option("--docs", type=click.Path(path_type=Path),
+              help="Docs folder the gold entries point into (default: `corpus.docs` in the config).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="Config file (default: configs/docpilot.yaml when present).")
+@handle_errors
+def lock(ids: tuple[str, ...], golden_path: Path | None, docs: Path | None, config_path: Path | None) -> None:
+    """Write golden.lock beside the golden set: what the docs hold under each record's gold now.
+
+    For every gold entry it keeps the digest of the text the entry covers and its
+    heading path, and for every record with a gold answer whether its identifiers and
+    words are in that text; `docpilot golden check` then names each record whose gold
+    moved, changed or went since. Commit it beside the set. IDS lock only those records
+    again (after reading them against the docs); every other record keeps its lock.
+    Exit status: 0; 2 when a gold entry names nothing in the docs, an id names no
+    record, or a file has an error (nothing is written then).
+    """
+    import time
+
+    from docpilot.corpus.pages import load_corpus
+    from docpilot.drafting.locking import lock_golden
+
+    started = time.perf_counter()
+    config = load_config(config_path, overrides={"golden": _text(golden_path), "corpus": {"docs": _text(docs)}})
+    corpus = load_corpus(config.corpus.docs, chunk_words=config.corpus.chunk_words)
+    locked = lock_golden(Path(config.golden), corpus, ids)
+    kept = f"; {locked.kept} kept their earlier lock" if locked.kept else ""
+    click.echo(clean(f"wrote {locked.path}: {locked.records} records locked ({locked.entries} gold entries) against "
+                     f"{config.corpus.docs}{kept}, in {time.perf_counter() - started:.1f} s"))
+    if locked.refreshed:
+        click.echo(clean(f"locked again over gold that had moved, changed or gone: {', '.join(locked.refreshed)}"))
 
 
 from docpilot.cli.drafts import accept, draft  # noqa: E402

@@ -1,34 +1,38 @@
 """Moving reviewed drafts into a golden set: appended as text, so the file keeps every comment, line and order.
 
-A golden set is a file people write and comment by hand. A YAML round trip keeps
-most of it but not all (blank lines, a quoting style, a long line's wrapping), so the
-records are appended to the file's text instead, at the indentation its own records
-use, and the whole file is read back and checked before it replaces the old one. The
-accepted drafts leave the drafts file the same way, line ranges cut out.
+The records are appended by the golden set's one writer (``docpilot.drafting.goldfile``),
+which reads the whole file back and checks it before it replaces the old one. The
+accepted drafts leave the drafts file as line ranges cut out, and their lock moves
+with them: the golden set's lock (``golden.lock``) takes each one as the drafts' lock
+held it when it was drafted, so a section that changed since shows in ``golden check``.
 
-The draft-only fields (``origin``, ``source``, ``source_digest``) and the tags
-``draft`` and ``needs-check`` are dropped: once accepted the record is the person's.
-A record takes its page's split: the one the golden set already gives the page when
-it gives one, else ``page_split``, so one page never feeds both dev and test.
+The draft-only fields (``origin``, ``source``, and ``source_digest`` of drafts written
+before the lock) and the tags ``draft`` and ``needs-check`` are dropped: once accepted
+the record is the person's. A record takes its page's split: the one the golden set
+already gives the page when it gives one, else ``page_split``, so one page never feeds
+both dev and test.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-import os
-import re
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
+from docpilot.drafting.goldfile import append_records
+from docpilot.drafting.locking import carry_lock
 from docpilot.errors import InputError
-from docpilot.golden.draft import CHECK_TAG, DRAFT_TAG, page_split, record_lines
+from docpilot.golden.draft import CHECK_TAG, DRAFT_TAG, page_split
 from docpilot.golden.loading import read_golden
 from docpilot.reports.output import write_atomically
 from docpilot.schema import GoldenRecord
+
+if TYPE_CHECKING:
+    from docpilot.corpus.pages import Corpus
 
 DRAFT_FIELDS = ("origin", "source", "source_digest")
 """Fields only a draft has, dropped on accept."""
@@ -38,8 +42,11 @@ _HEADER = ("# The golden set. Records below were drafted by `docpilot golden dra
            "# `docpilot golden check` checks the file.\n")
 
 
-def accept_drafts(drafts_path: Path, golden_path: Path, ids: Sequence[str]) -> list[str]:
-    """Move the drafts ``ids`` (or ``all``) from ``drafts_path`` to the end of ``golden_path``; lines to print."""
+def accept_drafts(drafts_path: Path, golden_path: Path, ids: Sequence[str], corpus: Callable[[], Corpus]) -> list[str]:
+    """Move the drafts ``ids`` (or ``all``) from ``drafts_path`` to the end of ``golden_path``; lines to print.
+
+    ``corpus`` loads the docs, called only for a draft its drafts' lock does not hold.
+    """
     drafts = read_golden(drafts_path).records
     by_id = {record.id: record for record in drafts}
     wanted = list(by_id) if list(ids) == ["all"] else list(dict.fromkeys(ids))
@@ -57,10 +64,12 @@ def accept_drafts(drafts_path: Path, golden_path: Path, ids: Sequence[str]) -> l
                          hint="rename the draft's id in the drafts file, then accept it again")
     splits = _page_splits(existing)
     records = [_accepted(by_id[i], splits) for i in wanted]
-    _append(golden_path, records)
+    append_records(golden_path, records, _HEADER)
+    lock = carry_lock(golden_path, drafts_path, [by_id[i] for i in wanted], corpus)
     left = _remove(drafts_path, set(wanted))
     return [f"moved {len(records)} draft(s) into {golden_path}: {', '.join(wanted[:10])}"
             + (f" and {len(wanted) - 10} more" if len(wanted) > 10 else ""),
+            f"{lock}: their gold locked as it was when drafted (`docpilot golden check` reads it)",
             f"{drafts_path}: {left} draft(s) left to review"]
 
 
@@ -88,52 +97,6 @@ def _accepted(record: GoldenRecord, splits: dict[str, set[str]]) -> dict:
     split = next(iter(given)) if len(given) == 1 else page_split(page)
     splits.setdefault(page, set()).add(split)
     return accepted_fields(record, split)
-
-
-def _append(path: Path, records: list[dict]) -> None:
-    text = path.read_text(encoding="utf-8") if path.exists() else _HEADER
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        added = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    elif suffix in (".yaml", ".yml"):
-        indent = _item_indent(text, path)
-        added = "\n" + "\n".join(line for r in records for line in record_lines(r, indent))
-    else:
-        raise InputError("accept appends to a YAML or JSONL golden set only", path=path,
-                         hint="convert the set to YAML, or copy the drafts' fields into the file by hand")
-    if text and not text.endswith("\n"):
-        text += "\n"
-    _write_checked(path, text + added)
-
-
-def _item_indent(text: str, path: Path) -> str:
-    """The white space before the ``- `` of the file's records (none for a top-level list)."""
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError:
-        root = None  # read_golden reported it already; unreachable for a checked file
-    if isinstance(root, yaml.MappingNode):
-        root = next((v for k, v in root.value if k.value == "records"), None)
-    if root is None:
-        return ""
-    if not isinstance(root, yaml.SequenceNode) or root.flow_style:
-        raise InputError("the records are written as one flow list ([...]), which cannot be appended to",
-                         path=path, hint="write the records as a block list, each starting with '- id: ...'")
-    if not root.value:
-        return ""
-    line = text.split("\n")[root.value[0].start_mark.line]
-    found = re.match(r"^(\s*)-\s", line)
-    return found.group(1) if found else ""
-
-
-def _write_checked(path: Path, text: str) -> None:
-    """Check the new text as a golden set, then replace the file with it (keeping its mode)."""
-    with tempfile.TemporaryDirectory(prefix="docpilot-accept-") as folder:
-        trial = Path(folder) / path.name
-        trial.write_text(text, encoding="utf-8")
-        read_golden(trial)  # raises naming the trial's line: the text appended is at fault
-    mode = os.stat(path).st_mode & 0o7777 if path.exists() else None
-    write_atomically(path, text, "golden set", mode=mode)
 
 
 def _remove(path: Path, ids: set[str]) -> int:

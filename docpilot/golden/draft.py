@@ -22,8 +22,11 @@ seed and options give the same file byte for byte):
   question on a page tuned on in dev would otherwise flatter test through its
   neighbours.
 
-Each draft records its ``origin`` (the template), its ``source`` section and the
-digest of that section's text, so ``golden check`` can say once a section changed.
+Each draft records its ``origin`` (the template) and its ``source`` section. What the
+section said when it was drafted from goes into the drafts' lock (``drafts.lock``
+beside ``drafts.yaml``, ``docpilot.golden.lock``), as for any golden set, so ``golden
+check`` says once a section changed, and ``golden accept`` carries it into the golden
+set's lock.
 """
 
 from __future__ import annotations
@@ -49,7 +52,6 @@ from docpilot.metrics.gold import TOP
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus, Section
-    from docpilot.schema import GoldenRecord
 
 DEFAULT_COUNT = 100
 """Positives drafted when ``--count`` is not given."""
@@ -85,7 +87,6 @@ class Draft:
     tags: tuple[str, ...] = (DRAFT_TAG,)
     source: str | None = None
     """The gold entry the draft was drawn from; None for a negative."""
-    source_digest: str | None = None
     expected_cause: str | None = None
     template_question: str | None = None
     """The template's question, when a model rewrote it (kept to fall back on, never written)."""
@@ -113,11 +114,6 @@ class Drafted:
         return [d for d in self.drafts if not d.gold]
 
 
-def section_digest(text: str) -> str:
-    """The digest a draft keeps of its section's text: a change of the text changes it."""
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
 def page_split(page_id: str) -> str:
     """The split of every question on a page: a hash of the page id, so a page feeds dev or test, never both."""
     return "dev" if hashlib.sha256(f"split\0{page_id}".encode()).digest()[0] % 2 == 0 else "test"
@@ -127,20 +123,6 @@ def source_section(corpus: Corpus, source: str) -> Section | None:
     """The section a draft's ``source`` names (``page#(top)`` is the text above the first heading)."""
     page, _, anchor = source.partition("#")
     return corpus.sections.get(f"{page}#" if anchor == TOP else source)
-
-
-def stale_drafts(records: Sequence[GoldenRecord], corpus: Corpus) -> list[tuple[GoldenRecord, str]]:
-    """Drafts whose section changed (or is gone) since they were drawn from it, each with what happened."""
-    stale = []
-    for record in records:
-        if not record.source or not record.source_digest:
-            continue
-        section = source_section(corpus, record.source)
-        if section is None:
-            stale.append((record, f"its source section {record.source!r} is no longer in the docs"))
-        elif section_digest(section.text) != record.source_digest:
-            stale.append((record, f"its source section {record.source!r} changed since it was drafted"))
-    return stale
 
 
 def draft_golden(corpus: Corpus, *, count: int = DEFAULT_COUNT, per_page: int = DEFAULT_PER_PAGE, seed: int = 0,
@@ -179,7 +161,8 @@ def drafts_text(drafted: Drafted, *, docs: str, seed: int, notes: Sequence[str] 
         "# `docpilot golden accept ID... --into evals/golden.yaml`. Negatives (tag needs-check) are",
         "# guesses that the docs do not answer: confirm each before accepting it.",
         "# `docpilot golden check --golden THIS_FILE` shows how much each question borrows from its section.",
-        "# origin: what wrote the question; source, source_digest: the section it was drawn from and its text.",
+        "# origin: what wrote the question; source: the section it was drawn from. What each section said",
+        "# is locked in the drafts' lock beside this file, so `docpilot golden check` tells a stale draft.",
         *(f"# {note}" for note in notes),
         "",
     ]
@@ -212,7 +195,7 @@ def draft_fields(draft: Draft) -> dict:
         fields["expected_cause"] = draft.expected_cause
     fields.update(split=draft.split, tags=list(draft.tags), origin=draft.origin)
     if draft.source:
-        fields.update(source=draft.source, source_digest=draft.source_digest)
+        fields.update(source=draft.source)
     return fields
 
 
@@ -285,7 +268,6 @@ def _draft(corpus: Corpus, section: Section, candidate: Candidate, ids: set[str]
         split=page_split(section.page_id),
         origin=f"template:{candidate.template}",
         source=pinned,
-        source_digest=section_digest(section.text),
     )
 
 

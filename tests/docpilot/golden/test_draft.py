@@ -143,8 +143,10 @@ def test_accept_appends_reviewed_drafts_and_keeps_the_set_as_written(project):
     assert run("golden", "check", "--docs", "docs").exit_code == 0
 
 
-def test_a_draft_is_stale_once_its_section_changes(project):
+def test_a_draft_is_stale_once_its_section_changes_and_accept_carries_what_it_was_drafted_from(project):
     assert run("golden", "draft", "--docs", "docs", "--count", "30", "--out", "evals/drafts.yaml").exit_code == 0
+    assert (project / "evals" / "drafts.lock").is_file()  # the drafts' lock, not a digest in each draft
+    assert "source_digest" not in (project / "evals" / "drafts.yaml").read_text()
     draft = next(d for d in load_golden(project / "evals" / "drafts.yaml") if d.source)
     corpus = load_corpus(project / "docs")
     page = corpus.pages[draft.source.partition("#")[0]]
@@ -153,8 +155,18 @@ def test_a_draft_is_stale_once_its_section_changes(project):
     line = next(line for line in section.text.split("\n") if len(line.split()) > 4 and line in path.read_text())
     path.write_text(path.read_text().replace(line, line + " It was edited since.", 1), encoding="utf-8")
     check = run("golden", "check", "--docs", "docs", "--golden", "evals/drafts.yaml")
-    assert check.exit_code == 0, check.output
-    assert f"record {draft.id!r}: stale draft" in check.stderr and "changed since it was drafted" in check.stderr
+    assert check.exit_code == 1, check.output  # valid, but the docs moved under a draft
+    assert f"changed   {draft.id}: {draft.source}: {{+It was edited since.+}}" in check.stdout
+
+    # Accepted, the draft keeps the lock it was drafted under: the golden set's check still sees the change.
+    assert run("golden", "accept", draft.id, "--from", "evals/drafts.yaml", "--into", "evals/golden.yaml",
+               "--docs", "docs").exit_code == 0
+    assert draft.id not in json.loads((project / "evals" / "drafts.lock").read_text())["records"]
+    again = run("golden", "check", "--docs", "docs", "--json")
+    assert again.exit_code == 1, again.output
+    stale = {r["id"]: r["state"] for r in json.loads(again.stdout)["lock"]["records"]}
+    assert stale[draft.id] == "changed"
+    assert set(stale.values()) == {"changed", "unlocked"}  # the hand-written records were never locked
 
 
 @pytest.mark.skipif(not PREFECT.is_dir(), reason="the Prefect docs beside the project are absent")
