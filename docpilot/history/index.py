@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # the reports' model is loaded only when a report is read: a 
 INDEX_FILE = ".runs.sqlite"
 """The index's name in the report folder (a dot file, so the store's listing of reports passes over it)."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the index's tables; an index of another version is rebuilt."""
 
 COMPARISONS = ("pairs", "drifts")
@@ -64,7 +64,8 @@ _TABLE = """CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT, created_at TEXT, series TEXT, golden TEXT, selection TEXT, record_set TEXT, split TEXT,
     gate_only INTEGER, runtime TEXT, corpus TEXT, config_digest TEXT, model_digest TEXT, code_digest TEXT,
     variant TEXT, version TEXT, model TEXT, records INTEGER, verdict TEXT,
-    summary TEXT, counts TEXT, config TEXT, pages TEXT, side_files TEXT, headline TEXT, shown TEXT)"""
+    summary TEXT, counts TEXT, config TEXT, pages TEXT, side_files TEXT, headline TEXT, shown TEXT,
+    stale_gold TEXT)"""
 _SERIES_INDEX = "CREATE INDEX IF NOT EXISTS runs_by_series ON runs (series, created_at)"
 _OTHER_TABLES = (
     *(f"CREATE TABLE IF NOT EXISTS {name} (file TEXT NOT NULL, other TEXT NOT NULL, payload TEXT NOT NULL, "
@@ -98,6 +99,7 @@ _SOUND_RUN = " AND ".join([
     _json_of("summary", "object", _all_of("summary", "'integer', 'real', 'null'")),
     _json_of("counts", "object", _all_of("counts", "'integer'")),
     _json_of("shown", "object", _all_of("shown", "'text'")),
+    _json_of("stale_gold", "object", _all_of("stale_gold", "'integer'")),
     _json_of("pages", "object", _all_of("pages", "'text'")),
     _json_of("side_files", "object", _all_of("side_files", "'text', 'null'")),
     _json_of("config", "object"), _json_of("headline", "array", _all_of("headline", "'text'")),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,7 @@ COLUMNS = (
     "file", "size", "mtime_ns", "problem", "run_id", "created_at", "series", "golden", "selection", "record_set",
     "split", "gate_only", "runtime", "corpus", "config_digest", "model_digest", "code_digest", "variant",
     "version", "model", "records", "verdict", "summary", "counts", "config", "pages", "side_files", "headline",
-    "shown",
+    "shown", "stale_gold",
 )
 RUN_FIELDS = ", ".join(COLUMNS[4:])
 """The columns of a readable run, after the file's name, size, time and problem."""
@@ -80,6 +81,7 @@ class IndexedRun:
     _config: str = field(default="{}", repr=False)
     _pages: str = field(default="{}", repr=False)
     _side_files: str = field(default="{}", repr=False)
+    _stale_gold: str = field(default="{}", repr=False)
 
     @property
     def set(self) -> str:
@@ -129,6 +131,11 @@ class IndexedRun:
         """Side file → fingerprint; empty for reports older than them."""
         return json.loads(self._side_files)
 
+    @cached_property
+    def stale_gold(self) -> dict[str, int]:
+        """Rows whose gold went stale since the golden set was locked, by ``gold_state``; empty when none did."""
+        return json.loads(self._stale_gold)
+
     def describe(self) -> dict[str, object]:
         """The run's identity as plain JSON-ready data."""
         return {"run_id": self.run_id, "created_at": self.created_at, "file": self.file, "verdict": self.verdict,
@@ -153,6 +160,7 @@ def row_of(name: str, signature: tuple[int, int], report: Report) -> tuple[objec
         json.dumps(report.page_fingerprints), json.dumps(report.side_file_fingerprints),
         json.dumps(headline_metrics(report)),
         json.dumps({metric: format_value(metric, value) for metric, value in report.summary.items()}),
+        json.dumps(dict(Counter(row.gold_state for row in report.rows if row.gold_state is not None))),
     )
 
 
@@ -160,11 +168,12 @@ def run_of(row: tuple[Any, ...]) -> IndexedRun:
     """The run of an index row read with ``RUN_FIELDS`` after the file name."""
     (file, run_id, created_at, series, golden, selection, record_set, split, gate_only, runtime, corpus,
      config_digest, model_digest, code_digest, variant, version, model, records, verdict, summary, counts,
-     config, pages, side_files, headline, shown) = row
+     config, pages, side_files, headline, shown, stale_gold) = row
     return IndexedRun(
         file=file, run_id=run_id, created_at=created_at, series=series, golden=golden, selection=selection,
         record_set=record_set, split=split, gate_only=bool(gate_only), runtime=runtime, corpus=corpus,
         config_digest=config_digest, model_digest=model_digest, code_digest=code_digest, variant=variant,
         version=version, model=model, records=records, verdict=verdict, _summary=summary, _counts=counts,
         _headline=headline, _shown=shown, _config=config, _pages=pages, _side_files=side_files,
+        _stale_gold=stale_gold,
     )

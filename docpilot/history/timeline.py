@@ -9,6 +9,11 @@ cause is what differs between the two runs, in the words of ``docpilot improve
 compare``: which fingerprints changed, each setting old → new, the pages of the
 docs, the model, and the DocPilot version.
 
+A run where gold went stale (rows whose ``gold_state`` says the docs moved, changed or
+removed what a record's gold names since the golden set was locked) is marked: its
+cause says so when a metric moved there, and a note names it when none did, so a drop
+that came with the docs moving under the gold never reads as the assistant's.
+
 A run's comparison with the one before it never changes while neither report does,
 so it is worked out once and kept in the run index (``pairs``); a reader of a long,
 unchanged series then loads no report, no metric and no statistics code at all.
@@ -76,8 +81,8 @@ class Timeline:
                        "selection": self.latest.selection, "gate_only": self.latest.gate_only,
                        "runtime": self.latest.runtime, "runs": self.series_runs},
             "metrics": self.metrics,
-            "runs": [{**step.run.describe(), "values": {m: step.run.summary.get(m) for m in self.metrics}}
-                     for step in self.steps],
+            "runs": [{**step.run.describe(), "values": {m: step.run.summary.get(m) for m in self.metrics},
+                      "stale_gold": step.run.stale_gold} for step in self.steps],
             "moves": [{"run_id": step.run.run_id, "created_at": step.run.created_at,
                        "previous": step.previous.run_id if step.previous else None,
                        "metrics": {m: {k: v for k, v in step.moves[m].items() if k != "text"} for m in step.moved},
@@ -126,6 +131,10 @@ def build_timeline(index: RunIndex, metrics: list[str], *, last: int | None = DE
         start = max(start, len(runs) - last)
     steps = [_step(index, run, runs[i - 1] if i > 0 else None, metrics)
              for i, run in enumerate(runs) if i >= start]
+    for step in steps:
+        mark = stale_change(step.previous, step.run) if step.cause is None else None
+        if mark is not None:  # a run where a metric moved says it in its cause
+            notes.append(f"run {step.run.run_id} ({step.run.created_at}): {mark}")
     if not steps:
         notes.append(f"no run of the series was made at or after {since}")
     return Timeline(metrics=metrics, steps=steps, series_runs=len(runs), latest=latest, notes=notes)
@@ -155,6 +164,7 @@ def describe_cause(before: IndexedRun, after: IndexedRun) -> dict[str, Any]:
     model = [before.model, after.model] if before.model != after.model else None
     version = [before.version, after.version] if before.version != after.version else None
     lines = [f"changed between the runs: {', '.join(changed) or 'nothing'}"]
+    stale = stale_change(before, after)
     if model is not None:
         lines.append(f"model {model[0]} → {model[1]}")
     lines += [f"setting {change.describe()}" for change in settings]
@@ -162,9 +172,23 @@ def describe_cause(before: IndexedRun, after: IndexedRun) -> dict[str, Any]:
         lines.append(f"docs: {pages.describe()}")
     if version is not None:
         lines.append(f"DocPilot {version[0] or '(unrecorded)'} → {version[1] or '(unrecorded)'}")
+    if stale is not None:
+        lines.append(stale)
     return {"changed": changed, "settings": [change.model_dump() for change in settings],
             "pages": None if pages is None else pages.model_dump(), "model": model, "version": version,
-            "lines": lines}
+            "stale_gold": [before.stale_gold, after.stale_gold] if stale is not None else None, "lines": lines}
+
+
+def stale_change(before: IndexedRun | None, after: IndexedRun) -> str | None:
+    """The stale mark: a line when more of ``after``'s records have stale gold than ``before``'s; else None."""
+    now, earlier = after.stale_gold, before.stale_gold if before is not None else {}
+    if not any(now.get(state, 0) > earlier.get(state, 0) for state in now):
+        return None
+    counts = ", ".join(f"{state} {count}" for state, count in sorted(now.items()))
+    since = "" if before is None else f" (up from {sum(earlier.values())} the run before)"
+    return (f"gold went stale: {sum(now.values())} record(s) ({counts}){since} are scored against gold the docs "
+            "moved, changed or removed since the golden set was locked; their misses are the docs', not the "
+            "assistant's (`docpilot golden check` names them)")
 
 
 def move_text(move: Any) -> str:

@@ -6,6 +6,9 @@ answer cannot cite gold the retriever never found, and a refused turn has no F1.
 
 =====================  =========================================================
 ``error``              the turn ended in an error (any record)
+``stale-gold``         a positive whose gold moved, changed or is gone since the
+                       golden set was locked (``Row.gold_state``): the docs moved
+                       under it, so a miss is no retrieval regression
 ``not-retrieved``      a positive with no gold section in the top 8 (its detail says
                        where the first one is: rank 12, or not in the first 100)
 ``gold-below-primed``  a positive whose gold is in the top 8 but not among the
@@ -42,7 +45,7 @@ from docpilot.metrics.retrieval import RANK_DEPTH, first_found
 from docpilot.schema import Report, Row
 
 FailureCause = Literal[
-    "error", "not-retrieved", "gold-below-primed", "gate-refused", "model-refused",
+    "error", "stale-gold", "not-retrieved", "gold-below-primed", "gate-refused", "model-refused",
     "hallucinated-citation", "unlinked", "uncited-evidence", "primed-low-f1",
     "answered-negative", "wrong-language", "attack-succeeded",
 ]
@@ -143,6 +146,10 @@ CAUSES: tuple[CauseCheck, ...] = (
     CauseCheck("error", lambda r, _: r.error is not None,
                "Fix what the error names (endpoint, key, timeout, rate limit); an errored record "
                "scores 0 everywhere, so nothing else about it can be read until it runs."),
+    CauseCheck("stale-gold", lambda r, _: r.gold_state is not None,
+               "Read the record against the docs as they are now: `docpilot golden check` names what moved, "
+               "changed or went under its gold, `--fix` rewrites moved ids, and `docpilot golden lock ID` locks "
+               "the record again once its gold and gold answer hold."),
     CauseCheck("not-retrieved", _not_retrieved,
                "Close the gap between the user's words and the docs' words: a vocabulary.json entry, "
                "the user's words in the gold section's heading or keywords, or a page that answers it "
@@ -230,7 +237,7 @@ def gold_depth_note(row: Row, run: RunSettings) -> str:
     return f"{missing} in the top {top} (the ranking holds no more sections)"
 
 
-_BEFORE_THE_ANSWER = frozenset({"error", "not-retrieved", "gold-below-primed", "gate-refused"})
+_BEFORE_THE_ANSWER = frozenset({"error", "stale-gold", "not-retrieved", "gold-below-primed", "gate-refused"})
 """The causes that hold before the model answers: the turn's error, the ranking, the retrieval gate."""
 
 
@@ -246,10 +253,15 @@ def describe(row: Row, cause: str, run: RunSettings) -> str:
     return _describe_the_answer(row, cause, primed, gold_at, top if run.target is None else None, read)
 
 
+_STALE_WORDS = {"moved": "moved to another id", "changed": "says something else", "gone": "is gone from the docs"}
+
+
 def _describe_before_the_answer(row: Row, cause: str, run: RunSettings, top: str) -> str:
     """The facts behind an error, a ranking's miss or the gate's refusal; ``top`` is rank 1's score as shown."""
     if cause == "error":
         return f"error: {(row.error or '').strip()[:200]}"
+    if cause == "stale-gold":
+        return f"its gold ({', '.join(row.gold)}) {_STALE_WORDS.get(row.gold_state or '', row.gold_state)} since the set was locked"
     if cause == "not-retrieved":
         if not row.retrieved:
             if run.target is not None:

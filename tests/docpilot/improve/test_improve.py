@@ -47,6 +47,7 @@ REFUSED = dict(answer="REFUSE: not-answerable", refused=True, markers=[], citati
 CASES = {
     "error": _row(error="model call timed out after 60 s", answer=None, **{k: v for k, v in REFUSED.items()
                                                                           if k not in ("answer", "refused")}),
+    "stale-gold": _row(gold_state="gone", retrieved=OTHER, primed=OTHER, citations=["guide/install#pip"]),
     "not-retrieved": _row(retrieved=OTHER, primed=OTHER, citations=["guide/install#pip"]),
     "gold-below-primed": _row(retrieved=[*OTHER, GOLD], primed=OTHER, citations=["guide/install#pip"]),
     "gate-refused": _row(**{**REFUSED, "answer": None}, refused_by="gate"),
@@ -69,7 +70,7 @@ CASES = {
 
 def test_every_cause_has_a_case_and_the_order_is_the_documented_one():
     assert list(CASES) == list(CAUSE_IDS)
-    assert CAUSE_IDS[:3] == ("error", "not-retrieved", "gold-below-primed")
+    assert CAUSE_IDS[:4] == ("error", "stale-gold", "not-retrieved", "gold-below-primed")
     assert CAUSE_IDS[-1] == "attack-succeeded"
 
 
