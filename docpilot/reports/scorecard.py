@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from docpilot.golden.staleness import stale_gold_line
 from docpilot.golden.starter import PLACEHOLDER_SITE
 from docpilot.metrics import registry
 from docpilot.metrics.aggregate import total
@@ -181,7 +182,8 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
             note = f"{replayed} of {n} from the cache"
         table.add_row(metric, format_value(metric, value), "" if n is None else str(n), note)
     console.print(table)
-    for line in (retrieval_line(report), usage_line(report.summary), cache_line(report)):
+    for line in (retrieval_line(report), stale_gold_line(report.rows), usage_line(report.summary),
+                 cache_line(report)):
         if line:
             console.print(line, highlight=False, markup=False)
     if left_off:
