@@ -365,6 +365,36 @@ class PairedVerdict(_Strict):
     """The variant the run's verdict reads (``--gate-variant``); None: every variant's gates."""
 
 
+class FlakyRecord(_Strict):
+    """A record whose outcome differed between its samples (``metrics.stability``)."""
+
+    id: str
+    """The record's id."""
+    samples: int
+    """How many samples it has."""
+    pass_rate: float
+    """The share of its samples that passed: answered or refused as expected, nothing forbidden, no error."""
+    answer_f1_mean: float | None = None
+    """Its answer F1 averaged over the samples; None when it has no gold answer."""
+    answer_f1_spread: float | None = None
+    """The sample standard deviation of its answer F1; None with one sample or no gold answer."""
+
+
+class Stability(_Strict):
+    """How steady a run of several samples per record was (``--repeat``; docs/repeats.md#stability)."""
+
+    samples: int
+    """The most samples a record has: the run's `model.repeat`."""
+    records: int
+    """How many records the rates are taken over."""
+    flip_rate: float | None
+    """The share of records whose outcome differed between samples."""
+    pass_hat_k: float | None
+    """pass^k: the share of records every sample of which passed."""
+    flaky: list[FlakyRecord] = Field(default_factory=list)
+    """The records whose outcome differed, lowest pass rate first."""
+
+
 class Report(_Strict):
     """One eval run: its settings, every row, the summary and the verdict."""
 
@@ -427,6 +457,9 @@ class Report(_Strict):
     """`fail` when any gate failed."""
     leaks: list[LeakFound] = Field(default_factory=list)
     """Attack runs: every successful probe with the forbidden text it produced."""
+    stability: Stability | None = None
+    """A run of several samples per record (`--repeat`): the flip rate, pass^k and the flaky records; None
+    for a run of one sample."""
     docpilot_version: str | None = None
     """The DocPilot version that wrote the report; None for reports older than the field."""
     variants: list[VariantResult] | None = None

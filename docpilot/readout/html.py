@@ -35,6 +35,7 @@ from docpilot.readout.outcomes import Readout, RecordOutcome
 from docpilot.readout.svg import histogram, recall_curve
 from docpilot.readout.trend import trend_figures
 from docpilot.reports.scorecard import format_gate_value, format_value, headline_metrics, shown_metrics
+from docpilot.reports.stability import stability_line
 from docpilot.schema import Report, Row
 
 MAX_DETAILS = 300
@@ -80,6 +81,7 @@ def render_html(readout: Readout) -> str:
         with_moves=bool(readout.moves),
         scorecard=_scorecard(readout, shown),
         left_off=left_off,
+        stability_line=stability_line(report),
         headline=headline_metrics(report),
         kinds=sorted({r.kind for r in report.rows}),
         splits=sorted({r.split for r in report.rows}),

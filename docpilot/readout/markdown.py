@@ -14,6 +14,7 @@ import re
 
 from docpilot.readout.outcomes import Readout
 from docpilot.reports.scorecard import format_gate_value, format_value, shown_metrics
+from docpilot.reports.stability import stability_line
 
 MAX_RECORDS = 15
 """Failing records listed; the rest are counted."""
@@ -42,6 +43,7 @@ def render_markdown(readout: Readout, *, max_records: int = MAX_RECORDS) -> str:
         "",
         *_metric_table(readout),
         *_failed_gates(readout),
+        *_flaky_records(readout, max_records),
         *_failing_records(readout, max_records),
     ]
     return "\n".join(lines).rstrip() + "\n"
@@ -131,6 +133,27 @@ def _failing_records(readout: Readout, max_records: int) -> list[str]:
     more = len(failing) - max_records
     if more > 0:
         lines += ["", f"… and {more} more failing records (see the HTML report or `docpilot improve`)."]
+    return lines
+
+
+def _flaky_records(readout: Readout, max_records: int) -> list[str]:
+    """A run of several samples per record: its flip rate and pass^k, and the records whose outcome differed."""
+    line = stability_line(readout.report)
+    if line is None:
+        return []
+    found = readout.report.stability.flaky
+    lines = [f"**Stability**: {_escape(line)}.", ""]
+    if found:
+        lines += ["| flaky record | samples passed | answer F1 (mean ± spread) |", "|---|---|---|"]
+        for record in found[:max_records]:
+            f1 = "" if record.answer_f1_mean is None else f"{record.answer_f1_mean:.3f}"
+            if record.answer_f1_spread is not None:
+                f1 += f" ± {record.answer_f1_spread:.3f}"
+            passed = round(record.pass_rate * record.samples)
+            lines.append(f"| `{_code(record.id)}` | {passed} of {record.samples} | {f1} |")
+        if len(found) > max_records:
+            lines.append(f"\n… and {len(found) - max_records} more flaky records (the report's `stability.flaky`).")
+        lines.append("")
     return lines
 
 

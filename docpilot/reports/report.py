@@ -21,7 +21,7 @@ from docpilot import __version__
 from docpilot.errors import ReportError
 from docpilot.redact import redact, redact_config
 from docpilot.reports.output import write_atomically
-from docpilot.schema import LeakFound, Report
+from docpilot.schema import FlakyRecord, LeakFound, Report, Stability
 from docpilot.userfiles.intake import REPORT_FILE, read_text
 
 _CODE_PACKAGES = ("docpilot", "metrics", "tasks", "flows")
@@ -173,6 +173,22 @@ def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bo
     return summary, counts, gates, verdict(gates)
 
 
+def stability_of(rows) -> Stability | None:
+    """How steady a run of several samples per record was (``metrics.stability``); None for one sample each."""
+    from docpilot.metrics.stability import flip_rate, pass_hat_k, record_stability, sampled
+
+    if not sampled(rows):
+        return None
+    records = record_stability(rows)
+    flaky = sorted((r for r in records if r.flaky), key=lambda r: (r.pass_rate, r.id))
+    return Stability(
+        samples=max(r.samples for r in records), records=len(records),
+        flip_rate=flip_rate(records), pass_hat_k=pass_hat_k(records),
+        flaky=[FlakyRecord(id=r.id, samples=r.samples, pass_rate=r.pass_rate, answer_f1_mean=r.answer_f1_mean,
+                           answer_f1_spread=r.answer_f1_spread) for r in flaky],
+    )
+
+
 def leaks_of(rows) -> list[LeakFound]:
     """Every forbidden text the attack probes' turns produced, with the probe and where."""
     from docpilot.metrics.attacks import list_leaks
@@ -194,7 +210,8 @@ def rescore(report: Report) -> Report:
     bands = slice_by_overlap(report.rows, gate_only=report.gate_only)
     update = {"summary": summary, "counts": counts, "slices": slices, "bands": bands, "gates": gates,
               "verdict": outcome,
-              "leaks": leaks, "replayed": _replayed(report.rows, gate_only=report.gate_only)}
+              "leaks": leaks, "replayed": _replayed(report.rows, gate_only=report.gate_only),
+              "stability": stability_of(report.rows)}
     return report.model_copy(update=update)
 
 
@@ -270,6 +287,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         gates=gates,
         verdict=outcome,
         leaks=leaks_of(rows),
+        stability=stability_of(rows),
         docpilot_version=__version__,
     )
 

@@ -19,6 +19,7 @@ from docpilot.metrics import registry
 from docpilot.metrics.aggregate import total
 from docpilot.metrics.gates import telling_decimals
 from docpilot.reports.faults import group_faults
+from docpilot.reports.stability import render_stability
 from docpilot.reports.terminal import clean
 from docpilot.schema import GateResult, Report
 
@@ -188,6 +189,7 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
             console.print(line, highlight=False, markup=False)
     if left_off:
         console.print(left_off, highlight=False, markup=False, soft_wrap=True)
+    render_stability(report, console)
     _render_slices(report, console)
     for gate in report.gates:
         mark = "[green]pass[/]" if gate.passed else "[red]FAIL[/]"

@@ -142,3 +142,43 @@ def test_a_majority_gate_passes_a_run_that_an_all_gate_fails(tmp_path, openai_se
     mean = run("mean")
     assert {g.metric: g.value for g in mean.gates}["over_refusal_answer"] == pytest.approx(0.4)
     assert mean.verdict == "pass"
+
+
+def test_the_report_scorecard_html_and_markdown_name_the_flaky_records(tmp_path, openai_server):
+    import io
+
+    from rich.console import Console
+
+    from docpilot.readout.html import render_html
+    from docpilot.readout.markdown import render_markdown
+    from docpilot.readout.outcomes import prepare_readout
+    from docpilot.reports.report import load_report, rescore
+    from docpilot.reports.scorecard import render_scorecard
+
+    base_url, script = openai_server
+    script.enqueue(*_random_replies(seed=2024))
+    report = evaluate(_job(tmp_path, base_url, 5))
+    rates, flips, every = _oracle(report.rows)
+    flaky = {record for record, rate in rates.items() if 0 < rate < 1}
+    assert report.stability is not None and report.stability.samples == 5
+    assert {r.id for r in report.stability.flaky} == flaky and flaky
+    assert report.stability.flip_rate == flips and report.stability.pass_hat_k == every
+    assert rescore(load_report(report.path)).stability == report.stability  # a function of the rows alone
+
+    out = io.StringIO()
+    render_scorecard(report, Console(file=out, width=160))
+    card = out.getvalue()
+    assert f"flip rate {flips:.3f} ({len(flaky)} flaky), pass^5 {every:.3f}" in card
+    readout = prepare_readout(report)
+    markdown, html = render_markdown(readout), render_html(readout)
+    for record in flaky:
+        passed = round(rates[record] * 5)
+        assert f"{record}: {passed} of 5 samples passed" in card
+        assert f"| `{record}` | {passed} of 5 |" in markdown
+        assert f">{record}</a></td><td class=\"num\">{passed} of 5</td>" in html
+
+
+def test_a_run_of_one_sample_reports_no_stability(tmp_path, openai_server):
+    base_url, script = openai_server
+    report = evaluate(_job(tmp_path, base_url, 1))
+    assert report.stability is None and all(r.sample is None for r in report.rows)
