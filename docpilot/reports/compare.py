@@ -16,6 +16,11 @@ recall@8 is a share rather than 0 or 1 the pairs get the Wilcoxon test instead.
 Continuous outcomes (answer F1, nDCG@8, reciprocal rank) use the
 Wilcoxon signed-rank test on the per-record differences B − A, with zero differences
 dropped first (the ``wilcox`` convention).
+
+Runs with several samples per record (``--repeat``) are paired record by record on each
+record's mean over its samples (``outcome_scores``): a 0/1 outcome becomes the record's
+pass rate, a share, so those pairs get the Wilcoxon test on the differences of pass
+rates; where every record's samples agree the rates are 0 or 1 and McNemar applies.
 """
 
 from __future__ import annotations
@@ -246,8 +251,10 @@ def compare_reports(a: Report, b: Report, *, store: ReportStore | None = None,
         warnings.append("the config fingerprints differ but no stored setting does: a value the reports hide "
                         "(a URL's query value) differs, or the two were written by versions of DocPilot that "
                         "fingerprint the configuration differently")
+    values = outcome_scores(a.rows), outcome_scores(b.rows)  # a record's samples read as their mean
     tests = [
-        paired_test(outcome, pairs, gate_only=a.gate_only or b.gate_only)
+        paired_test(outcome, pairs, gate_only=a.gate_only or b.gate_only,
+                    scores=(values[0][outcome.name], values[1][outcome.name]))
         for outcome in OUTCOMES
         if any(outcome.includes(x) or outcome.includes(y) for x, y in pairs)
     ]
@@ -259,17 +266,25 @@ def compare_reports(a: Report, b: Report, *, store: ReportStore | None = None,
 
 
 def outcome_scores(rows: Sequence[Row], ahead: OutcomesAhead | None = None) -> dict[str, dict[str, float]]:
-    """Each outcome's value for every row that has it, by outcome name and row id (``ahead``'s where it has them)."""
+    """Each outcome's value for every record that has it, by outcome name and record id (``ahead``'s where it has them).
+
+    A record with several samples (``--repeat``) gets their mean: for a 0/1 outcome, its
+    pass rate over the samples. The paired tests then pair records, never samples, which
+    are not independent of one another (docs/repeats.md#compare).
+    """
     known = ahead._values if ahead is not None else {}
     held = ahead._rows if ahead is not None else {}
     scores: dict[str, dict[str, float]] = {}
     for outcome in OUTCOMES:
-        before, values = known.get(outcome.name, {}), scores.setdefault(outcome.name, {})
+        before = known.get(outcome.name, {})
+        samples: dict[str, list[float]] = {}
         for row in rows:
             if (key := id(row)) in before and held.get(key) is row:
-                values[row.id] = before[key]
+                samples.setdefault(row.id, []).append(before[key])
             elif outcome.includes(row):
-                values[row.id] = outcome.score(row)
+                samples.setdefault(row.id, []).append(outcome.score(row))
+        scores[outcome.name] = {record: values[0] if len(values) == 1 else math.fsum(values) / len(values)
+                                for record, values in samples.items()}
     return scores
 
 

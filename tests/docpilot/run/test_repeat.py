@@ -182,3 +182,24 @@ def test_a_run_of_one_sample_reports_no_stability(tmp_path, openai_server):
     base_url, script = openai_server
     report = evaluate(_job(tmp_path, base_url, 1))
     assert report.stability is None and all(r.sample is None for r in report.rows)
+
+
+def test_compare_pairs_each_records_pass_rate_over_its_samples(tmp_path, openai_server):
+    from docpilot.reports.compare import compare_reports, wilcoxon
+
+    base_url, script = openai_server
+    script.enqueue(*_random_replies(seed=1, count=40))
+    a = evaluate(_job(tmp_path, base_url, 5))
+    job = _job(tmp_path, base_url, 5)
+    job.config.model.name = "another-coin"  # another model: its own turns
+    b = evaluate(job)
+    rates_a, rates_b = _oracle(a.rows)[0], _oracle(b.rows)[0]
+    tested = {t.outcome: t for t in compare_reports(a, b).tests}["refusal_correct"]
+    assert tested.n == len(RECORDS)
+    assert tested.mean_a == pytest.approx(sum(rates_a.values()) / len(RECORDS))
+    assert tested.mean_b == pytest.approx(sum(rates_b.values()) / len(RECORDS))
+    ids = [r["id"] for r in RECORDS]
+    fractional = any(0 < rate < 1 for rate in [*rates_a.values(), *rates_b.values()])
+    assert tested.test == ("wilcoxon" if fractional else "mcnemar")
+    if fractional:
+        assert tested.p_value == wilcoxon([rates_a[i] for i in ids], [rates_b[i] for i in ids])[1]
