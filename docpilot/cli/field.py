@@ -20,8 +20,10 @@ from docpilot.cli._errors import handle_errors
               help="Where the JSON report goes (default: field-<run id>.json under reports_dir).")
 @click.option("--markdown", "markdown_out", type=click.Path(dir_okay=False), help="Also write the report as Markdown here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Processes that score parts of a JSONL log at once (a CSV log is read by one).")
 @handle_errors
-def field_command(log, mapping, config_path, docs, out, markdown_out, as_json):
+def field_command(log, mapping, config_path, docs, out, markdown_out, as_json, workers):
     """Score the turns of LOG (JSONL or CSV) without gold and group the questions the docs do not answer.
 
     LOG is read by a mapping under `logs:` in the config (docs/field.md). Every turn is
@@ -37,7 +39,8 @@ def field_command(log, mapping, config_path, docs, out, markdown_out, as_json):
     config = load_config(config_path, overrides={"corpus": {"docs": docs}})
     target = Path(out) if out else None
     rows = target.with_suffix(".turns.jsonl") if target else None
-    report = score_log(config, Path(log), mapping, rows_out=rows or Path(config.reports_dir) / "field-turns.jsonl")
+    report = score_log(config, Path(log), mapping, rows_out=rows or Path(config.reports_dir) / "field-turns.jsonl",
+                       workers=workers)
     if target is None:
         target = Path(config.reports_dir) / f"field-{report['run_id']}.json"
         final_rows = target.with_suffix(".turns.jsonl")

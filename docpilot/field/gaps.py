@@ -85,6 +85,26 @@ class GapFinder:
             kept = (0, Counter(), sections)
         self._far[row.question] = (kept[0] + 1, kept[1] + reasons, sections)
 
+    def merge(self, other: GapFinder) -> None:
+        """Take the gap turns another finder kept (a later part of the same log), as if added here."""
+        for page, group in other._pages.items():
+            mine = self._pages.setdefault(page, _Group())
+            mine.asks += group.asks
+            for question, asks in group.questions.items():
+                if question in mine.questions or len(mine.questions) < _KEPT:
+                    mine.questions[question] += asks
+            for section, score in group.sections.items():
+                mine.sections[section] = max(score, mine.sections.get(section, float("-inf")))
+            mine.reasons.update(group.reasons)
+        for question, (asks, reasons, sections) in other._far.items():
+            kept = self._far.get(question)
+            if kept is None and len(self._far) >= _FAR_QUESTIONS:
+                self.far_overflow += asks
+                continue
+            before = kept or (0, Counter(), sections)
+            self._far[question] = (before[0] + asks, before[1] + reasons, sections)
+        self.far_overflow += other.far_overflow
+
     def groups(self) -> list[dict[str, Any]]:
         """Every group, most asked first: its verdict, questions, nearest sections and why its turns count."""
         found = [_described(page, "page", page, group, MISSED) for page, group in self._pages.items()]

@@ -27,9 +27,10 @@ from docpilot.config.logs import LogMapping
 from docpilot.errors import InputError
 from docpilot.redact import MARK, redact
 
-__all__ = ["LoggedTurn", "Redactor", "read_log"]
+__all__ = ["LoggedTurn", "Part", "Redactor", "log_format", "read_log", "split_log"]
 
 _SPLIT = re.compile(r"[\s,;]+")
+_REMEMBERED = 20_000
 _MAX_FIELD = 10 * 1024 * 1024  # a CSV cell may hold a whole answer and its sources
 
 
@@ -66,33 +67,92 @@ class Redactor:
 
     def __init__(self, patterns: list[str]) -> None:
         self._patterns = [re.compile(p) for p in patterns]
+        self._done: dict[str, str] = {}  # logs repeat their texts: each is redacted once while remembered
 
     def __call__(self, text: str | None) -> str | None:
         if not text:
             return text
+        done = self._done.get(text)
+        if done is not None:
+            return done
+        clean = text
         for pattern in self._patterns:
-            text = pattern.sub(MARK, text)
-        return redact(text, shapes=True)
+            clean = pattern.sub(MARK, clean)
+        clean = redact(clean, shapes=True)
+        if len(self._done) >= _REMEMBERED:
+            self._done.clear()
+        self._done[text] = clean
+        return clean
 
 
-def read_log(path: Path, mapping: LogMapping) -> Iterator[LoggedTurn]:
-    """Each turn of the log at ``path``, in file order; ``InputError`` names the line of a bad one."""
-    kind = mapping.format or ("csv" if path.suffix.lower() == ".csv" else "jsonl")
+@dataclass(frozen=True, slots=True)
+class Part:
+    """A run of whole lines of a JSONL log: bytes ``start`` to ``end``, the first being line ``line``."""
+
+    start: int
+    end: int | None
+    line: int
+
+
+def log_format(path: Path, mapping: LogMapping) -> str:
+    """`csv` or `jsonl`: the mapping's format, else the file's ending."""
+    return mapping.format or ("csv" if path.suffix.lower() == ".csv" else "jsonl")
+
+
+def split_log(path: Path, parts: int) -> list[Part]:
+    """The JSONL log cut into at most ``parts`` runs of whole lines of about equal size, in order."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise InputError(f"cannot read the log ({exc.strerror})", path=path, hint="check the path") from None
+    cuts, lines, done = [Part(0, None, 1)], 1, 0
+    with path.open("rb") as handle:
+        for k in range(1, parts):
+            handle.seek(max(size * k // parts, done))
+            handle.readline()  # to the start of the next whole line
+            cut = handle.tell()
+            if cut >= size or cut <= cuts[-1].start:
+                break
+            handle.seek(done)
+            lines += handle.read(cut - done).count(b"\n")
+            done = cut
+            cuts.append(Part(cut, None, lines))
+    return [Part(p.start, cuts[i + 1].start if i + 1 < len(cuts) else None, p.line) for i, p in enumerate(cuts)]
+
+
+def read_log(path: Path, mapping: LogMapping, part: Part | None = None) -> Iterator[LoggedTurn]:
+    """Each turn of the log at ``path`` (or of one ``part`` of a JSONL log), in file order.
+
+    ``InputError`` names the line of a bad one.
+    """
     reader = _Reader(path, mapping)
-    items = _csv_rows(path) if kind == "csv" else _json_lines(path)
+    items = _csv_rows(path) if log_format(path, mapping) == "csv" else _json_lines(path, part or Part(0, None, 1))
     for line, item in items:
         yield reader.turn(line, item)
 
 
-def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    with _opened(path) as handle:
-        for n, text in enumerate(handle, start=1):
-            if not text.strip():
+def _json_lines(path: Path, part: Part) -> Iterator[tuple[int, Any]]:
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise InputError(f"cannot read the log ({exc.strerror})", path=path, hint="check the path") from None
+    with handle:
+        handle.seek(part.start)
+        at, n = part.start, part.line - 1
+        for raw in handle:
+            if part.end is not None and at >= part.end:
+                break
+            at += len(raw)
+            n += 1
+            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            if not raw.strip():
                 continue
             try:
-                yield n, json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not a JSON line ({exc.msg}, column {exc.colno})", path=path, line=n,
+                yield n, json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                problem = f"{exc.msg}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+                raise InputError(f"not a JSON line ({problem})", path=path, line=n,
                                  hint="a JSONL log holds one JSON object a line; set format: csv for a CSV") from None
 
 

@@ -80,6 +80,15 @@ class FieldSummary:
                 self.language_known += 1
                 self.language_matched += language_match(row) == 1.0
 
+    def merge(self, other: FieldSummary) -> None:
+        """Add the turns another summary counted (a later part of the same log)."""
+        for name, value in vars(other).items():
+            if isinstance(value, int):
+                setattr(self, name, getattr(self, name) + value)
+        self.conversations |= other.conversations
+        self.latency.extend(other.latency)
+        self.first_token.extend(other.first_token)
+
     def metrics(self) -> dict[str, Any]:
         """The summary, by metric id."""
         n = self.turns

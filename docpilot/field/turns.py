@@ -32,6 +32,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+import jmespath
+
 from docpilot.assistant.language import detect_language
 from docpilot.assistant.render import render_panel
 from docpilot.config.logs import LogMapping
@@ -110,6 +112,8 @@ class TurnScorer:
         self._idf = idf
         self._unknown = math.log(1 + 2 * max(len(resolver.corpus.chunks), 1))
         self._section_terms: dict[str, frozenset[str]] = {}
+        self._places: dict[str, tuple[str, bool]] = {}
+        self._source_id = jmespath.compile(mapping.source_id)
         self.searches = 0
         """Rankings computed (not remembered), for the speed figure."""
 
@@ -176,14 +180,32 @@ class TurnScorer:
     def _sources(self, items: list[Any]) -> tuple[list[Source], list[str]]:
         sources, outside = [], []
         for n, item in enumerate(items, start=1):
-            name = source_name(item, self.mapping.source_id, self.mapping.source_ids)
-            if name is None:
+            place = self._place(item)
+            if place is None:
                 continue
-            place = self.resolver.resolve(name)
-            if place.level == "outside":
-                outside.append(place.id)
-            sources.append(Source(n=n, section_id=place.id, title=place.id, text=""))
+            section, out = place
+            if out:
+                outside.append(section)
+            sources.append(Source.model_construct(n=n, section_id=section, title=section, text=""))
         return sources, outside
+
+    def _place(self, item: Any) -> tuple[str, bool] | None:
+        """Where one source lands (its id, and whether outside the docs); remembered by its URL, path or id
+        when the mapping reads no headings (then nothing else of the source matters)."""
+        key = None
+        if self.mapping.source_ids.heading is None:
+            found = item if self.mapping.source_id == "@" else self._source_id.search(item)
+            key = found if isinstance(found, str) else None
+        if key is not None and key in self._places:
+            return self._places[key]
+        name = source_name(item, self.mapping.source_id, self.mapping.source_ids)
+        if name is None:
+            return None
+        resolved = self.resolver.resolve(name)
+        place = (resolved.id, resolved.level == "outside")
+        if key is not None and len(self._places) < _REMEMBERED:
+            self._places[key] = place
+        return place
 
     def _cited(self, item: Any) -> str:
         """A listed citation as a label: a number as its digits, a source as its section id."""

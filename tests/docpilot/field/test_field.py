@@ -83,7 +83,7 @@ def test_the_summary_agrees_with_what_was_planted(planted, scored):
     assert summary["first_token_p95"] == _nearest_rank(painted, 95)
 
 
-def test_each_turn_names_its_faults(planted, scored):
+def test_each_turn_names_its_faults(planted, scored):  # noqa: C901
     _, rows = scored
     for turn, row in zip(planted, rows, strict=True):
         assert row["id"] == turn.id
@@ -95,6 +95,10 @@ def test_each_turn_names_its_faults(planted, scored):
         if turn.sources and not turn.refused:
             assert row["sources"][0] == turn.sources[0].removeprefix("https://docpilot.dev/docs/")
         assert len(row["nearest"]) >= 1 or turn.truth["theme"] is not None
+    by_conversation = Counter()
+    for turn, row in zip(planted, rows, strict=True):
+        by_conversation[turn.conversation] += 1
+        assert row["turn"] == by_conversation[turn.conversation]
 
 
 def test_off_topic_questions_group_by_theme_and_the_largest_is_a_page_to_write(planted, scored):
@@ -139,6 +143,21 @@ def test_a_mintlify_csv_and_a_langsmith_export_load_from_config_alone(planted, s
     assert langsmith["summary"]["latency_p50"] == pytest.approx(expected["latency_p50"], abs=0.01)
     assert langsmith["summary"]["first_token_p95"] == pytest.approx(expected["first_token_p95"], abs=0.01)
     assert langsmith["summary"]["conversations"] == expected["conversations"]
+
+
+def test_two_workers_give_what_one_gives(planted, tmp_path):
+    # The log is cut between lines; conversations that cross a cut keep numbering their turns.
+    log = write_app_log(planted, tmp_path / "app.jsonl")
+    whole = tmp_path / "whole.jsonl"
+    report = score_log(_config(APP_MAPPING), log, rows_out=whole)
+    rows = [json.loads(line) for line in whole.read_text().splitlines()]
+    out = tmp_path / "turns.jsonl"
+    split = score_log(_config(APP_MAPPING), log, rows_out=out, workers=3)
+    assert split["runtime"]["workers"] == 3
+    assert split["summary"] == report["summary"]
+    assert split["gaps"] == report["gaps"]
+    assert [json.loads(line) for line in out.read_text().splitlines()] == rows
+    assert not list(tmp_path.glob("*.part*"))
 
 
 def test_redaction_happens_before_anything_is_stored(tmp_path):
