@@ -145,9 +145,12 @@ class GapFinder:
         """The group's name: its most shared words, as written, the lead word first."""
         seen: Counter = Counter()
         stems: dict[str, Counter] = {}
+        stem_of: dict[str, str] = {}
         for question in members:
             for word in set(words(question)):
-                stem = (terms(word) or [word])[0]
+                stem = stem_of.get(word)
+                if stem is None:
+                    stem = stem_of[word] = (terms(word) or [word])[0]
                 if stem in self._common:
                     continue
                 seen[stem] += self._far[question][0]

@@ -35,7 +35,7 @@ from typing import Any
 import jmespath
 
 from docpilot.assistant.language import detect_language
-from docpilot.assistant.render import render_panel
+from docpilot.assistant.render import Panel, render_panel
 from docpilot.config.logs import LogMapping
 from docpilot.field.log import LoggedTurn
 from docpilot.models.base import Source, parse_refusal
@@ -107,7 +107,8 @@ class TurnScorer:
         self.retriever = retriever
         self.docs_language = docs_language
         self.base_url = base_url
-        self._rankings: OrderedDict[str, list[Hit]] = OrderedDict()
+        self._rankings: OrderedDict[str, tuple[list[Hit], float]] = OrderedDict()
+        self._panels: dict[tuple, tuple[Panel, str | None]] = {}
         self._turns: dict[str, int] = {}
         self._idf = idf
         self._unknown = math.log(1 + 2 * max(len(resolver.corpus.chunks), 1))
@@ -120,8 +121,7 @@ class TurnScorer:
     def score(self, logged: LoggedTurn) -> FieldTurn:
         """The scored turn for one logged turn."""
         row = self._row(logged)
-        nearest = self.nearest(logged.question)
-        evidence = self.evidence(logged.question, nearest[0].section_id) if nearest else 0.0
+        nearest, evidence = self.nearest(logged.question)
         number = 1
         if logged.conversation is not None:
             number = self._turns.get(logged.conversation, 0) + 1
@@ -141,18 +141,19 @@ class TurnScorer:
         total = sum(weights.values())
         return sum(w for t, w in weights.items() if t in held) / total if total else 0.0
 
-    def nearest(self, question: str) -> list[Hit]:
-        """The docs' sections nearest ``question``, remembered for the questions asked most recently."""
-        hits = self._rankings.get(question)
-        if hits is not None:
+    def nearest(self, question: str) -> tuple[list[Hit], float]:
+        """The docs' sections nearest ``question`` and its evidence, remembered for the questions asked most recently."""
+        found = self._rankings.get(question)
+        if found is not None:
             self._rankings.move_to_end(question)
-            return hits
+            return found
         hits = self.retriever.search(question, k=NEAREST)
         self.searches += 1
-        self._rankings[question] = hits
+        found = (hits, self.evidence(question, hits[0].section_id) if hits else 0.0)
+        self._rankings[question] = found
         if len(self._rankings) > _REMEMBERED:
             self._rankings.popitem(last=False)
-        return hits
+        return found
 
     def _row(self, logged: LoggedTurn) -> Row:
         sources, outside = self._sources(logged.sources)
@@ -171,11 +172,22 @@ class TurnScorer:
         }
         if not refused and answer is not None:
             cited = None if logged.citations is None else [self._cited(c) for c in logged.citations]
-            panel = render_panel(answer, sources, self._url, cited=cited)
+            panel, answer_language = self._panel(answer, sources, cited)
             row.update(markers=panel.markers, citations=panel.citations, hallucinated=panel.hallucinated,
                        sources_shown=[s.section_id for s in panel.sources], links=panel.links,
-                       answer_language=detect_language(answer) or language)
-        return Row(**row)
+                       answer_language=answer_language or language)
+        return Row.model_construct(**row)  # every value is built here, of the field's type
+
+    def _panel(self, answer: str, sources: list[Source], cited: list[str] | None) -> tuple[Panel, str | None]:
+        """The answer rendered against its sources, and its language; remembered, since logs repeat answers."""
+        key = (answer, tuple((s.n, s.section_id) for s in sources), None if cited is None else tuple(cited))
+        found = self._panels.get(key)
+        if found is None:
+            found = (render_panel(answer, sources, self._url, cited=cited), detect_language(answer))
+            if len(self._panels) >= _REMEMBERED:
+                self._panels.clear()
+            self._panels[key] = found
+        return found
 
     def _sources(self, items: list[Any]) -> tuple[list[Source], list[str]]:
         sources, outside = [], []
