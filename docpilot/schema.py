@@ -340,6 +340,9 @@ class VariantTest(_Strict):
     """The variant against the baseline at the corrected p-value: `none` when the test does not tell them apart."""
     note: str | None = None
     """Why the test was skipped or degenerate."""
+    detectable: float | None = None
+    """With no evidence either way: the smallest change this one test would call at α 0.05 with power 0.8
+    (``metrics.power``), before Holm's correction, which can only raise it; None when a change was called."""
 
 
 class PairedVerdict(_Strict):

@@ -204,6 +204,8 @@ def render_markdown_variants(report) -> str:
                          f"{test.effect:+.3f}, p {describe_p(test.p_holm)}")
         if not found:
             lines.append("- no variant differs significantly from the baseline on any outcome")
+        lines += [f"- no evidence for `{_code(t.variant)}` on {_escape(t.outcome)}: the test could see "
+                  f"±{t.detectable:.3f} over {t.n} records" for t in paired.tests if t.detectable is not None]
         if paired.cheapest_not_worse:
             lines.append(f"- cheapest of those no worse ({', '.join(_escape(n) for n in paired.not_worse)}) by "
                          f"{_escape(paired.cheapest_by)}: `{_code(paired.cheapest_not_worse)}`")

@@ -89,7 +89,9 @@ def _paired(report: Report) -> list[tuple[str, str, list[dict]]]:
                 continue
             kind = test.test
             p = "same" if test.p_holm is None else f"p {describe_p(test.p_holm)}"
-            cells.append({"text": f"{_MARK[test.direction]}{test.effect:+.3f} ({p})", "direction": test.direction})
+            seen = f", could see ±{test.detectable:.3f}" if test.detectable is not None else ""  # no evidence
+            cells.append({"text": f"{_MARK[test.direction]}{test.effect:+.3f} ({p}{seen})",
+                          "direction": test.direction})
         table.append((outcome, kind, cells))
     return table
 

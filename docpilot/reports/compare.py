@@ -157,6 +157,10 @@ class PairedTest(_Strict):
     """Records that got worse in B, largest change first."""
     note: str | None = None
     """Why the test was skipped or degenerate."""
+    detectable: float | None = None
+    """With no evidence either way: the smallest change in the outcome's mean this test would call at
+    ``ALPHA`` with power 0.8, given ``n`` and the discordance (McNemar) or the spread of the differences
+    (Wilcoxon) seen here (``metrics.power``); None when a change was called, or none could be."""
 
 
 class Comparison(_Strict):
@@ -353,11 +357,37 @@ def paired_test(outcome: Outcome, pairs: list[tuple[Row, Row]], *, gate_only: bo
     direction = "none"
     if p < ALPHA and abs(effect) > _ZERO:
         direction = "better" if effect > 0 else "worse"
+    detectable = None if direction != "none" else detectable_change(test, va, vb)
+    if detectable is not None:
+        note = describe_detectable(detectable, len(kept)) + (f"; {note}" if note else "")
     return PairedTest(
         outcome=outcome.name, test=test, n=len(kept), mean_a=mean_a, mean_b=mean_b,
         effect=effect, p_value=p, direction=direction, better=better, worse=worse,
-        note="; ".join(x for x in (why, note) if x) or None, **fields,
+        note="; ".join(x for x in (why, note) if x) or None, detectable=detectable, **fields,
     )
+
+
+def detectable_change(test: str, a: Sequence[float], b: Sequence[float]) -> float | None:
+    """The smallest change in the outcome's mean ``test`` would call on these pairs (``metrics.power``).
+
+    McNemar reads the discordance, the share of records that flipped; Wilcoxon the
+    standard deviation of the differences B − A (none with fewer than two pairs, or when
+    every difference is the same).
+    """
+    from docpilot.metrics.power import mcnemar_detectable, wilcoxon_detectable
+
+    n = len(a)
+    if test == "mcnemar":
+        flipped = sum(1 for x, y in zip(a, b, strict=True) if x != y)
+        return mcnemar_detectable(n, flipped / n) if n else None
+    spread = float(np.std(np.asarray(b, float) - np.asarray(a, float), ddof=1)) if n > 1 else 0.0
+    return wilcoxon_detectable(n, spread) if spread > _ZERO else None  # nothing moved: no spread to read
+
+
+def describe_detectable(change: float, n: int) -> str:
+    """What a "no evidence" can say: the change the test would have called, in words."""
+    return (f"no significant difference; over these {n} records the test would call a change of "
+            f"±{change:.3f} or more (α {ALPHA:g}, power 0.8)")
 
 
 def _warnings(a: Report, b: Report, pairs: list[tuple[Row, Row]], only_a: list[str],

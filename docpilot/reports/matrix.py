@@ -100,6 +100,7 @@ def _render_tests(report: Report, console: Console) -> None:
                 continue
             test_name = test.test
             p = "same" if test.p_holm is None else f"p {describe_p(test.p_holm)}"
-            cells.append(f"{_MARK[test.direction]}{test.effect:+.3f} ({p})")
+            seen = f", could see ±{test.detectable:.3f}" if test.detectable is not None else ""  # no evidence
+            cells.append(f"{_MARK[test.direction]}{test.effect:+.3f} ({p}{seen})")
         table.add_row(outcome, test_name, *cells)
     console.print(table)

@@ -131,6 +131,7 @@ def paired_verdict(rows: Sequence[Row], names: Sequence[str], summaries: Mapping
             variant=name, outcome=test.outcome, test=test.test, n=test.n, baseline=test.mean_a, value=test.mean_b,
             effect=test.effect, better=len(test.better), worse=len(test.worse), p_value=test.p_value,
             p_holm=p_holm, direction=direction, note=note,
+            detectable=test.detectable if direction == "none" else None,
         ))
     losing = {name for names_ in worse.values() for name in names_}
     not_worse = [name for name in names if name not in losing]
