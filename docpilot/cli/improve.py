@@ -165,7 +165,7 @@ def _diagnose(reference, reports_dir, config_path, as_json, docs, *, apply_: boo
                config_path=config_path)
         return
     if as_json:
-        click.echo(diagnosis.model_dump_json(indent=2))
+        click.echo(diagnosis.model_dump_json(indent=2, ensure_ascii=True))
         return
     _render_diagnosis(diagnosis)
     _render_settings(diagnosis.settings)
@@ -183,7 +183,7 @@ def _apply(diagnosis, corpus, causes, *, dry_run: bool, as_json: bool, report_pa
     applied = apply_vocabulary(corpus.root, select(diagnosis.vocabulary, causes), dry_run=dry_run)
     configured = _apply_settings(diagnosis.settings, config_path, dry_run=dry_run, as_json=as_json)
     if as_json:
-        click.echo(applied.model_dump_json(indent=2))
+        click.echo(applied.model_dump_json(indent=2, ensure_ascii=True))
         return
     for cause in causes:
         if cause not in RETRIEVAL_CAUSES:
@@ -339,7 +339,7 @@ def compare_command(a, b, reports_dir, config_path, as_json, variant):
     comparison = compare_reports(a_run, b_run, store=store, paths=(path_a, path_b))
     warn(store.problems)
     if as_json:
-        click.echo(comparison.model_dump_json(indent=2))
+        click.echo(comparison.model_dump_json(indent=2, ensure_ascii=True))
         return
     _render_comparison(comparison)
 

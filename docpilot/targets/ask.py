@@ -148,6 +148,16 @@ class Endpoint:
             text = text.replace(value, MARK)
         return text
 
+    def excerpt(self, text: str | bytes, limit: int = _EXCERPT) -> str:
+        """The start of a reply's text, at most ``limit`` characters, cleaned before it is cut.
+
+        Cut first, a value across the cut would keep its first half, which ``clean`` no longer finds.
+        """
+        reach = limit + max((len(value) for value in self.secrets), default=0)
+        if isinstance(text, bytes):
+            text = text[: 4 * reach].decode("utf-8", errors="replace")  # a character is at most 4 bytes
+        return self.clean(text[:reach])[:limit]
+
 
 def request_body(template: Any, question: str, scope: Sequence[str] | None, record_id: str) -> Any:
     """The body template with ``{question}``, ``{scope}`` and ``{id}`` filled in, as JSON values."""
@@ -252,7 +262,7 @@ async def _exchange(client: httpx.AsyncClient, endpoint: Endpoint, body: Any, se
                 await _capped_read(response, target)
                 wait = policy.wait_s(attempt, parse_retry_after(response.headers.get("retry-after")))
             else:
-                turn.server_timing, turn.stages_dropped = parse_server_timing(response.headers.get("server-timing"))
+                turn.server_timing, turn.stages_dropped = _stages(response, endpoint)
                 if response.status_code != 200:
                     await _http_fault(turn, response, endpoint, first(), attempts=attempt + 1)
                 else:
@@ -262,6 +272,13 @@ async def _exchange(client: httpx.AsyncClient, endpoint: Endpoint, body: Any, se
                 return
         await asyncio.sleep(wait)
         attempt += 1
+
+
+def _stages(response: httpx.Response, endpoint: Endpoint) -> tuple[dict[str, float], int]:
+    """The reply's `Server-Timing` stages and how many were dropped; a stage named by a secret is dropped too."""
+    stages, dropped = parse_server_timing(response.headers.get("server-timing"))
+    kept = {name: ms for name, ms in stages.items() if endpoint.clean(name) == name}
+    return kept, dropped + len(stages) - len(kept)
 
 
 async def _capped(response: httpx.Response, target: Target) -> AsyncIterator[bytes]:
@@ -285,7 +302,7 @@ async def _capped_read(response: httpx.Response, target: Target) -> bytes:
 async def _http_fault(turn: RemoteTurn, response: httpx.Response, endpoint: Endpoint, strict: bool,
                       *, attempts: int = 1) -> None:
     raw = (await _capped_read(response, endpoint.target)).decode("utf-8", errors="replace")
-    excerpt = endpoint.clean(" ".join(raw.split())[:_EXCERPT])
+    excerpt = endpoint.excerpt(" ".join(raw.split()))
     status, url = response.status_code, endpoint.url
     if status in (401, 403):
         message = (f"HTTP {status} from {url}: {excerpt}; "
@@ -308,7 +325,7 @@ def _mapping_fault(turn: RemoteTurn, endpoint: Endpoint, problem: str, strict: b
     turn.answer = ""
     problem = endpoint.clean(problem)
     if strict:
-        raise TargetReplyError(f"the reply of {endpoint.url} (HTTP {turn.status}) {problem}",
+        raise TargetReplyError(endpoint.clean(f"the reply of {endpoint.url} (HTTP {turn.status}) {problem}"),
                                hint="fix the target's reply mapping; `docpilot golden check --target NAME` "
                                     "shows a sample reply and what each path matched")
     turn.fail("malformed", f"the reply of {endpoint.url} {problem}; fix: check the target's reply mapping")
@@ -346,6 +363,29 @@ def _a(kind: str) -> str:
     return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
+def _json(raw: str | bytes) -> Any:
+    """A reply's JSON as values, each lone surrogate in its text made U+FFFD.
+
+    JSON may escape half of a surrogate pair (``"\\ud800"``) and UTF-8 cannot hold one: a
+    row quoting it could not be written, and the whole report would be lost.
+    """
+    return _whole(json.loads(raw))
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, list):
+        return [_whole(item) for item in value]
+    if isinstance(value, dict):
+        return {_whole(key): _whole(item) for key, item in value.items()}
+    return value
+
+
 def _search(expression: str, data: Any) -> Any:
     return jmespath.search(expression, data)
 
@@ -381,11 +421,11 @@ def _take_sources(turn: RemoteTurn, endpoint: Endpoint, data: Any) -> bool:
         if name is None:
             continue
         place = endpoint.docs.resolve(name) if endpoint.docs is not None else None
-        sid = place.id if place is not None else name.mapped
+        sid = endpoint.clean(place.id if place is not None else name.mapped)
         if place is not None and place.level == "outside":
             outside.append(sid)
         hits.append(RankedHit(section_id=sid, chunk_id=sid, score=0.0))
-        primed.append(PrimedSource(n=n, section_id=sid, title=sid, url=endpoint.clean(name.given[:2000])))
+        primed.append(PrimedSource(n=n, section_id=sid, title=sid, url=endpoint.excerpt(name.given, 2000)))
     turn.retrieval = RetrievalEvent(hits=hits, primed=primed)
     turn.outside_docs = outside
     return True
@@ -411,8 +451,8 @@ def _citation_label(item: Any, endpoint: Endpoint) -> str:
     target = endpoint.target
     name = source_name(item, target.reply.source_id, target.source_ids)
     if name is None:
-        return endpoint.clean(json.dumps(item, sort_keys=True)[:_EXCERPT])
-    return endpoint.docs.resolve(name).id if endpoint.docs is not None else name.mapped
+        return endpoint.excerpt(json.dumps(item, sort_keys=True))
+    return endpoint.clean(endpoint.docs.resolve(name).id if endpoint.docs is not None else name.mapped)
 
 
 def _take_refusal(turn: RemoteTurn, target: Target, data: Any) -> None:
@@ -434,10 +474,10 @@ async def _read_json(turn: RemoteTurn, response: httpx.Response, endpoint: Endpo
     raw = await _capped_read(response, target)
     turn.latency_ms = elapsed()
     try:
-        data = json.loads(raw)
+        data = _json(raw)
     except (ValueError, RecursionError):
         kind = response.headers.get("content-type", "no content type")
-        return f"is not JSON ({kind}: {raw[:_EXCERPT].decode('utf-8', errors='replace')!r})"
+        return f"is not JSON ({kind}: {endpoint.excerpt(raw)!r})"
     turn.events.append(RemoteEvent(name="reply", data=data if isinstance(data, dict) else {"value": data},
                                    at_ms=turn.latency_ms))
     try:
@@ -525,9 +565,9 @@ async def _read_sse(turn: RemoteTurn, response: httpx.Response, endpoint: Endpoi
             if name not in (reply.delta_event, sources_event, citations_event):
                 continue
             try:
-                data = json.loads(raw)
+                data = _json(raw)
             except (ValueError, RecursionError):
-                return f"sent a {name!r} event that is not JSON: {raw[:_EXCERPT]!r}"
+                return f"sent a {name!r} event that is not JSON: {endpoint.excerpt(raw)!r}"
             turn.events.append(RemoteEvent(name=name, data=data if isinstance(data, dict) else {"value": data},
                                            at_ms=now))
             _take_delta(turn, endpoint, stream, data, now, carries_sources=name == sources_event,
@@ -562,9 +602,9 @@ async def _read_ndjson(turn: RemoteTurn, response: httpx.Response, endpoint: End
             continue
         now = elapsed()
         try:
-            data = json.loads(line)
+            data = _json(line)
         except (ValueError, RecursionError):
-            return f"sent a line that is not JSON: {line[:_EXCERPT]!r}"
+            return f"sent a line that is not JSON: {endpoint.excerpt(line)!r}"
         turn.events.append(RemoteEvent(name="line", data=data if isinstance(data, dict) else {"value": data},
                                        at_ms=now))
         if reply.end and _search(reply.end, data):
