@@ -150,6 +150,11 @@ def serving(docs_folder: str | Path) -> Iterator[str]:
     The folder is passed on as given: the Documents' ``source`` is that folder joined with
     the page's path, absolute when the folder is.
     """
+    # sse-starlette keeps one exit event for the process, bound to the event loop of the first app that
+    # streamed; a second app's server runs its own loop, so the event is made anew for it.
+    from sse_starlette.sse import AppStatus
+
+    AppStatus.should_exit_event = None
     sock = _bind()
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(build_app(docs_folder), log_config=None, access_log=False,
