@@ -17,8 +17,8 @@ from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
 from docpilot.config.loading import load_config
 from docpilot.errors import InputError
+from docpilot.golden.gold_state import lock_path
 from docpilot.golden.loading import check_golden, load_probes
-from docpilot.golden.lock import lock_path
 from docpilot.golden.shape import GoldenShape, describe_golden
 from docpilot.metrics.gold import TOP
 from docpilot.reports.terminal import clean
@@ -88,6 +88,7 @@ def check(
     for warning in warnings:
         click.echo(clean(f"warning: {warning}"), err=True)  # warnings quote ids from the file
     shape = describe_golden(checked.records, corpus).model_copy(update={"record_warnings": warnings})
+    from docpilot.reports.detectable import detectable_lines
     from docpilot.retrieval.bias import BiasMeter
 
     bias = BiasMeter(corpus, config.retrieval).measure_set(checked.records)
@@ -102,6 +103,7 @@ def check(
         missing = sum(not corpus.has_entry(entry) for record in checked.records for entry in record.gold)
         _show_shape(config.golden, config.corpus.docs, shape, missing)
         _show_bias(bias)
+        click.echo("\n".join(detectable_lines(checked.records)))
         if sample is not None:
             _show_sample(target_name, sample)
         if findings is not None:

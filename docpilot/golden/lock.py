@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from docpilot.errors import InputError
+from docpilot.golden.gold_state import lock_path
 from docpilot.golden.templates import words
 from docpilot.metrics.gold import TOP, is_under
 from docpilot.userfiles.intake import FileKind, MiB, read_text
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus, Section
     from docpilot.schema import GoldenRecord
 
-LOCK_SUFFIX = ".lock"
-"""The lock of ``evals/golden.yaml`` is ``evals/golden.lock``."""
 LOCK_FILE = FileKind("golden lock", 64 * MiB, "check that the path names a lock written by `docpilot golden lock`")
 _RELOCK = "run `docpilot golden lock` to write it again from the docs as they are now"
 
@@ -82,11 +81,6 @@ class GoldLock(_Strict):
     """Version of the lock's format."""
     records: dict[str, LockedRecord] = Field(default_factory=dict)
     """Locked records by id, in the set's order; negatives are not locked (they have no gold)."""
-
-
-def lock_path(golden: str | Path) -> Path:
-    """Where the lock of a golden set lives: beside it, its name's suffix replaced by ``.lock``."""
-    return Path(golden).with_suffix(LOCK_SUFFIX)
 
 
 def folded(text: str) -> str:

@@ -19,7 +19,8 @@ are now, and takes one state:
 
 A record takes the worst state of its entries, in the order gone, moved, changed,
 narrowed, widened. The first three are *stale*: the record is scored against gold that
-is not where, or not what, it was, so a run marks its row (``Row.gold_state``) and
+is not where, or not what, it was, so a run marks its row (``Row.gold_state``, through
+``docpilot.golden.gold_state``, which loads this module only when there is a lock) and
 ``improve`` gives it the cause ``stale-gold`` before any retrieval cause. A widened or
 narrowed page entry still matches what it names; ``golden check`` tells it, runs do not.
 
@@ -31,11 +32,12 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from docpilot.golden.gold_state import STALE, lock_path
 from docpilot.golden.lock import (
     GoldLock,
     LockedEntry,
@@ -45,7 +47,6 @@ from docpilot.golden.lock import (
     entry_section_id,
     folded,
     gold_text,
-    lock_path,
     pins_section,
     read_lock,
     section_entry,
@@ -55,11 +56,9 @@ from docpilot.golden.templates import words
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus, Section
-    from docpilot.schema import GoldenRecord, Row
+    from docpilot.schema import GoldenRecord
 
 State = Literal["ok", "moved", "changed", "gone", "narrowed", "widened"]
-STALE: tuple[str, ...] = ("gone", "moved", "changed")
-"""The states a run marks in a row's ``gold_state``, worst first."""
 _WORST_FIRST: tuple[State, ...] = ("gone", "moved", "changed", "narrowed", "widened", "ok")
 _DIFF_HUNKS = 3
 _DIFF_WORDS = 8
@@ -137,8 +136,9 @@ class RecordFinding:
         elif self.identifiers_kept:
             parts.append(f"identifiers still there: {', '.join(self.identifiers_kept)}")
         before, now = self.answer_words
-        if before is not None and now is not None and now != before:
-            parts.append(f"gold answer's words in the gold text {before:.2f} → {now:.2f}")
+        if before is not None and now is not None:
+            parts.append(f"gold answer's words in the gold text {before:.2f} → {now:.2f}" if now != before
+                         else f"gold answer's words in the gold text {now:.2f}, as locked")
         return "; ".join(parts) or None
 
     def as_json(self) -> dict:
@@ -180,18 +180,6 @@ def find_stale(lock: GoldLock, records: Sequence[GoldenRecord], corpus: Corpus) 
     return [_record_finding(record, lock.records.get(record.id), texts) for record in records if record.gold]
 
 
-def gold_states(golden: str | Path, records: Sequence[GoldenRecord], corpus: Corpus) -> dict[str, str]:
-    """Each record whose gold is stale by the lock beside ``golden``, with its state; empty without a lock.
-
-    What a run reads to mark its rows: a set without a lock costs one ``stat``.
-    """
-    path = lock_path(golden)
-    if not path.exists():
-        return {}
-    findings = find_stale(read_lock(path), records, corpus)
-    return {f.id: str(f.state) for f in findings if f.stale}
-
-
 def locked_entries(golden: str | Path) -> set[tuple[str, str]]:
     """The (record id, gold entry) pairs the lock beside ``golden`` holds; empty without a lock.
 
@@ -202,18 +190,6 @@ def locked_entries(golden: str | Path) -> set[tuple[str, str]]:
     if not path.exists():
         return set()
     return {(record_id, entry) for record_id, locked in read_lock(path).records.items() for entry in locked.gold}
-
-
-def stale_gold_line(rows: Iterable[Row]) -> str | None:
-    """The scorecard's line on stale gold: how many records and in which states; None when there is none."""
-    states = Counter(row.gold_state for row in rows if row.gold_state is not None)
-    if not states:
-        return None
-    total = sum(states.values())
-    counts = ", ".join(f"{state} {states[state]}" for state in STALE if states[state])
-    return (f"stale gold: {total} record(s) ({counts}) are scored against gold the docs moved, changed or "
-            "removed since the golden set was locked; their misses are the docs', not the assistant's: "
-            "`docpilot golden check` names them, `--fix` rewrites moved ids")
 
 
 # One record ------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from docpilot.golden.staleness import stale_gold_line
+from docpilot.golden.gold_state import stale_gold_line
 from docpilot.golden.starter import PLACEHOLDER_SITE
 from docpilot.metrics import registry
 from docpilot.metrics.aggregate import total

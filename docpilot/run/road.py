@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from docpilot import progress
 from docpilot.assistant.workspace import Trace
-from docpilot.golden.staleness import gold_states
+from docpilot.golden.gold_state import gold_states
 from docpilot.run import pipeline
 from docpilot.run.context import RunContext
 from docpilot.run.lane import Interrupted

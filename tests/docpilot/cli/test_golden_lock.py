@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -165,6 +167,23 @@ def test_locking_one_record_again_keeps_every_other_lock(project):
     assert {k for k in after["records"] if after["records"][k] != before["records"][k]} == {"cache-page-edit"}
     states = {r["id"] for r in json.loads(run("golden", "check", "--docs", "docs", "--json").stdout)["lock"]["records"]}
     assert states == set(EXPECTED) - {"cache-page-edit"}
+
+
+@pytest.mark.slow  # two fresh interpreters, each running a gate-only eval of the demo
+def test_a_run_without_a_lock_loads_nothing_of_it_and_one_with_a_lock_reads_it(project):
+    code = ("import sys; from click.testing import CliRunner; from docpilot.cli import main; "
+            "result = CliRunner().invoke(main, ['eval', '--docs', 'docs', '--gate-only', '--orchestrator', 'inline', "
+            "'--out', 'report.json']); assert result.exit_code in (0, 1), result.output; "
+            "print(' '.join(m for m in ('docpilot.golden.lock', 'docpilot.golden.staleness') if m in sys.modules))")
+
+    def loaded() -> str:
+        done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+    assert loaded() == ""  # the set has no lock: one stat per shard, no module of the lock loaded
+    assert run("golden", "lock", "--docs", "docs").exit_code == 0
+    assert loaded() == "docpilot.golden.lock docpilot.golden.staleness"
 
 
 @pytest.mark.slow  # the Prefect docs are 955 pages: a few seconds to read

@@ -6,9 +6,10 @@ import pytest
 
 from docpilot.corpus.pages import load_corpus
 from docpilot.errors import InputError
+from docpilot.golden.gold_state import gold_states, lock_path
 from docpilot.golden.loading import load_golden
-from docpilot.golden.lock import build_lock, lock_path, lock_text, read_lock, text_digest
-from docpilot.golden.staleness import find_stale, gold_states, word_diff
+from docpilot.golden.lock import build_lock, lock_text, read_lock, text_digest
+from docpilot.golden.staleness import find_stale, word_diff
 from tests.support.moved_docs import EXPECTED, copy_demo, move_the_docs
 
 
