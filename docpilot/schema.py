@@ -460,6 +460,9 @@ class Report(_Strict):
     """`fail` when any gate failed."""
     leaks: list[LeakFound] = Field(default_factory=list)
     """Attack runs: every successful probe with the forbidden text it produced."""
+    intervals: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """Headline metric id → its 95 % interval by a bootstrap over pages (``metrics.intervals``: the records
+    of one page resampled together, seeded); empty in reports older than the field."""
     stability: Stability | None = None
     """A run of several samples per record (`--repeat`): the flip rate, pass^k and the flaky records; None
     for a run of one sample."""

@@ -123,6 +123,14 @@ def reads_records(metric: Metric) -> bool:
     return metric.family not in ("latency", "usage") and metric.aggregate is not total
 
 
+def member_values(metric: Metric, rows: Sequence[Row]) -> tuple[list[Row], list[float]]:
+    """A metric's population among ``rows`` and each member's value, as ``summarize`` reads them (one row each)."""
+    population = [row for row in rows if metric.population.includes(row)]
+    if _batched(metric):
+        return population, _retrieval_batch(population)[metric.id]
+    return population, [metric.score(row) for row in population]
+
+
 def replayed_counts(rows: Sequence[Row], *, gate_only: bool = False) -> Counts:
     """Latency metric id → how many of the turns it is taken over were replayed from the cache.
 

@@ -173,6 +173,13 @@ def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bo
     return summary, counts, gates, verdict(gates)
 
 
+def headline_intervals(rows, *, gate_only: bool) -> dict[str, tuple[float, float]]:
+    """The headline metrics' page-clustered 95 % intervals (``metrics.intervals``)."""
+    from docpilot.metrics.intervals import headline_intervals as intervals
+
+    return intervals(rows, gate_only=gate_only)
+
+
 def stability_of(rows) -> Stability | None:
     """How steady a run of several samples per record was (``metrics.stability``); None for one sample each."""
     from docpilot.metrics.stability import flip_rate, pass_hat_k, record_stability, sampled
@@ -211,7 +218,8 @@ def rescore(report: Report) -> Report:
     update = {"summary": summary, "counts": counts, "slices": slices, "bands": bands, "gates": gates,
               "verdict": outcome,
               "leaks": leaks, "replayed": _replayed(report.rows, gate_only=report.gate_only),
-              "stability": stability_of(report.rows)}
+              "stability": stability_of(report.rows),
+              "intervals": headline_intervals(report.rows, gate_only=report.gate_only)}
     return report.model_copy(update=update)
 
 
@@ -288,6 +296,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         verdict=outcome,
         leaks=leaks_of(rows),
         stability=stability_of(rows),
+        intervals=headline_intervals(rows, gate_only=job.gate_only),
         docpilot_version=__version__,
     )
 

@@ -67,6 +67,12 @@ def format_value(metric: str, value: float | int | None, *, decimals: int | None
     return f"{value:.{places}f}"
 
 
+def interval_note(report: Report, metric: str) -> str:
+    """A headline metric's page-clustered 95 % interval, as the scorecard's note shows it; empty without one."""
+    interval = report.intervals.get(metric)
+    return "" if interval is None else f"95 % [{interval[0]:.3f}, {interval[1]:.3f}] by page"
+
+
 def format_gate_value(gate: GateResult) -> str:
     """A gate's value as printed beside its condition: with the digits that show why it passed or failed.
 
@@ -181,6 +187,7 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
         replayed = report.replayed.get(metric)
         if replayed:
             note = f"{replayed} of {n} from the cache"
+        note = "; ".join(x for x in (interval_note(report, metric), note) if x)
         table.add_row(metric, format_value(metric, value), "" if n is None else str(n), note)
     console.print(table)
     for line in (retrieval_line(report), stale_gold_line(report.rows), usage_line(report.summary),

@@ -164,11 +164,15 @@ def test_the_report_scorecard_html_and_markdown_name_the_flaky_records(tmp_path,
     assert {r.id for r in report.stability.flaky} == flaky and flaky
     assert report.stability.flip_rate == flips and report.stability.pass_hat_k == every
     assert rescore(load_report(report.path)).stability == report.stability  # a function of the rows alone
+    low, high = report.intervals["over_refusal_answer"]
+    assert low <= report.summary["over_refusal_answer"] <= high
+    assert rescore(load_report(report.path)).intervals == report.intervals  # seeded: the same interval again
 
     out = io.StringIO()
     render_scorecard(report, Console(file=out, width=160))
     card = out.getvalue()
     assert f"flip rate {flips:.3f} ({len(flaky)} flaky), pass^5 {every:.3f}" in card
+    assert f"95 % [{low:.3f}, {high:.3f}] by page" in card
     readout = prepare_readout(report)
     markdown, html = render_markdown(readout), render_html(readout)
     for record in flaky:
