@@ -21,13 +21,14 @@ With one record per cluster this is the ordinary bootstrap of the mean.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 from docpilot.metrics.aggregate import mean
 from docpilot.metrics.registry import METRICS
 from docpilot.metrics.stability import per_record
-from docpilot.metrics.summary import member_values
+from docpilot.metrics.summary import Ahead, member_values
 
 from docpilot.schema import Row
 
@@ -66,23 +67,31 @@ def cluster_interval(values: Sequence[float], clusters: Sequence[str], *, replic
     index = np.fromiter((keys[c] for c in clusters), dtype=np.intp, count=len(clusters))
     sums = np.bincount(index, weights=np.asarray(values, dtype=float), minlength=len(keys))
     counts = np.bincount(index, minlength=len(keys)).astype(float)
-    draws = np.random.default_rng(seed).integers(0, len(keys), size=(replicates, len(keys)))
+    draws = _draws(len(keys), replicates, seed)
     means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
     low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
     return float(low), float(high)
 
 
-def headline_intervals(rows: Sequence[Row], *, gate_only: bool = False) -> dict[str, tuple[float, float]]:
+@functools.lru_cache(maxsize=16)
+def _draws(clusters: int, replicates: int, seed: int) -> np.ndarray:
+    """The clusters each draw takes: the same for every metric over as many clusters (read-only)."""
+    draws = np.random.default_rng(seed).integers(0, clusters, size=(replicates, clusters))
+    draws.setflags(write=False)
+    return draws
+
+
+def headline_intervals(rows: Sequence[Row], *, gate_only: bool = False,
+                       ahead: Ahead | None = None) -> dict[str, tuple[float, float]]:
     """Metric id → the page-clustered 95 % interval of each headline metric the rows have a value for.
 
-    A record's samples are read as their mean (``metrics.stability``), and a record counts once.
+    A record's samples are read as their mean (``metrics.stability``), and a record counts
+    once. ``ahead`` holds the rows' metric values the run worked out already (``metrics.summary.Ahead``).
     """
+    metrics = [METRICS[name] for name in INTERVAL_METRICS
+               if METRICS[name].aggregate is mean and not (gate_only and METRICS[name].family != "retrieval")]
     found: dict[str, tuple[float, float]] = {}
-    for name in INTERVAL_METRICS:
-        metric = METRICS[name]
-        if metric.aggregate is not mean or (gate_only and metric.family != "retrieval"):
-            continue
-        members, values = member_values(metric, rows)
+    for name, (members, values) in member_values(metrics, rows, ahead=ahead).items():
         records = list(dict.fromkeys(row.id for row in members))
         page = {row.id: page_of(row) for row in members}
         interval = cluster_interval(per_record(members, values, "mean"), [page[r] for r in records])

@@ -123,12 +123,25 @@ def reads_records(metric: Metric) -> bool:
     return metric.family not in ("latency", "usage") and metric.aggregate is not total
 
 
-def member_values(metric: Metric, rows: Sequence[Row]) -> tuple[list[Row], list[float]]:
-    """A metric's population among ``rows`` and each member's value, as ``summarize`` reads them (one row each)."""
-    population = [row for row in rows if metric.population.includes(row)]
-    if _batched(metric):
-        return population, _retrieval_batch(population)[metric.id]
-    return population, [metric.score(row) for row in population]
+def member_values(metrics: Sequence[Metric], rows: Sequence[Row], *,
+                  ahead: Ahead | None = None) -> dict[str, tuple[list[Row], list[float]]]:
+    """Metric id → its population among ``rows`` and each member's value, as ``summarize`` reads them (a row each).
+
+    The ranked metrics come from one retrieval batch; ``ahead``'s values are used where it has them.
+    """
+    found: dict[str, tuple[list[Row], list[float]]] = {}
+    batch: dict[str, list[float]] | None = None
+    for metric in metrics:
+        population = [row for row in rows if metric.population.includes(row)]
+        if _batched(metric):
+            if batch is None:
+                batch = _retrieval_batch(population)
+            found[metric.id] = population, batch[metric.id]
+        elif ahead is not None:
+            found[metric.id] = population, ahead.values(metric, population)
+        else:
+            found[metric.id] = population, [metric.score(row) for row in population]
+    return found
 
 
 def replayed_counts(rows: Sequence[Row], *, gate_only: bool = False) -> Counts:

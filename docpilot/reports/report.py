@@ -173,11 +173,12 @@ def score(rows, conditions: dict[str, str], *, gate_only: bool, allow_errors: bo
     return summary, counts, gates, verdict(gates)
 
 
-def headline_intervals(rows, *, gate_only: bool) -> dict[str, tuple[float, float]]:
-    """The headline metrics' page-clustered 95 % intervals (``metrics.intervals``)."""
+def headline_intervals(rows, *, gate_only: bool, ahead=None) -> dict[str, tuple[float, float]]:
+    """The headline metrics' page-clustered 95 % intervals (``metrics.intervals``), from ``ahead``'s values where
+    the run has them."""
     from docpilot.metrics.intervals import headline_intervals as intervals
 
-    return intervals(rows, gate_only=gate_only)
+    return intervals(rows, gate_only=gate_only, ahead=ahead)
 
 
 def stability_of(rows) -> Stability | None:
@@ -296,7 +297,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         verdict=outcome,
         leaks=leaks_of(rows),
         stability=stability_of(rows),
-        intervals=headline_intervals(rows, gate_only=job.gate_only),
+        intervals=headline_intervals(rows, gate_only=job.gate_only, ahead=ahead),
         docpilot_version=__version__,
     )
 
