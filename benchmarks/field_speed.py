@@ -6,8 +6,9 @@ their planted faults, and off-topic themes); ``--distinct`` of them (default a h
 a question no other turn asks, so the retriever and the language detector work for them
 rather than remember. Then scores it once, as the command does (the docs opened, every
 turn written to a JSONL file) with ``--workers`` processes (2 unless set), and prints the
-wall time, turns a second, the rankings computed, and the peak resident memory of the
-largest process (this one, or a worker).
+wall time, turns a second, the rankings computed, the CPU seconds spent by this process and the workers (the figure
+that does not depend on what else the machine runs; the wall time does), the load
+average before the run, and the peak resident memory of the largest process.
 
     python -m benchmarks.field_speed [--turns 100000] [--distinct 0.5] [--workers 2] [--json]
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import sys
@@ -43,6 +45,12 @@ def write_log(path: Path, turns: int, distinct: float, seed: int = 11) -> Path:
     return write_app_log(chosen, path)
 
 
+def _cpu() -> float:
+    """CPU seconds, user and system, of this process and of its finished children (the workers)."""
+    return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for f in ("ru_utime", "ru_stime"))
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=100_000)
@@ -50,16 +58,20 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    load = round(os.getloadavg()[0], 2)
     with tempfile.TemporaryDirectory() as folder:
         log = write_log(Path(folder) / "log.jsonl", args.turns, args.distinct)
         config = load_config(overrides={"corpus": {"docs": str(ROOT / "docs")}, "cache_dir": f"{folder}/cache",
                                         "logs": {"app": APP_MAPPING}})
         started = time.perf_counter()
+        cpu_before = _cpu()
         report = score_log(config, log, rows_out=Path(folder) / "turns.jsonl", workers=args.workers)
         wall = time.perf_counter() - started
+        cpu = _cpu() - cpu_before
     peak_mb = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
     result = {"turns": report["summary"]["turns"], "wall_s": round(wall, 2),
-              "turns_per_s": round(report["summary"]["turns"] / wall), "rankings": report["runtime"]["rankings"],
+              "turns_per_s": round(report["summary"]["turns"] / wall),
+              "cpu_s": round(cpu, 2), "load_before": load, "rankings": report["runtime"]["rankings"],
               "open_s": report["runtime"]["open_s"], "peak_rss_mb": round(peak_mb), "groups": len(report["gaps"]),
               "workers": args.workers}
     print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))

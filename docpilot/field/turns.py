@@ -176,7 +176,7 @@ class TurnScorer:
             row.update(markers=panel.markers, citations=panel.citations, hallucinated=panel.hallucinated,
                        sources_shown=[s.section_id for s in panel.sources], links=panel.links,
                        answer_language=answer_language or language)
-        return Row.model_construct(**row)  # every value is built here, of the field's type
+        return Row(**row)
 
     def _panel(self, answer: str, sources: list[Source], cited: list[str] | None) -> tuple[Panel, str | None]:
         """The answer rendered against its sources, and its language; remembered, since logs repeat answers."""
@@ -198,7 +198,7 @@ class TurnScorer:
             section, out = place
             if out:
                 outside.append(section)
-            sources.append(Source.model_construct(n=n, section_id=section, title=section, text=""))
+            sources.append(Source(n=n, section_id=section, title=section, text=""))
         return sources, outside
 
     def _place(self, item: Any) -> tuple[str, bool] | None:
