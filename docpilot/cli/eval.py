@@ -234,7 +234,6 @@ def eval_command(
         raise click.UsageError(_gate_only_refusal(named))
     if url and runtime != "server":
         raise click.UsageError("--url names the server of --runtime server; add --runtime server")
-    _check_repeat(runtime, gate_only, config, variants)
     orchestration = choose(orchestrator, runner=runner)
     _require_extras(orchestrator, orchestration, runner, runtime, url or named)
     if variants:
@@ -327,14 +326,6 @@ def _target_runtime(named, runtime, url):
         raise click.UsageError(f"--url names DocPilot's own server, and {named} has its URL in the config; "
                                "drop --url, or the target")
     return "server"
-
-
-def _check_repeat(runtime, gate_only, config, variants) -> None:
-    """Exit 2 for a run of the server runtime (or a target) that asks each turn more than once (``model.repeat``):
-    it would ask once and report fewer samples than asked."""
-    if runtime == "server" and not gate_only and any(c.model.repeat > 1 for c in [config, *(v.config for v in variants)]):
-        raise click.UsageError("--repeat (model.repeat) asks DocPilot's own model several times in this process; "
-                               "the server runtime and targets ask once: drop --repeat, or run --runtime local")
 
 
 def _searchable(config, variants) -> bool:

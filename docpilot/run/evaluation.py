@@ -154,8 +154,7 @@ def _run(run: RunContext, executor: Executor, orchestration: Orchestration) -> R
     records = job_records(job)
     run.progress.start("retrieve", len(records))
     if not job.gate_only:
-        # Each record's turn is asked model.repeat times (the server runtime asks once).
-        run.progress.start("model", len(records) * (job.config.model.repeat if job.runtime == "local" else 1))
+        run.progress.start("model", len(records) * job.config.model.repeat)  # each turn asked model.repeat times
     # Tracing configured: each scored shard sends its spans. Not configured (the usual
     # case): the telemetry code is not even imported.
     traced = tracing_settings(job.config.telemetry) is not None

@@ -99,7 +99,10 @@ def ask_server(run: RunContext, traces: list[Trace]) -> list[Trace]:
     """The server runtime's retrieve, prime and model: each record asked of a running DocPilot server.
 
     Nothing is cached: what is measured is the server, network included. The server's
-    own stage timings (embed, retrieve, model) become each row's ``stages_ms``.
+    own stage timings (embed, retrieve, model) become each row's ``stages_ms``. With
+    ``model.repeat`` above 1 the shard is asked that many times over, a sample per round
+    (the server retrieves each time: its retrieval is part of what is measured), and the
+    samples come back record by record.
     """
     from docpilot.run.remote import remote_shard
 
@@ -108,15 +111,26 @@ def ask_server(run: RunContext, traces: list[Trace]) -> list[Trace]:
     with run.lock:
         if run.asking is None:
             run.asking = threading.BoundedSemaphore(concurrency)
-    traces, stages = remote_shard(run.workspace, traces, run.job.url, concurrency=concurrency,
-                                  traceparent=traceparent, slots=run.asking, first=run.first_reply,
-                                  search=run.job.gate_only)
-    for trace in traces:
-        trace.stages_ms = stages.get(trace.record.id, {})
+    repeat = 1 if run.job.gate_only else run.job.config.model.repeat
+    rounds = [traces] if repeat == 1 else [_sampled(traces, s) for s in range(repeat)]
+    for asked in rounds:
+        _, stages = remote_shard(run.workspace, asked, run.job.url, concurrency=concurrency,
+                                 traceparent=traceparent, slots=run.asking, first=run.first_reply,
+                                 search=run.job.gate_only)  # fills in the traces it is given
+        for trace in asked:
+            trace.stages_ms = stages.get(trace.record.id, {})
+        if not run.job.gate_only:
+            run.progress.advance("model", len(asked))
     run.progress.advance("retrieve", len(traces))
-    if not run.job.gate_only:
-        run.progress.advance("model", len(traces))
-    return traces
+    return [trace for samples in zip(*rounds, strict=True) for trace in samples]
+
+
+def _sampled(traces: list[Trace], sample: int) -> list[Trace]:
+    """Fresh traces of the shard's records, as sample ``sample`` of each."""
+    fresh = pipeline.start_traces([trace.attack or trace.record for trace in traces])
+    for trace in fresh:
+        trace.sample = sample
+    return fresh
 
 
 def _render(run: RunContext, traces: list[Trace]) -> list[Trace]:

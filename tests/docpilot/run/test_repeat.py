@@ -207,3 +207,22 @@ def test_compare_pairs_each_records_pass_rate_over_its_samples(tmp_path, openai_
     assert tested.test == ("wilcoxon" if fractional else "mcnemar")
     if fractional:
         assert tested.p_value == wilcoxon([rates_a[i] for i in ids], [rates_b[i] for i in ids])[1]
+
+
+def test_the_server_runtime_asks_each_record_repeat_times_and_keeps_every_sample(tmp_path, openai_server):
+    from docpilot.assistant.workspace import open_workspace
+    from docpilot.models.registry import build_model
+    from docpilot.server.app import create_app, serve_in_thread
+
+    base_url, script = openai_server
+    script.enqueue(*_random_replies(seed=9))
+    job = _job(tmp_path, base_url, 3)
+    workspace = open_workspace(job.config)
+    app = create_app(workspace, build_model(job.config.model, corpus=workspace.corpus), token=None)
+    with serve_in_thread(app) as url:
+        report = evaluate(job.model_copy(update={"runtime": "server", "url": url}))
+    assert len(script.turns) == 3 * len(RECORDS)  # nothing is cached in the server runtime: every sample asked
+    assert [(r.id, r.sample) for r in report.rows] == [(r["id"], s) for r in RECORDS for s in range(3)]
+    assert all(r.stages_ms.get("model") is not None for r in report.rows if r.error is None)
+    rates, flips, _ = _oracle(report.rows)
+    assert report.stability.flip_rate == flips
