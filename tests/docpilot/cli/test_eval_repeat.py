@@ -42,3 +42,16 @@ def test_an_unknown_rule_exits_2_naming_the_rules(tmp_path, openai_server):
     result = _eval(tmp_path, base_url, "--config", str(config))
     assert result.exit_code == 2 and "mean, majority, all" in result.output
     assert script.turns == []
+
+
+def test_variants_each_ask_their_samples_and_pair_records_on_their_means(tmp_path, openai_server):
+    base_url, script = openai_server
+    script.reset(Reply(answer="REFUSE: not-answerable"))
+    result = _eval(tmp_path, base_url, "--repeat", "2", "--variant", "one=model.name=coin-one",
+                   "--variant", "two=model.name=coin-two")
+    assert result.exit_code in (0, 1), result.output
+    report = load_report(tmp_path / "r.json")
+    records = len({r.id for r in report.rows})
+    assert len(script.turns) == 2 * 2 * records  # two variants, two samples of each record
+    assert sorted({(r.variant, r.sample) for r in report.rows}) == [(v, s) for v in ("one", "two") for s in (0, 1)]
+    assert all(test.n <= records for test in report.paired.tests)  # records paired, never samples
