@@ -197,6 +197,7 @@ def _scorecard(readout: Readout, shown: set[str]) -> list[dict[str, Any]]:
         group["lines"].append({
             "metric": metric, "value": value, "n": report.counts.get(metric),
             "bound": report.summary.get(_BOUNDS[metric]) if metric in _BOUNDS else None,
+            "interval": report.intervals.get(metric),  # page-clustered (metrics.intervals)
             "move": readout.moves.get(metric), "move_text": _move_text(metric, readout),
             "description": registry.get(metric).description if known else "",
         })

@@ -65,6 +65,8 @@ def _headline(readout: Readout) -> str:
 
 
 def _metric_table(readout: Readout) -> list[str]:
+    """The metrics with their n; a rate's Wilson bound (≤) and a headline mean's 95 % interval by page ([a, b])
+    beside the value."""
     report = readout.report
     with_moves = bool(readout.moves)
     header = "| metric | value | n |" + (" move |" if with_moves else "")
@@ -81,6 +83,7 @@ def _metric_table(readout: Readout) -> list[str]:
         bound = report.summary.get(_BOUNDS.get(metric, ""))
         if bound is not None:
             shown += f" (≤ {format_value(metric, bound)})"
+        shown += "" if metric not in report.intervals else " [{:.3f}, {:.3f}]".format(*report.intervals[metric])
         n = report.counts.get(metric)
         line = f"| `{_code(metric)}` | {_escape(shown)} | {'' if n is None else n} |"
         if with_moves:

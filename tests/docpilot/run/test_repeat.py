@@ -175,6 +175,7 @@ def test_the_report_scorecard_html_and_markdown_name_the_flaky_records(tmp_path,
     assert f"95 % [{low:.3f}, {high:.3f}] by page" in card
     readout = prepare_readout(report)
     markdown, html = render_markdown(readout), render_html(readout)
+    assert f"[{low:.3f}, {high:.3f}]</td>" in html and f" \\[{low:.3f}, {high:.3f}\\] |" in markdown
     for record in flaky:
         passed = round(rates[record] * 5)
         assert f"{record}: {passed} of 5 samples passed" in card
