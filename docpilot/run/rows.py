@@ -33,7 +33,7 @@ def build_rows(
     ``model`` gives the prices that turn each row's usage into its ``cost_usd``.
     ``meter`` measures each positive's ``overlap`` with its gold sections (none without it).
     ``gold_states`` names the records whose gold went stale since the set was locked
-    (``docpilot.golden.staleness.gold_states``), each with its row's ``gold_state``.
+    (``docpilot.golden.gold_state.gold_states``), each with its row's ``gold_state``.
     """
     rows = []
     for trace in traces:
