@@ -139,6 +139,9 @@ class Row(_Strict):
     outside_docs: list[str] = Field(default_factory=list)
     """Sources the assistant returned that name nothing the docs hold (a target's page outside the docs
     folder, an anchor or heading its page lacks), as mapped; each is also in `retrieved`, where it ranked."""
+    outside_links: dict[str, str] = Field(default_factory=dict)
+    """Where each of `outside_docs` links, as the assistant gave it (its URL or path): the answer's panel
+    links there, since the docs cannot say where such a source lives."""
     primed: list[str] = Field(default_factory=list)
     """Section ids put in front of the model as numbered sources [1]..[5]."""
     answer: str | None = None

@@ -153,3 +153,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 _BEFORE = pytest.StashKey[dict[str, bytes]]()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A running headless Chromium, one per test module; the browser tests skip where none is installed."""
+    from tests.support.browser import Browser, find_chromium
+
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip("no Chromium found (apt-get install chromium, or set DOCPILOT_CHROMIUM)")
+    with Browser(executable) as running:
+        yield running

@@ -246,12 +246,16 @@ def _answer_panel(row: Row, report: Report) -> Markup:
     base_url = str(((report.config or {}).get("corpus") or {}).get("base_url") or _DEFAULT_BASE_URL)
     sources = [Source(n=n, section_id=s, title=s, text="") for n, s in enumerate(row.primed, start=1)]
     cited = row.citations if _cites_apart(report) else None  # a target listing its citations apart
-    panel = render_panel(row.answer or "", sources, lambda s: section_url(s, base_url), refused=row.refused,
-                         cited=cited)
+
+    def link(section_id: str) -> str:  # a source the docs do not hold links where the assistant said it lives
+        given = row.outside_links.get(section_id, "")
+        return given if given.startswith(("https://", "http://")) else section_url(section_id, base_url)
+
+    panel = render_panel(row.answer or "", sources, link, refused=row.refused, cited=cited)
     if row.refused:
         return Markup(panel.html)  # the panel renderer escapes the answer itself
     # The panel decides which sources show; the answer itself is read as Markdown, escaped.
-    links = {str(s.n): section_url(s.section_id, base_url) for s in sources}
+    links = {str(s.n): link(s.section_id) for s in sources}
     body = render_answer(row.answer or "", links, set(row.primed))
     rows = "".join(f'<li><a href="{html.escape(r.url, quote=True)}">[{r.n}] {html.escape(r.title)}</a></li>'
                    for r in panel.sources)

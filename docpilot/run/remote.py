@@ -56,7 +56,8 @@ def fill_trace(trace: Trace, remote: RemoteTurn, began: float | None = None) -> 
     if remote.retrieval is not None:
         trace.hits = [hit.model_dump() for hit in remote.retrieval.hits]
         outside = set(remote.outside_docs)
-        trace.links = {s.section_id: s.url for s in remote.retrieval.primed if s.section_id in outside}
+        trace.links = {s.section_id: s.url for s in remote.retrieval.primed  # a web link only: never `javascript:`
+                       if s.section_id in outside and s.url.startswith(("https://", "http://"))}
         sources = [Source(n=s.n, section_id=s.section_id, title=s.title, text="") for s in remote.retrieval.primed]
         trace.prompt = Prompt(question=trace.record.question, sources=sources)
         trace.retrieve_ms = remote.retrieval_ms

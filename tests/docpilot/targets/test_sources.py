@@ -200,3 +200,30 @@ def test_a_vendor_s_sse_api_configured_from_the_docs_gives_an_oracle_s_numbers(p
     wrong = _eval("--config", str(config), "--target", "vendor", "--no-cache")
     assert wrong.exit_code == 2 and "HTTP 401" in wrong.output
     assert script.vendor_requests - before <= 4  # model.concurrency
+
+
+def test_in_a_browser_a_source_outside_the_docs_links_where_the_target_said_and_a_page_to_the_docs(
+        page_served, tmp_path, monkeypatch, browser):
+    monkeypatch.setenv("SHAPES_KEY", KEY)
+    base, _ = page_served
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(yaml.safe_dump(RECORDS[:3]))
+    target = json.loads(json.dumps(SHAPES["json"]).replace("{base}", base))
+    config = tmp_path / "docpilot.yaml"
+    config.write_text(yaml.safe_dump({
+        "corpus": {"docs": str(DOCS), "base_url": "https://docs.acme.test/"}, "golden": str(golden),
+        "cache_dir": str(tmp_path / "cache"), "targets": {"acme": target}}))
+    html = tmp_path / "run.html"
+    result = _eval("--config", str(config), "--target", "acme", "--html", str(html), "--out", str(tmp_path / "r.json"))
+    assert result.exit_code in (0, 1), result.output
+    row = json.loads((tmp_path / "r.json").read_text())["rows"][0]
+    assert row["outside_links"] == {"blog/launch#": "https://docs.acme.test/blog/launch.html"}
+    page = browser.new_page()
+    try:
+        page.goto(html.as_uri())
+        hrefs = page.evaluate("Array.from(document.querySelectorAll('.panel a')).map(a => a.href)")
+        assert "https://docs.acme.test/blog/launch.html" in hrefs  # where the target said it lives
+        assert "https://docs.acme.test/guide/auth" in hrefs  # a page of the docs, linked as the docs link it
+        assert page.errors() == []
+    finally:
+        page.close()
