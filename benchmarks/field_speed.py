@@ -5,12 +5,12 @@ from the demo log's turns (``tests.support.field_log``: the golden set's questio
 their planted faults, and off-topic themes); ``--distinct`` of them (default a half) get
 a question no other turn asks, so the retriever and the language detector work for them
 rather than remember. Then scores it once, as the command does (the docs opened, every
-turn written to a JSONL file) with ``--workers`` processes (2 unless set), and prints the
+turn written to a JSONL file) with ``--workers`` processes (1 unless set), and prints the
 wall time, turns a second, the rankings computed, the CPU seconds spent by this process and the workers (the figure
 that does not depend on what else the machine runs; the wall time does), the load
 average before the run, and the peak resident memory of the largest process.
 
-    python -m benchmarks.field_speed [--turns 100000] [--distinct 0.5] [--workers 2] [--json]
+    python -m benchmarks.field_speed [--turns 100000] [--distinct 0.5] [--workers 1] [--json]
 """
 
 from __future__ import annotations
@@ -23,26 +23,29 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from docpilot.config.loading import load_config
 from docpilot.field.run import score_log
 from tests.conftest import ROOT
-from tests.support.field_log import APP_MAPPING, make_turns, write_app_log
+from tests.support.field_log import APP_MAPPING, PlantedTurn, make_turns, write_app_log
 
 
 def write_log(path: Path, turns: int, distinct: float, seed: int = 11) -> Path:
-    """A log of ``turns`` turns; a ``distinct`` share of them ask a question of their own."""
+    """A log of ``turns`` turns, written as drawn; a ``distinct`` share of them ask a question of their own."""
     rng = random.Random(seed)
     pool = make_turns()
-    chosen = []
-    for i in range(turns):
-        turn = rng.choice(pool)
-        copy = type(turn)(**{**turn.__dict__, "id": f"t{i:07d}", "conversation": f"c{i // 4:07d}"})
-        if rng.random() < distinct:
-            copy.question = f"{turn.question} (case {i}, {rng.choice(['prod', 'staging', 'ci', 'laptop'])})"
-        chosen.append(copy)
-    return write_app_log(chosen, path)
+
+    def drawn() -> Iterator[PlantedTurn]:
+        for i in range(turns):
+            turn = rng.choice(pool)
+            copy = PlantedTurn(**{**turn.__dict__, "id": f"t{i:07d}", "conversation": f"c{i // 4:07d}"})
+            if rng.random() < distinct:
+                copy.question = f"{turn.question} (case {i}, {rng.choice(['prod', 'staging', 'ci', 'laptop'])})"
+            yield copy
+
+    return write_app_log(drawn(), path)
 
 
 def _cpu() -> float:
@@ -55,7 +58,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=100_000)
     parser.add_argument("--distinct", type=float, default=0.5)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     load = round(os.getloadavg()[0], 2)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -158,7 +159,7 @@ def _turn(kind: str, draft: dict, rng: random.Random) -> PlantedTurn:
     return turn
 
 
-def write_app_log(turns: list[PlantedTurn], path: Path) -> Path:
+def write_app_log(turns: Iterable[PlantedTurn], path: Path) -> Path:
     """The turns as an app's own JSONL log: `question`, `answer`, `sources[*].url`, `refused`, times in ms."""
     with path.open("w", encoding="utf-8") as out:
         for t in turns:
