@@ -135,8 +135,7 @@ def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str |
     """Every gold entry and scope prefix of ``records`` that names nothing in the docs.
 
     With ``stale_ok``, a gold entry the lock beside ``path`` holds for its record is
-    left out: it is stale gold, which ``docpilot.golden.staleness`` names (the lock is
-    read only when some entry names nothing).
+    left out: it is stale gold, which ``docpilot.golden.staleness`` names.
     """
     file = Path(path) if path is not None else None
     misplaced = misplaced_docs(records, corpus, file)
@@ -164,7 +163,9 @@ def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str |
                 hint = _did_you_mean(difflib.get_close_matches(prefix, sorted(prefixes), n=3, cutoff=0.5))
                 message = f"scope prefix {prefix!r} names no page or folder of the docs"
                 found.append((None, Problem(message, hint, file, None, record.id)))
-    locked = _locked(file) if stale_ok and any(key for key, _ in found) else set()
+    # With a lock beside the set it is read here, even when no entry needs it, so a broken lock stops a run
+    # before any record is ranked; without one this is a single stat.
+    locked = _locked(file) if stale_ok else set()
     problems = [problem for key, problem in found if key not in locked]
     if problems and file is not None:
         # Lines are looked up only now: finding them reads the file again.
@@ -175,7 +176,9 @@ def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str |
 
 def _locked(file: Path | None) -> set[tuple[str, str]]:
     """The (record, gold entry) pairs the lock beside ``file`` holds; empty without a file or a lock."""
-    if file is None:
+    from docpilot.golden.gold_state import lock_path
+
+    if file is None or not lock_path(file).exists():
         return set()
     from docpilot.golden.staleness import locked_entries
 

@@ -153,6 +153,9 @@ def test_bad_input_stops_with_the_file_the_line_and_the_fix_and_writes_nothing(p
         assert "evals/golden.lock:3: is not a golden lock" in broken.stderr and "Traceback" not in broken.output
         assert "run `docpilot golden lock` to write it again" in broken.stderr
     assert golden.read_text() == text
+    stopped = run("eval", "--docs", "docs", "--gate-only", "--orchestrator", "inline", "--out", "report.json")
+    assert stopped.exit_code == 2 and "evals/golden.lock:3: is not a golden lock" in stopped.stderr
+    assert "retrieve:" not in stopped.output and not (project / "report.json").exists()  # stopped before ranking
 
 
 def test_locking_one_record_again_keeps_every_other_lock(project):
