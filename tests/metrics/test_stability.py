@@ -105,3 +105,16 @@ def test_gates_rule_is_read_from_the_conditions_and_checked():
     # The rule is no gate of its own.
     assert [g.metric for g in check_gates({"recall@8": 1.0}, [], {"rule": "all", "recall@8": ">= 0.5"},
                                           gate_only=True)] == ["recall@8"]
+
+
+def test_a_run_of_one_sample_never_groups_rows_by_record(make_row, monkeypatch):
+    # The summary of a plain run (make eval) takes its old road: nothing is grouped or reduced.
+    from docpilot.metrics import summary
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a run of one sample grouped its rows by record")
+
+    monkeypatch.setattr(summary, "by_record", refuse)
+    rows = [make_row("a", gold=["x"], answer="yes"), make_row("b", kind="negative", refused=True)]
+    assert summarize(rows)[0]["negatives_caught"] == 1.0
+

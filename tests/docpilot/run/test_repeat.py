@@ -227,3 +227,12 @@ def test_the_server_runtime_asks_each_record_repeat_times_and_keeps_every_sample
     assert all(r.stages_ms.get("model") is not None for r in report.rows if r.error is None)
     rates, flips, _ = _oracle(report.rows)
     assert report.stability.flip_rate == flips
+
+
+def test_one_sample_per_record_leaves_the_traces_as_they_are():
+    from docpilot.assistant.workspace import Trace
+    from docpilot.run.pipeline import sample_traces
+    from docpilot.schema import GoldenRecord
+
+    traces = [Trace(record=GoldenRecord(id="a", question="q?", gold=["x"], split="dev"))]
+    assert sample_traces(traces, 1) is traces and traces[0].sample is None
