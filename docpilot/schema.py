@@ -66,7 +66,8 @@ class GoldenRecord(_Strict):
     source: str | None = None
     """Drafts only: the section the draft was drawn from, as its gold entry names it; dropped on accept."""
     source_digest: str | None = None
-    """Drafts only: digest of that section's text when drafted, so a check can say the section changed since."""
+    """Drafts written before the drafts' lock: a digest of the section's text, read and ignored (the lock beside
+    the drafts file, docs/golden-set.md#lock, says what the section held); dropped on accept."""
 
     @property
     def kind(self) -> Kind:
