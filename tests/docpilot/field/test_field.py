@@ -196,3 +196,21 @@ def test_the_command_writes_the_report_and_the_turns(planted, tmp_path):
     assert report["summary"]["turns"] == 40
     assert len((tmp_path / "field.turns.jsonl").read_text().splitlines()) == 40
     assert "## Coverage gaps" in (tmp_path / "field.md").read_text()
+
+
+def test_an_export_whose_sources_are_its_citations_reads_them_as_such(tmp_path):
+    log = tmp_path / "export.jsonl"
+    shown = [{"title": "Gates", "url": "https://docpilot.dev/docs/gates"},
+             {"title": "Blog", "url": "https://docpilot.dev/docs/blog/launch"}]
+    log.write_text(json.dumps({"query": "How do gates fail a run?", "response": "A failed gate fails the run.",
+                               "sources": shown}) + "\n")
+    rows = tmp_path / "turns.jsonl"
+    mapping = {"question": "query", "answer": "response", "sources": "sources", "citations": "sources",
+               "source_id": "url", "source_ids": {"base_url": "https://docpilot.dev/docs/"}}
+    report = score_log(_config(mapping), log, rows_out=rows)
+    row = json.loads(rows.read_text())
+    assert row["citations"] == ["gates", "blog/launch#"] and row["links"] == 2 and row["hallucinated"] == []
+    assert row["outside_docs"] == ["blog/launch#"]
+    assert report["summary"]["unlinked_answers"] == report["summary"]["uncited_answers"] == 0
+    unmarked = score_log(_config({k: v for k, v in mapping.items() if k != "citations"}), log)
+    assert unmarked["summary"]["unlinked_answers"] == unmarked["summary"]["uncited_answers"] == 1
