@@ -19,11 +19,12 @@ from docpilot.cli._errors import handle_errors
 @click.option("--out", type=click.Path(dir_okay=False),
               help="Where the JSON report goes (default: field-<run id>.json under reports_dir).")
 @click.option("--markdown", "markdown_out", type=click.Path(dir_okay=False), help="Also write the report as Markdown here.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Also write the report as an HTML page here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Processes that score parts of a JSONL log at once (a CSV log is read by one).")
 @handle_errors
-def field_command(log, mapping, config_path, docs, out, markdown_out, as_json, workers):
+def field_command(log, mapping, config_path, docs, out, markdown_out, html_out, as_json, workers):
     """Score the turns of LOG (JSONL or CSV) without gold and group the questions the docs do not answer.
 
     LOG is read by a mapping under `logs:` in the config (docs/field.md). Every turn is
@@ -50,6 +51,10 @@ def field_command(log, mapping, config_path, docs, out, markdown_out, as_json, w
     target.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if markdown_out:
         Path(markdown_out).write_text(field_markdown(report), encoding="utf-8")
+    if html_out:
+        from docpilot.field.html import field_html
+
+        Path(html_out).write_text(field_html(report), encoding="utf-8")
     if as_json:
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
         return

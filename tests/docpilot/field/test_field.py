@@ -190,12 +190,24 @@ def test_the_command_writes_the_report_and_the_turns(planted, tmp_path):
     config.write_text(yaml.safe_dump({"corpus": {"docs": str(ROOT / "docs")}, "logs": {"app": APP_MAPPING}}))
     out = tmp_path / "field.json"
     result = CliRunner().invoke(main, ["field", str(log), "--config", str(config), "--out", str(out),
-                                       "--markdown", str(tmp_path / "field.md")])
+                                       "--markdown", str(tmp_path / "field.md"), "--html", str(tmp_path / "f.html")])
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     assert report["summary"]["turns"] == 40
     assert len((tmp_path / "field.turns.jsonl").read_text().splitlines()) == 40
     assert "## Coverage gaps" in (tmp_path / "field.md").read_text()
+    page = (tmp_path / "f.html").read_text()
+    assert "<h2>Coverage gaps</h2>" in page and report["gaps"][0]["label"] in page
+
+
+def test_the_html_page_escapes_what_users_typed(tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"question": "<script>alert(1)</script> zqxv wobble", "answer": None}) + "\n")
+    report = score_log(_config({"question": "question", "answer": "answer"}), log)
+    from docpilot.field.html import field_html
+
+    page = field_html(report)
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; zqxv wobble" in page
 
 
 def test_an_export_whose_sources_are_its_citations_reads_them_as_such(tmp_path):
