@@ -19,6 +19,7 @@ COMMANDS = {
     "calibrate": "calibrate",
     "eval": "eval",
     "field": "field",
+    "field-draft": "field",
     "golden": "golden",
     "history": "history",
     "improve": "improve",

@@ -60,3 +60,31 @@ def field_command(log, mapping, config_path, docs, out, markdown_out, html_out, 
         return
     click.echo(field_markdown(report), nl=False)
     click.echo(f"\nreport: {target}\nturns: {report['rows']}")
+
+
+@main.command("field-draft")
+@click.argument("report_path", metavar="REPORT", type=click.Path(dir_okay=False, exists=True))
+@click.option("--group", "rank", type=click.IntRange(min=1), required=True, help="The rank of the gap group to draft from.")
+@click.option("--most", type=click.IntRange(min=1), default=10, show_default=True, help="Draft at most N questions.")
+@click.option("--out", type=click.Path(dir_okay=False), default="evals/field-drafts.yaml", show_default=True,
+              help="The file of drafts to write.")
+@handle_errors
+def field_draft_command(report_path, rank, most, out):
+    """Draft golden records from one coverage gap of a field REPORT, for `docpilot golden accept --from`.
+
+    A page the assistant missed gives positives whose proposed gold is the group's
+    nearest section; a page to write gives negatives. Each is tagged `needs-check`.
+    Exit status: 0, or 2 when REPORT cannot be read or has no such group.
+    """
+    from docpilot.errors import InputError
+    from docpilot.field.drafts import draft_group, drafts_text
+
+    try:
+        report = json.loads(Path(report_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"not a field report ({exc})", path=report_path, hint="give the JSON `docpilot field` wrote") from None
+    drafts = draft_group(report, rank, most=most)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(drafts_text(drafts, report, rank), encoding="utf-8")
+    click.echo(f"wrote {len(drafts)} draft(s) to {out}; review them, then "
+               f"`docpilot golden accept ID... --from {out}`")

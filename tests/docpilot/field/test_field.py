@@ -226,3 +226,30 @@ def test_an_export_whose_sources_are_its_citations_reads_them_as_such(tmp_path):
     assert report["summary"]["unlinked_answers"] == report["summary"]["uncited_answers"] == 0
     unmarked = score_log(_config({k: v for k, v in mapping.items() if k != "citations"}), log)
     assert unmarked["summary"]["unlinked_answers"] == unmarked["summary"]["uncited_answers"] == 1
+
+
+def test_a_gap_group_drafts_records_that_golden_accept_takes(scored, tmp_path):
+    report, _ = scored
+    saved = tmp_path / "field.json"
+    saved.write_text(json.dumps(report))
+    drafts = tmp_path / "drafts.yaml"
+    runner = CliRunner()
+    result = runner.invoke(main, ["field-draft", str(saved), "--group", "1", "--out", str(drafts)])
+    assert result.exit_code == 0, result.output
+    written = yaml.safe_load(drafts.read_text())
+    top = report["gaps"][0]
+    assert [d["question"] for d in written] == [q["question"] for q in top["questions"][:10]]
+    assert all(d["gold"] == [] and d["expected_cause"] == "not-answerable" for d in written)  # a page to write
+    missed = next(g for g in report["gaps"] if g["verdict"] == MISSED)
+    result = runner.invoke(main, ["field-draft", str(saved), "--group", str(missed["rank"]), "--out", str(drafts)])
+    assert result.exit_code == 0, result.output
+    positives = yaml.safe_load(drafts.read_text())
+    assert all(d["gold"] == [missed["nearest"][0]["section"]] for d in positives)
+    golden = tmp_path / "golden.yaml"
+    accepted = runner.invoke(main, ["golden", "accept", positives[0]["id"], "--from", str(drafts), "--into", str(golden),
+                                    "--docs", str(ROOT / "docs")])
+    assert accepted.exit_code == 0, accepted.output
+    records = yaml.safe_load(golden.read_text())
+    assert records[0]["question"] == positives[0]["question"] and records[0]["gold"] == positives[0]["gold"]
+    missing = runner.invoke(main, ["field-draft", str(saved), "--group", "999", "--out", str(drafts)])
+    assert missing.exit_code == 2 and "no group 999" in missing.output
