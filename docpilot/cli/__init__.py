@@ -20,6 +20,7 @@ COMMANDS = {
     "eval": "eval",
     "field": "field",
     "field-draft": "field",
+    "field-history": "field",
     "golden": "golden",
     "history": "history",
     "improve": "improve",

@@ -88,3 +88,36 @@ def field_draft_command(report_path, rank, most, out):
     Path(out).write_text(drafts_text(drafts, report, rank), encoding="utf-8")
     click.echo(f"wrote {len(drafts)} draft(s) to {out}; review them, then "
                f"`docpilot golden accept ID... --from {out}`")
+
+
+@main.command("field-history")
+@click.option("--reports", "reports_dir", type=click.Path(file_okay=False),
+              help="Folder of field reports (default: reports_dir from the config).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Configuration file (YAML).")
+@click.option("--json", "as_json", is_flag=True, help="Print the history as JSON.")
+@handle_errors
+def field_history_command(reports_dir, config_path, as_json):
+    """Show each saved field run's headline numbers and largest gap, oldest first.
+
+    Reads the field reports in the reports folder; other files are passed over. Exit
+    status: 0.
+    """
+    from docpilot.cli.status import reports_folder, warn
+    from docpilot.field.history import HEADLINE, field_history
+    from docpilot.field.markdown import _cell, _number
+
+    lines, skipped = field_history(Path(reports_folder(reports_dir, config_path)))
+    warn(skipped)
+    if as_json:
+        click.echo(json.dumps(lines, indent=2, ensure_ascii=False))
+        return
+    if not lines:
+        click.echo("no field runs yet: `docpilot field LOG` makes one")
+        return
+    click.echo("| created | log | " + " | ".join(HEADLINE) + " | largest gap |")
+    click.echo("|---|---|" + "---|" * len(HEADLINE) + "---|")
+    for line in lines:
+        gap = line["top_gap"]
+        shown = f"{_cell(gap['label'])} ({gap['asks']}, {gap['verdict']})" if gap else "none"
+        click.echo(f"| {line['created_at']} | {_cell(line['log'])} | "
+                   + " | ".join(_number(line[k]) for k in HEADLINE) + f" | {shown} |")

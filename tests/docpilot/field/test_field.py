@@ -253,3 +253,22 @@ def test_a_gap_group_drafts_records_that_golden_accept_takes(scored, tmp_path):
     assert records[0]["question"] == positives[0]["question"] and records[0]["gold"] == positives[0]["gold"]
     missing = runner.invoke(main, ["field-draft", str(saved), "--group", "999", "--out", str(drafts)])
     assert missing.exit_code == 2 and "no group 999" in missing.output
+
+
+def test_field_history_lists_the_saved_runs_oldest_first(scored, tmp_path):
+    report, _ = scored
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    for run, when in [("b2", "2026-12-06T01:00:00+00:00"), ("a1", "2026-12-05T01:00:00+00:00")]:
+        (folder / f"field-{run}.json").write_text(json.dumps({**report, "run_id": run, "created_at": when}))
+    (folder / "eval.json").write_text(json.dumps({"summary": {}, "rows": []}))  # an eval report: passed over
+    (folder / "broken.json").write_text("{")
+    result = CliRunner().invoke(main, ["field-history", "--reports", str(folder), "--json"])
+    assert result.exit_code == 0, result.output
+    lines = json.loads(result.stdout)
+    assert [line["run_id"] for line in lines] == ["a1", "b2"]
+    assert lines[0]["turns"] == report["summary"]["turns"]
+    assert lines[0]["top_gap"]["label"] == report["gaps"][0]["label"]
+    assert "broken.json: not JSON" in result.stderr
+    table = CliRunner().invoke(main, ["field-history", "--reports", str(folder)])
+    assert table.exit_code == 0 and table.stdout.count("| 2026-12-0") == 2
