@@ -62,7 +62,7 @@ def dask_shards(run: RunContext, shards: Iterator[list]) -> Iterator[list[Row]]:
         rows = future.result().items
         run.progress.advance("retrieve", size)
         if not job.gate_only:
-            run.progress.advance("model", size)
+            run.progress.advance("model", size * job.config.model.repeat)  # a turn per sample, as inline
         yield rows
 
 

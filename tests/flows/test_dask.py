@@ -23,6 +23,7 @@ from prefect_dask import DaskTaskRunner
 from docpilot.assistant import workspace
 from docpilot.errors import OrchestratorError
 from docpilot.models.base import Turn
+from docpilot.progress import Progress
 from docpilot.run import pipeline
 from docpilot.run.job import job_records
 from tests.conftest import ROOT
@@ -283,3 +284,35 @@ def test_the_concurrency_is_split_into_shares_that_add_up_to_it():
     for total in range(1, 20):
         shares = turn_shares(total, workers)
         assert sum(shares.values()) == total and min(shares.values()) >= 1
+
+
+class _Counts:
+    """A progress sink that keeps each stage's total and how far it got."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, int] = {}
+        self.done: dict[str, int] = {}
+
+    def start(self, stage: str, total: int) -> None:
+        self.totals[stage] = total
+
+    def advance(self, stage: str, count: int = 1) -> None:
+        self.done[stage] = self.done.get(stage, 0) + count
+
+    def close(self) -> None:
+        pass
+
+
+# Regression: under --runner dask the progress line's model count stopped at the records, not the samples.
+def test_repeats_on_dask_give_the_inline_run_s_samples_and_count_each(cluster, tmp_path):
+    inline = run_eval(pipeline_job(tmp_path / "inline", model={"repeat": 3}), "inline")
+    counts = _Counts()
+    report = run_eval(pipeline_job(tmp_path / "dask", model={"repeat": 3}), runner="dask", dask_address=cluster,
+                      progress=Progress(counts))
+    samples = [(r.id, r.sample, r.answer) for r in report.rows]
+    assert len(samples) == 18 and [s for _, s, _ in samples] == [0, 1, 2] * 6
+    assert samples == [(r.id, r.sample, r.answer) for r in inline.rows]
+    assert comparable(report) == comparable(inline)
+    assert report.stability == inline.stability and report.stability is not None
+    assert (counts.totals["retrieve"], counts.totals["model"]) == (6, 18)
+    assert (counts.done["retrieve"], counts.done["model"]) == (6, 18)

@@ -13,6 +13,7 @@ from docpilot.run.job import EvalJob
 from docpilot.run.orchestrator import choose
 from docpilot.run.road import travel
 from tests.conftest import DATA
+from tests.support.pipeline_jobs import pipeline_job
 
 pytestmark = pytest.mark.slow
 
@@ -132,3 +133,15 @@ def test_the_server_runtime_measures_the_same_assistant_over_http(tmp_path):
         assert set(row.stages_ms) == {"embed", "retrieve", "model"}
         assert sum(row.stages_ms.values()) <= row.latency_ms
     assert served.summary["stage_embed_p50"] is not None
+
+
+def test_repeats_under_prefect_give_the_inline_run_s_samples(tmp_path):
+    # model.repeat: 3 asks each turn three times under Prefect too: its shards take the one road.
+    inline = run_eval(pipeline_job(tmp_path / "inline", model={"repeat": 3}), "inline")
+    flow = run_eval(pipeline_job(tmp_path / "prefect", model={"repeat": 3}), "prefect")
+    assert flow.orchestrator == "prefect"
+    samples = [(r.id, r.sample, r.answer) for r in flow.rows]
+    assert len(samples) == 18 and [s for _, s, _ in samples] == [0, 1, 2] * 6
+    assert samples == [(r.id, r.sample, r.answer) for r in inline.rows]
+    assert comparable(flow) == comparable(inline)
+    assert flow.stability == inline.stability and flow.stability is not None

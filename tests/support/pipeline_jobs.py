@@ -13,14 +13,16 @@ TIMING_ROW_FIELDS = {"latency_ms", "first_token_ms", "first_thought_ms", "stages
 TIMING_METRICS = ("latency_", "first_token_", "stage_")
 
 
-def pipeline_job(folder: Path, **changes) -> EvalJob:
-    """A job over the six-record pipeline golden set, in two shards, caching and reporting under ``folder``."""
+def pipeline_job(folder: Path, model: dict | None = None, **changes) -> EvalJob:
+    """A job over the six-record pipeline golden set, in two shards, caching and reporting under ``folder``;
+    ``model`` sets the config's model section (``{"repeat": 3}``)."""
     config = Config(
         corpus={"docs": str(PIPELINE / "docs")},
         golden=str(PIPELINE / "golden.yaml"),
         cache_dir=str(folder / "cache"),
         reports_dir=str(folder / "reports"),
         shard_size=4,  # two shards for six records
+        **({"model": model} if model else {}),
     )
     return EvalJob(config=config, golden=config.golden, **changes)
 
