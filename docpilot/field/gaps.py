@@ -62,7 +62,9 @@ class GapFinder:
         limit = _COMMON_IN_DOCS * max(len(chunk_texts), 1)
         self._common = frozenset(t for t, c in counts.items() if c > limit)
         self._pages: dict[str, _Group] = {}
-        self._far: dict[str, tuple[int, Counter, list[tuple[str, float]]]] = {}
+        # A far question's [asks, refused, uncited, low-evidence, nearest hits]: plain numbers and the
+        # ranking's own list of hits, shared with the scorer's, since there may be 50,000 of them.
+        self._far: dict[str, list] = {}
         self.far_overflow = 0
         """Far questions past the bound, counted in no group."""
 
@@ -71,9 +73,9 @@ class GapFinder:
         if not turn.gap:
             return
         row = turn.row
-        reasons = Counter({"refused": row.refused, "uncited": turn.uncited, "low_evidence": not turn.near})
-        sections = [(h.section_id, h.score) for h in turn.nearest]
         if turn.near:
+            reasons = Counter({"refused": row.refused, "uncited": turn.uncited, "low_evidence": not turn.near})
+            sections = [(h.section_id, h.score) for h in turn.nearest]
             page = turn.nearest[0].section_id.partition("#")[0]
             self._pages.setdefault(page, _Group()).add(row.question, 1, sections, reasons)
             return
@@ -82,8 +84,11 @@ class GapFinder:
             if len(self._far) >= _FAR_QUESTIONS:
                 self.far_overflow += 1
                 return
-            kept = (0, Counter(), sections)
-        self._far[row.question] = (kept[0] + 1, kept[1] + reasons, sections)
+            kept = self._far[row.question] = [0, 0, 0, 0, turn.nearest]
+        kept[0] += 1
+        kept[1] += row.refused
+        kept[2] += turn.uncited
+        kept[3] += not turn.near
 
     def merge(self, other: GapFinder) -> None:
         """Take the gap turns another finder kept (a later part of the same log), as if added here."""
@@ -96,13 +101,15 @@ class GapFinder:
             for section, score in group.sections.items():
                 mine.sections[section] = max(score, mine.sections.get(section, float("-inf")))
             mine.reasons.update(group.reasons)
-        for question, (asks, reasons, sections) in other._far.items():
+        for question, theirs in other._far.items():
             kept = self._far.get(question)
-            if kept is None and len(self._far) >= _FAR_QUESTIONS:
-                self.far_overflow += asks
-                continue
-            before = kept or (0, Counter(), sections)
-            self._far[question] = (before[0] + asks, before[1] + reasons, sections)
+            if kept is None:
+                if len(self._far) >= _FAR_QUESTIONS:
+                    self.far_overflow += theirs[0]
+                    continue
+                kept = self._far[question] = [0, 0, 0, 0, theirs[4]]
+            for i in range(4):
+                kept[i] += theirs[i]
         self.far_overflow += other.far_overflow
 
     def groups(self) -> list[dict[str, Any]]:
@@ -137,8 +144,9 @@ class GapFinder:
     def _group(self, members: list[str]) -> _Group:
         group = _Group()
         for question in members:
-            asks, reasons, sections = self._far[question]
-            group.add(question, asks, sections, reasons)
+            asks, refused, uncited, low, hits = self._far[question]
+            reasons = Counter({"refused": refused, "uncited": uncited, "low_evidence": low})
+            group.add(question, asks, [(h.section_id, h.score) for h in hits], reasons)
         return group
 
     def _label(self, members: list[str], lead: str) -> str:
