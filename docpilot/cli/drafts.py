@@ -50,7 +50,8 @@ def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: in
     """
     from docpilot.corpus.pages import load_corpus
     from docpilot.golden.draft import draft_golden, drafts_text
-    from docpilot.golden.lock import build_lock, lock_path, lock_text
+    from docpilot.golden.gold_state import lock_path
+    from docpilot.golden.lock import build_lock, lock_text
     from docpilot.reports.output import write_atomically
     from docpilot.retrieval.bias import BiasMeter
     from docpilot.schema import GoldenRecord

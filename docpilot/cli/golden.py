@@ -204,7 +204,7 @@ def _fix_moved(golden: Path, corpus) -> dict[str, dict[str, str]]:
 
 def _lock_findings(golden: Path, records: list, corpus) -> list | None:
     """What became of each record's gold since the lock beside the set was written; None without a lock."""
-    from docpilot.golden.lock import read_lock_beside
+    from docpilot.golden.gold_state import read_lock_beside
     from docpilot.golden.staleness import find_stale
 
     lock = read_lock_beside(golden)

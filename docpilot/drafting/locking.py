@@ -19,16 +19,15 @@ from typing import TYPE_CHECKING
 
 from docpilot.drafting.goldfile import replace_gold
 from docpilot.errors import InputError
+from docpilot.golden.gold_state import lock_path, read_lock_beside
 from docpilot.golden.loading import corpus_problems, read_golden
 from docpilot.golden.lock import (
     GoldLock,
     LockedRecord,
     build_lock,
     lock_entry,
-    lock_path,
     lock_record,
     lock_text,
-    read_lock_beside,
 )
 from docpilot.golden.staleness import find_stale
 from docpilot.reports.output import write_atomically

@@ -1,4 +1,4 @@
-"""What a run reads of a golden set's lock: each record's gold state, and the scorecard's count of them.
+"""Where a golden set's lock is, and what a run reads of it: each record's gold state, and the scorecard's count.
 
 A run imports this module alone. A set without a lock beside it costs the run one
 ``stat`` per shard and nothing else; the lock's model and the comparison with the docs
@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus
+    from docpilot.golden.lock import GoldLock
     from docpilot.schema import GoldenRecord, Row
 
 LOCK_SUFFIX = ".lock"
 """The lock of ``evals/golden.yaml`` is ``evals/golden.lock``."""
-STALE: tuple[str, ...] = ("gone", "moved", "changed")
-"""The states a run marks in a row's ``gold_state``, worst first (``docpilot.golden.staleness``)."""
 
 
 def lock_path(golden: str | Path) -> Path:
@@ -28,16 +27,34 @@ def lock_path(golden: str | Path) -> Path:
     return Path(golden).with_suffix(LOCK_SUFFIX)
 
 
-def gold_states(golden: str | Path, records: Sequence[GoldenRecord], corpus: Corpus) -> dict[str, str]:
-    """Each record whose gold is stale by the lock beside ``golden``, with its state; empty without a lock."""
+def read_lock_beside(golden: str | Path) -> GoldLock | None:
+    """The lock beside a golden set, or None when there is none."""
     path = lock_path(golden)
     if not path.exists():
-        return {}
+        return None
     from docpilot.golden.lock import read_lock
+
+    return read_lock(path)
+
+
+def gold_states(golden: str | Path, records: Sequence[GoldenRecord], corpus: Corpus) -> dict[str, str]:
+    """Each record whose gold is stale by the lock beside ``golden``, with its state; empty without a lock."""
+    lock = read_lock_beside(golden)
+    if lock is None:
+        return {}
     from docpilot.golden.staleness import find_stale
 
-    findings = find_stale(read_lock(path), records, corpus)
-    return {f.id: str(f.state) for f in findings if f.stale}
+    return {f.id: str(f.state) for f in find_stale(lock, records, corpus) if f.stale}
+
+
+def locked_entries(golden: str | Path) -> set[tuple[str, str]]:
+    """The (record id, gold entry) pairs the lock beside ``golden`` holds; empty without a lock.
+
+    An entry that names nothing in the docs but is locked is stale gold (moved or gone),
+    which the lock explains: a run marks it instead of refusing the set.
+    """
+    lock = read_lock_beside(golden)
+    return set() if lock is None else {(i, entry) for i, locked in lock.records.items() for entry in locked.gold}
 
 
 def stale_gold_line(rows: Iterable[Row]) -> str | None:
@@ -46,7 +63,7 @@ def stale_gold_line(rows: Iterable[Row]) -> str | None:
     if not states:
         return None
     total = sum(states.values())
-    counts = ", ".join(f"{state} {states[state]}" for state in STALE if states[state])
+    counts = ", ".join(f"{state} {count}" for state, count in states.most_common())
     return (f"stale gold: {total} record(s) ({counts}) are scored against gold the docs moved, changed or "
             "removed since the golden set was locked; their misses are the docs', not the assistant's: "
             "`docpilot golden check` names them, `--fix` rewrites moved ids")

@@ -176,13 +176,9 @@ def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str |
 
 def _locked(file: Path | None) -> set[tuple[str, str]]:
     """The (record, gold entry) pairs the lock beside ``file`` holds; empty without a file or a lock."""
-    from docpilot.golden.gold_state import lock_path
+    from docpilot.golden.gold_state import locked_entries
 
-    if file is None or not lock_path(file).exists():
-        return set()
-    from docpilot.golden.staleness import locked_entries
-
-    return locked_entries(file)
+    return set() if file is None else locked_entries(file)
 
 
 # Reading ------------------------------------------------------------------------

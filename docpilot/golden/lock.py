@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from docpilot.errors import InputError
-from docpilot.golden.gold_state import lock_path
 from docpilot.golden.templates import words
 from docpilot.metrics.gold import TOP, is_under
 from docpilot.userfiles.intake import FileKind, MiB, read_text
@@ -212,14 +211,6 @@ def read_lock(path: str | Path) -> GoldLock:
         where = ".".join(str(part) for part in first["loc"]) or "the file"
         raise InputError(f"is not a golden lock: {where}: {first['msg']}", path=path,
                          record=_record_of(first["loc"]), hint=_RELOCK) from None
-
-
-def read_lock_beside(golden: str | Path) -> GoldLock | None:
-    """The lock beside a golden set, or None when there is none (one ``stat``: a set without a lock pays no more)."""
-    path = lock_path(golden)
-    if not path.exists():
-        return None
-    return read_lock(path)
 
 
 def _record_of(loc: Sequence[object]) -> str | None:

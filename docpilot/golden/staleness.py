@@ -34,10 +34,8 @@ import difflib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from docpilot.golden.gold_state import STALE, lock_path
 from docpilot.golden.lock import (
     GoldLock,
     LockedEntry,
@@ -48,7 +46,6 @@ from docpilot.golden.lock import (
     folded,
     gold_text,
     pins_section,
-    read_lock,
     section_entry,
     text_digest,
 )
@@ -59,6 +56,8 @@ if TYPE_CHECKING:
     from docpilot.schema import GoldenRecord
 
 State = Literal["ok", "moved", "changed", "gone", "narrowed", "widened"]
+STALE: tuple[State, ...] = ("gone", "moved", "changed")
+"""The states a run marks in a row's ``gold_state``, worst first."""
 _WORST_FIRST: tuple[State, ...] = ("gone", "moved", "changed", "narrowed", "widened", "ok")
 _DIFF_HUNKS = 3
 _DIFF_WORDS = 8
@@ -178,18 +177,6 @@ def find_stale(lock: GoldLock, records: Sequence[GoldenRecord], corpus: Corpus) 
     """What became of each record's gold since ``lock`` was written, in the records' order (negatives left out)."""
     texts = _Texts(corpus)
     return [_record_finding(record, lock.records.get(record.id), texts) for record in records if record.gold]
-
-
-def locked_entries(golden: str | Path) -> set[tuple[str, str]]:
-    """The (record id, gold entry) pairs the lock beside ``golden`` holds; empty without a lock.
-
-    An entry that names nothing in the docs but is locked is stale gold (moved or gone),
-    which the lock explains: a run marks it instead of refusing the set.
-    """
-    path = lock_path(golden)
-    if not path.exists():
-        return set()
-    return {(record_id, entry) for record_id, locked in read_lock(path).records.items() for entry in locked.gold}
 
 
 # One record ------------------------------------------------------------------------

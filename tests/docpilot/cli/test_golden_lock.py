@@ -80,7 +80,7 @@ def test_a_week_of_docs_edits_is_named_fixed_where_it_moved_and_marked_in_the_ru
 
     # An eval before the fix runs and marks every stale record; the scorecard counts them beside retrieval.
     unfixed = _gate_only("")
-    assert "stale gold: 4 record(s) (gone 1, moved 2, changed 1)" in " ".join(unfixed.output.split())
+    assert "stale gold: 4 record(s) (moved 2, changed 1, gone 1)" in " ".join(unfixed.output.split())
 
     set_before, lock_before = golden.read_bytes(), json.loads(lock.read_text())
     fixed = run("golden", "check", "--docs", "docs", "--fix", "--json")
