@@ -315,6 +315,12 @@ class VariantResult(_Strict):
     verdict: Literal["pass", "fail"]
     """`fail` when a gate failed on the variant's rows."""
     leaks: list[LeakFound] = Field(default_factory=list)
+    intervals: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """Headline metric id → its 95 % interval by a bootstrap over pages, over the variant's rows (as the
+    report's ``intervals``); empty in reports older than the field."""
+    stability: Stability | None = None
+    """The variant's flip rate, pass^k and flaky records when it asked several samples per record (as the
+    report's ``stability``); None for one sample each."""
 
 
 class VariantTest(_Strict):

@@ -182,7 +182,7 @@ def render_markdown_variants(report) -> str:
     """The summary of a run of several variants: the verdict, a metrics × variants table, the paired verdict."""
     from docpilot.reports.compare import describe_p
     from docpilot.reports.matrix import COST_ROWS
-    from docpilot.reports.scorecard import headline_metrics
+    from docpilot.reports.scorecard import headline_metrics, with_interval
 
     variants = report.variants or []
     names = [v.name for v in variants]
@@ -190,12 +190,13 @@ def render_markdown_variants(report) -> str:
     mark = "✅ DocPilot: PASS" if report.verdict == "pass" else "❌ DocPilot: FAIL"
     why = f", failed gates in {', '.join(failed)}" if failed else ""
     lines = [f"### {mark}{why} — {len(names)} variants, {report.set} set, {report.split} split, "
-             f"{len(report.rows) // max(len(names), 1)} records", "",
+             f"{len({row.id for row in report.rows})} records", "",
              f"Run `{_code(report.run_id)}`; baseline `{_code(names[0])}`.", "",
              "| metric | " + " | ".join(_escape(n) for n in names) + " |", "|---" * (len(names) + 1) + "|"]
     metrics = dict.fromkeys(m for m in (*headline_metrics(report), "errors", *COST_ROWS) if m in report.summary)
     for metric in metrics:
-        lines.append(f"| {_escape(metric)} | " + " | ".join(format_value(metric, v.summary.get(metric))
+        lines.append(f"| {_escape(metric)} | " + " | ".join(_escape(with_interval(metric, v.summary.get(metric),
+                                                                                   v.intervals))
                                                             for v in variants) + " |")
     lines.append("| verdict | " + " | ".join(v.verdict for v in variants) + " |")
     paired = report.paired
@@ -212,6 +213,12 @@ def render_markdown_variants(report) -> str:
         if paired.cheapest_not_worse:
             lines.append(f"- cheapest of those no worse ({', '.join(_escape(n) for n in paired.not_worse)}) by "
                          f"{_escape(paired.cheapest_by)}: `{_code(paired.cheapest_not_worse)}`")
+    repeated = [v for v in variants if v.stability is not None]
+    if repeated:
+        lines += ["", "Stability (each question asked several times):"]
+    lines += [f"- `{_code(v.name)}`: {_escape(stability_line(v))}"
+              + (f"; flaky: {', '.join(f'`{_code(r.id)}`' for r in v.stability.flaky)}" if v.stability.flaky else "")
+              for v in repeated]
     for variant in variants:
         for gate in variant.gates:
             if not gate.passed:

@@ -23,7 +23,8 @@ from docpilot.readout.html import _escape, _OneLine  # noqa: PLC2701  one escapi
 from docpilot.readout.outcomes import RecordOutcome, prepare_readout
 from docpilot.reports.compare import describe_p
 from docpilot.reports.matrix import COST_ROWS
-from docpilot.reports.scorecard import format_value, headline_metrics
+from docpilot.reports.scorecard import headline_metrics, with_interval
+from docpilot.reports.stability import describe_flaky, stability_line
 from docpilot.reports.variants import one_variant
 from docpilot.schema import Report
 
@@ -63,15 +64,22 @@ def render_matrix_html(report: Report) -> str:
         alpha=f"{paired.alpha:g}" if paired else "0.05",
         verdict_reads=(f"{paired.gate_variant}'s gates" if paired and paired.gate_variant else "every variant's gates"),
         tags=sorted({t for r in report.rows for t in r.tags}), questions=_questions(names, outcomes),
+        stability=_stability(report),
     )
 
 
 def _scorecard(report: Report) -> list[tuple[str, list[str]]]:
     variants = report.variants or []
     metrics = [m for m in (*headline_metrics(report), "errors", *COST_ROWS) if m in report.summary]
-    table = [(m, [format_value(m, v.summary.get(m)) for v in variants]) for m in dict.fromkeys(metrics)]
+    table = [(m, [with_interval(m, v.summary.get(m), v.intervals) for v in variants]) for m in dict.fromkeys(metrics)]
     table.append(("verdict", [v.verdict for v in variants]))
     return table
+
+
+def _stability(report: Report) -> list[dict]:
+    """Each variant that asked several samples per record: its stability line and its flaky records."""
+    return [{"variant": v.name, "line": stability_line(v), "flaky": [describe_flaky(r) for r in v.stability.flaky]}
+            for v in report.variants or [] if v.stability is not None]
 
 
 def _paired(report: Report) -> list[tuple[str, str, list[dict]]]:

@@ -1,6 +1,8 @@
 """The scorecard of a run of several variants: metrics down, variants across, the paired verdict below.
 
-Each column is a variant's summary, computed as a run of one computes it; the tests
+Each column is a variant's summary, computed as a run of one computes it, with each headline
+mean's 95 % interval by page; a variant that asked several samples per record says its
+flip rate and names its flaky records under the tests. The tests
 under the table pair every variant with the baseline record by record (Holm-corrected
 p-values, ``reports.variants``), and the last lines answer the question a comparison
 is run for: which variants are no worse than the baseline, and which of those costs least.
@@ -13,7 +15,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from docpilot.reports.compare import describe_p
-from docpilot.reports.scorecard import format_gate_value, format_value, shown_metrics
+from docpilot.reports.scorecard import format_gate_value, format_value, shown_metrics, with_interval
+from docpilot.reports.stability import flaky_lines, stability_line
+from docpilot.reports.terminal import clean
 from docpilot.schema import Report
 
 COST_ROWS = ("prompt_tokens", "completion_tokens", "cost_usd", "first_token_p50", "latency_p50", "latency_p95")
@@ -32,6 +36,7 @@ def render_matrix(report: Report, console: Console, *, path: str | None = None,
     if left_off:
         console.print(left_off, highlight=False, markup=False, soft_wrap=True)
     _render_tests(report, console)
+    _render_stability(report, console)
     for variant in variants:
         for gate in variant.gates:
             if not gate.passed:
@@ -57,7 +62,8 @@ def _scorecard_table(report: Report, baseline: str) -> tuple[Table, str]:
     """The metrics × variants table, quality rows above the cost and time ones, and the note on metrics left off it."""
     variants = report.variants or []
     names = [v.name for v in variants]
-    table = Table(title=f"DocPilot scorecard — {len(variants)} variants × {len(report.rows) // max(len(variants), 1)} "
+    records = len({row.id for row in report.rows})  # a record's samples are one record
+    table = Table(title=f"DocPilot scorecard — {len(variants)} variants × {records} "
                         f"records, {report.split} split; baseline {baseline}", title_justify="left")
     table.add_column("metric")
     for name in names:
@@ -68,7 +74,7 @@ def _scorecard_table(report: Report, baseline: str) -> tuple[Table, str]:
             continue
         if metric in ("prompt_tokens", "completion_tokens", "cost_usd"):
             continue
-        table.add_row(metric, *(format_value(metric, v.summary.get(metric)) for v in variants))
+        table.add_row(metric, *(with_interval(metric, v.summary.get(metric), v.intervals) for v in variants))
     table.add_section()
     for metric in COST_ROWS:
         values = [v.summary.get(metric) for v in variants]
@@ -76,6 +82,18 @@ def _scorecard_table(report: Report, baseline: str) -> tuple[Table, str]:
             table.add_row(metric, *(format_value(metric, value) for value in values))
     table.add_row("verdict", *(("[green]pass[/]" if v.verdict == "pass" else "[red]FAIL[/]") for v in variants))
     return table, left_off
+
+
+def _render_stability(report: Report, console: Console) -> None:
+    """Each variant that asked several samples per record: its flip rate and pass^k, and its flaky records."""
+    for variant in report.variants or []:
+        line = stability_line(variant)
+        if line is None:
+            continue
+        # markup=False, clean: variant names come from the config, record ids from the golden file.
+        console.print(clean(f"{variant.name}: {line}"), highlight=False, markup=False, soft_wrap=True)
+        for flaky in flaky_lines(variant):
+            console.print(clean(f"  {flaky}"), highlight=False, markup=False, soft_wrap=True)
 
 
 def _render_tests(report: Report, console: Console) -> None:

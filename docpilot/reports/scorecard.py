@@ -7,7 +7,7 @@ not a page of ``n/a``. A metric a gate reads is always shown.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -71,6 +71,14 @@ def interval_note(report: Report, metric: str) -> str:
     """A headline metric's page-clustered 95 % interval, as the scorecard's note shows it; empty without one."""
     interval = report.intervals.get(metric)
     return "" if interval is None else f"95 % [{interval[0]:.3f}, {interval[1]:.3f}] by page"
+
+
+def with_interval(metric: str, value: float | None, intervals: Mapping[str, tuple[float, float]]) -> str:
+    """A value as the scorecard shows it, followed by its page-clustered 95 % interval where there is one
+    (the variants' matrix, a cell per variant)."""
+    interval = intervals.get(metric)
+    shown = format_value(metric, value)
+    return shown if interval is None or value is None else f"{shown} [{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
 def format_gate_value(gate: GateResult) -> str:

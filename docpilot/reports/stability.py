@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from docpilot.reports.terminal import clean
-from docpilot.schema import FlakyRecord, Report
+from docpilot.schema import FlakyRecord, Report, VariantResult
 
 MAX_FLAKY = 10
 """Flaky records the scorecard names; the rest are counted."""
@@ -22,8 +22,9 @@ def render_stability(report: Report, console: Console) -> None:
         console.print(clean(line), highlight=False, markup=False)
 
 
-def stability_line(report: Report) -> str | None:
-    """One line: samples per record, flip rate and pass^k; None for a run of one sample per record."""
+def stability_line(report: Report | VariantResult) -> str | None:
+    """One line: samples per record, flip rate and pass^k; None for a run of one sample per record.
+    A variant of a run of several says its own."""
     found = report.stability
     if found is None:
         return None
@@ -33,7 +34,7 @@ def stability_line(report: Report) -> str | None:
             f"({len(found.flaky)} flaky), pass^{found.samples} {every}")
 
 
-def flaky_lines(report: Report, *, limit: int = MAX_FLAKY) -> list[str]:
+def flaky_lines(report: Report | VariantResult, *, limit: int = MAX_FLAKY) -> list[str]:
     """The flaky records, lowest pass rate first, one line each; empty when none is flaky."""
     found = report.stability
     if found is None or not found.flaky:

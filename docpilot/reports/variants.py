@@ -64,6 +64,7 @@ def join_variants(parts: Sequence[tuple[Variant, Report]], *, gate_variant: str 
             summary=report.summary, counts=report.counts, slices=report.slices, bands=report.bands,
             replayed=report.replayed,
             gates=report.gates, verdict=report.verdict, leaks=report.leaks,
+            intervals=report.intervals, stability=report.stability,
         ))
     base = parts[0][1]
     paired = paired_verdict(rows, [r.name for r in results], {r.name: r.summary for r in results},
@@ -166,7 +167,7 @@ def rescore_variants(report: Report) -> Report:
     """A report of several variants with every variant's numbers and the paired verdict recomputed from its rows."""
     from docpilot.metrics.slices import slice_by_overlap, slice_by_tag
     from docpilot.metrics.summary import replayed_counts
-    from docpilot.reports.report import leaks_of
+    from docpilot.reports.report import headline_intervals, leaks_of, stability_of
 
     names = [v.name for v in report.variants or []]
     grouped = rows_by_variant(report.rows, names)
@@ -184,7 +185,8 @@ def rescore_variants(report: Report) -> Report:
             "summary": summary, "counts": counts, "gates": gates, "verdict": outcome, "leaks": leaks_of(own),
             "slices": slice_by_tag(own, gate_only=report.gate_only),
             "bands": slice_by_overlap(own, gate_only=report.gate_only),
-            "replayed": replayed_counts(own, gate_only=report.gate_only)}))
+            "replayed": replayed_counts(own, gate_only=report.gate_only),
+            "stability": stability_of(own), "intervals": headline_intervals(own, gate_only=report.gate_only)}))
     gate_variant = report.paired.gate_variant if report.paired else None
     paired = paired_verdict(report.rows, names, {r.name: r.summary for r in results}, gate_only=report.gate_only,
                             gate_variant=gate_variant)
@@ -193,6 +195,7 @@ def rescore_variants(report: Report) -> Report:
         "variants": results, "paired": paired, "verdict": overall_verdict(results, gate_variant),
         "summary": first.summary, "counts": first.counts, "gates": first.gates, "slices": first.slices,
         "bands": first.bands, "replayed": first.replayed, "leaks": first.leaks,
+        "stability": first.stability, "intervals": first.intervals,
     })
 
 
@@ -223,5 +226,6 @@ def one_variant(report: Report, name: str | None = None, *, path: object = None)
         "config": result.config or report.config, "fingerprints": {**report.fingerprints, **result.fingerprints},
         "cache_stats": result.cache_stats, "summary": result.summary, "counts": result.counts,
         "slices": result.slices, "bands": result.bands, "replayed": result.replayed, "gates": result.gates, "verdict": result.verdict,
-        "leaks": result.leaks, "variants": None, "paired": None,
+        "leaks": result.leaks, "stability": result.stability, "intervals": result.intervals,
+        "variants": None, "paired": None,
     })

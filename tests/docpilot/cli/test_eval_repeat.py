@@ -55,3 +55,7 @@ def test_variants_each_ask_their_samples_and_pair_records_on_their_means(tmp_pat
     assert len(script.turns) == 2 * 2 * records  # two variants, two samples of each record
     assert sorted({(r.variant, r.sample) for r in report.rows}) == [(v, s) for v in ("one", "two") for s in (0, 1)]
     assert all(test.n <= records for test in report.paired.tests)  # records paired, never samples
+    # Each variant keeps its own stability and intervals by page, over its own rows.
+    for variant in report.variants:
+        assert variant.stability is not None and (variant.stability.samples, variant.stability.records) == (2, records)
+        assert variant.intervals and "recall@8" in variant.intervals

@@ -9,9 +9,12 @@ import pytest
 
 from docpilot.config.variants import Variant
 from docpilot.readout.files import write_outputs
+from docpilot.readout.markdown import render_markdown_variants
+from docpilot.readout.matrix import render_matrix_html
 from docpilot.reports.report import rescore
 from docpilot.reports.variants import join_variants
 from docpilot.schema import Report, Row
+from tests.support.repeated_variants import repeated_variants
 
 INJECTED = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 
@@ -50,7 +53,9 @@ def test_junit_has_one_suite_per_variant(joined, tmp_path):
 def test_markdown_is_a_matrix_table(joined, tmp_path):
     text = write_outputs(joined, markdown=tmp_path / "summary.md")["markdown"].read_text()
     assert "| metric | k5 | k3 |" in text
-    assert "| recall@8 | 0.667 | 0.500 |" in text and "| verdict | pass | pass |" in text
+    # Every record's gold is on one page, so each interval by page is the value itself.
+    assert r"| recall@8 | 0.667 \[0.667, 0.667\] | 0.500 \[0.500, 0.500\] |" in text
+    assert "| verdict | pass | pass |" in text and "Stability" not in text
     assert "baseline `k5`" in text and "Holm-corrected" in text
 
 
@@ -116,3 +121,21 @@ def test_docpilot_report_writes_the_matrix_forms_of_a_stored_run_of_several(join
     assert result.returncode == 0, result.stderr
     assert "| metric | k5 | k3 |" in result.stdout
     assert len(ET.parse(tmp_path / "j.xml").getroot().findall("testsuite")) == 2
+
+
+def test_with_repeats_each_variant_shows_its_intervals_and_its_flaky_records():
+    report = repeated_variants()
+    base, shaky = report.variants
+    text = render_markdown_variants(report)
+    assert r"| answer\_f1 | 1.000 \[1.000, 1.000\] | 0.917 \[0.833, 1.000\] |" in text
+    assert "- `shaky`: samples: 3 per record, 8 records; flip rate 0.250 (2 flaky), pass^3 0.750; flaky: `q1`, `q2`" in text
+    assert "- `base`: samples: 3 per record, 8 records; flip rate 0.000 (0 flaky), pass^3 1.000\n" in text
+    assert "2 variants, golden set, all split, 8 records" in text  # records, not samples
+    page = render_matrix_html(report)
+    assert "<td class=\"num\">0.917 [0.833, 1.000]</td>" in page
+    assert (f"{shaky.summary['answer_f1']:.3f} [{shaky.intervals['answer_f1'][0]:.3f}, "
+            f"{shaky.intervals['answer_f1'][1]:.3f}]") == "0.917 [0.833, 1.000]"
+    stability = page[page.index('<section id="stability">'):page.index("<h2>Questions</h2>")]
+    assert "<h3>shaky</h3><p>samples: 3 per record, 8 records; flip rate 0.250 (2 flaky), pass^3 0.750</p>" in stability
+    assert '<li class="mono">q1: 2 of 3 samples passed, answer F1 0.667 ± 0.577</li>' in stability
+    assert stability.count("<li") == 2 and base.stability.flaky == []

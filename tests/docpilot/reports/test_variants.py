@@ -14,6 +14,7 @@ from docpilot.reports.report import rescore, write_report
 from docpilot.reports.stats import holm
 from docpilot.reports.variants import cheapest_of, join_variants, one_variant, paired_verdict, rescore_variants
 from docpilot.schema import Report, Row
+from tests.support.repeated_variants import FLAKY, repeated_variants, variant_report
 
 
 @pytest.mark.slow
@@ -143,3 +144,23 @@ def test_outcomes_worked_out_ahead_are_those_worked_out_after_and_a_copy_is_work
     again = outcome_scores([moved, *rows[2:]], ahead)
     assert again == outcome_scores([moved, *rows[2:]])
     assert again["recall@8"][moved.id] == 0.0 and outcome_scores(rows)["recall@8"][moved.id] == 1.0
+
+
+def test_each_variant_keeps_its_own_stability_and_intervals_through_join_score_and_reading_one():
+    base, shaky = variant_report(), variant_report(FLAKY)
+    joined = repeated_variants()
+    steady, flaky = joined.variants
+    assert steady.stability == base.stability and flaky.stability == shaky.stability
+    assert steady.stability.flip_rate == 0.0 and steady.stability.flaky == []
+    assert [r.id for r in flaky.stability.flaky] == list(FLAKY) and flaky.stability.flip_rate == 0.25
+    assert all(r.pass_rate == pytest.approx(2 / 3) for r in flaky.stability.flaky)
+    assert steady.intervals == base.intervals and flaky.intervals == shaky.intervals
+    assert "recall@8" in flaky.intervals and flaky.intervals["recall@8"][0] < 0.5 < flaky.intervals["recall@8"][1]
+    assert joined.stability == steady.stability and joined.intervals == steady.intervals  # the baseline's
+    # `docpilot score` recomputes them from the rows; reading one variant gives its own.
+    emptied = joined.model_copy(update={"variants": [v.model_copy(update={"stability": None, "intervals": {}})
+                                                     for v in joined.variants]})
+    again = rescore_variants(emptied)
+    assert [(v.stability, v.intervals) for v in again.variants] == [(v.stability, v.intervals) for v in joined.variants]
+    alone = one_variant(joined, "shaky")
+    assert (alone.stability, alone.intervals) == (flaky.stability, flaky.intervals)
