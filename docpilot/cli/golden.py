@@ -88,7 +88,7 @@ def check(
     for warning in warnings:
         click.echo(clean(f"warning: {warning}"), err=True)  # warnings quote ids from the file
     shape = describe_golden(checked.records, corpus).model_copy(update={"record_warnings": warnings})
-    from docpilot.reports.detectable import detectable_lines
+    from docpilot.reports.detectable import detectable_figures, detectable_lines
     from docpilot.retrieval.bias import BiasMeter
 
     bias = BiasMeter(corpus, config.retrieval).measure_set(checked.records)
@@ -98,6 +98,7 @@ def check(
         locked = None if findings is None else {"path": str(lock_path(config.golden)), "fixed": fixed or {},
                                                 "records": [f.as_json() for f in findings if f.state != "ok"]}
         shown = shape.model_copy(update={"bias": bias.model_dump(mode="json"), "lock": locked}).model_dump(mode="json")
+        shown["detectable"] = detectable_figures(checked.records)  # what the text's detectable lines say
         click.echo(json.dumps({**shown, "target": sample} if sample is not None else shown, indent=2))
     else:
         missing = sum(not corpus.has_entry(entry) for record in checked.records for entry in record.gold)

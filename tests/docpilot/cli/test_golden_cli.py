@@ -35,6 +35,14 @@ def _check(*args: str):
     return CliRunner().invoke(main, ["golden", "check", *args])
 
 
+def _shape(stdout: str) -> GoldenShape:
+    """The set's shape in `golden check --json`: the object, less what each split can detect (its own key)."""
+    shown = json.loads(stdout)
+    assert set(shown.pop("detectable")) == {"test", "alpha", "power", "assumed_discordance", "splits", "change",
+                                            "records_needed"}
+    return GoldenShape.model_validate(shown)
+
+
 # Valid sets ---------------------------------------------------------------------
 
 
@@ -50,9 +58,14 @@ def test_valid_set_prints_its_shape_and_warnings(workdir):
 def test_json_output_is_the_shape(workdir):
     result = _check("--golden", str(DATA / "valid.jsonl"), "--docs", str(DOCS), "--json")
     assert result.exit_code == 0, result.output
-    shape = GoldenShape.model_validate_json(result.stdout)
+    shape = _shape(result.stdout)
     assert shape.records == 2 and shape.splits["test"].negatives == 1
     assert shape.untouched_pages == ["guide/auth", "guide/deploy", "reference/cli"]
+    # What each split can detect, under its own key: a positive in dev, a negative in test.
+    splits = json.loads(result.stdout)["detectable"]["splits"]
+    assert {split: {o: f["n"] for o, f in outcomes.items()} for split, outcomes in splits.items()} == {
+        "dev": {"recall@8": 1, "refusal_correct": 1}, "test": {"recall@8": 0, "refusal_correct": 1}}
+    assert all(f["detectable"] is None for outcomes in splits.values() for f in outcomes.values())  # too few
 
 
 def test_paths_come_from_the_config_file(workdir):
@@ -191,7 +204,7 @@ def test_warnings_are_listed_apart_and_do_not_fail_the_check(workdir):
     assert result.exit_code == 0, result.output
     assert result.stderr.startswith(f"warning: {path}:1, record 'pricing': a negative (empty gold) carries a "
                                     "gold_answer")
-    shape = GoldenShape.model_validate_json(result.stdout)
+    shape = _shape(result.stdout)
     assert len(shape.record_warnings) == 1 and "never scored" in shape.record_warnings[0]
 
 
@@ -199,7 +212,7 @@ def test_a_csv_set_checks_like_its_yaml_twin(workdir):
     from_csv = _check("--golden", str(DATA / "valid.csv"), "--docs", str(DOCS), "--json")
     from_yaml = _check("--golden", str(DATA / "valid.yaml"), "--docs", str(DOCS), "--json")
     assert from_csv.exit_code == from_yaml.exit_code == 0
-    csv_shape, yaml_shape = (GoldenShape.model_validate_json(r.stdout) for r in (from_csv, from_yaml))
+    csv_shape, yaml_shape = (_shape(r.stdout) for r in (from_csv, from_yaml))
     assert csv_shape.model_dump(exclude={"record_warnings"}) == yaml_shape.model_dump(exclude={"record_warnings"})
 
 

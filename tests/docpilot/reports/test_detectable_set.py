@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from docpilot.metrics.power import mcnemar_power
+from docpilot.metrics.power import mcnemar_power, records_needed
 
 from docpilot.cli import main
 from docpilot.reports.compare import mcnemar
-from docpilot.reports.detectable import ASSUMED_DISCORDANCE, detectable_by_split, detectable_lines
+from docpilot.reports.detectable import ASSUMED_DISCORDANCE, detectable_by_split, detectable_figures, detectable_lines
 from docpilot.run.job import read_records
 from tests.conftest import ROOT
 
@@ -57,3 +59,30 @@ def test_golden_check_prints_what_each_split_can_detect(monkeypatch):
     assert result.exit_code in (0, 1), result.output
     assert all(line in result.output for line in lines)
     assert lines[1].startswith("  dev: recall@8 ±") and "a change of 0.1 in a rate needs" in lines[-1]
+
+
+def test_the_figures_are_what_the_lines_say():
+    records = read_records(str(DEMO))
+    figures = detectable_figures(records)
+    assert figures["splits"] == detectable_by_split(records) and figures["records_needed"] == records_needed(0.1, 0.2)
+    assert (figures["test"], figures["alpha"], figures["power"], figures["assumed_discordance"], figures["change"]) == (
+        "mcnemar", 0.05, 0.8, ASSUMED_DISCORDANCE, 0.1)
+    lines = detectable_lines(records)
+    for split, outcomes in figures["splits"].items():
+        line = next(line for line in lines if line.startswith(f"  {split}: "))
+        for outcome, found in outcomes.items():
+            assert f"{outcome} ±{found['detectable']:.3f} over {found['n']}" in line
+    assert f"needs {figures['records_needed']} records in a split" in lines[-1]
+
+
+@pytest.mark.slow  # reads the demo docs
+def test_golden_check_json_gives_the_detectable_change_the_text_prints(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(main, ["golden", "check", "--json"])
+    assert result.exit_code in (0, 1), result.output
+    shown = json.loads(result.output)["detectable"]
+    assert shown == detectable_figures(read_records(str(DEMO)))
+    dev = shown["splits"]["dev"]
+    assert dev["recall@8"]["n"] == 29 and dev["refusal_correct"]["n"] == 38  # as docs/repeats.md shows
+    assert round(dev["recall@8"]["detectable"], 3) == 0.259 and round(dev["refusal_correct"]["detectable"], 3) == 0.2
+    assert shown["records_needed"] == 168
