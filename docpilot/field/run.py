@@ -115,6 +115,10 @@ def score_log(config: Config, path: Path, mapping_name: str | None = None, *,
         total.summary.merge(tally.summary)
         total.gaps.merge(tally.gaps)
         total.searches += tally.searches
+    conversations = set(tallies[0].turns)
+    for tally in tallies[1:]:
+        conversations.update(tally.turns)
+    total.summary.conversations = len(conversations)
     if rows_out is not None:
         _join_rows(part_rows, [t.turns for t in tallies], rows_out)
     groups = total.gaps.groups()

@@ -50,7 +50,8 @@ class FieldSummary:
         self.language_matched = 0
         self.language_known = 0
         self.near = 0
-        self.conversations: set[str] = set()
+        self.conversations = 0
+        """Distinct conversations, set by the run from the scorer's count of each one's turns."""
         self.latency = array("d")
         self.first_token = array("d")
 
@@ -66,8 +67,6 @@ class FieldSummary:
         outside = sources_outside_docs(row)
         self.outside += outside
         self.outside_turns += outside > 0
-        if turn.conversation is not None:
-            self.conversations.add(turn.conversation)
         if row.latency_ms is not None:
             self.latency.append(row.latency_ms)
         if painted_answer(row):
@@ -85,7 +84,6 @@ class FieldSummary:
         for name, value in vars(other).items():
             if isinstance(value, int):
                 setattr(self, name, getattr(self, name) + value)
-        self.conversations |= other.conversations
         self.latency.extend(other.latency)
         self.first_token.extend(other.first_token)
 
@@ -94,7 +92,7 @@ class FieldSummary:
         n = self.turns
         return {
             "turns": n,
-            "conversations": len(self.conversations),
+            "conversations": self.conversations,
             "answered": self.answered,
             "refused": self.refused,
             "refusal_rate": self.refused / n if n else None,
