@@ -11,8 +11,9 @@ Writers put the same turns in three shapes: an app's own JSONL log (``write_app_
 a Mintlify-shaped CSV export (``write_mintlify_csv``: the columns of Mintlify's assistant
 conversation export, ``id, timestamp, query, response, sources, queryCategory,
 resolutionStatus``, sources a JSON list of ``{title, url}``), and a LangSmith-shaped run
-export (``write_langsmith_jsonl``: one run a line with ``id, name, run_type, inputs,
-outputs, start_time, end_time, first_token_time, extra.metadata.thread_id``).
+export (``write_langsmith_jsonl``: one run a line, written by the ``langsmith`` library's
+own ``Run`` model, with ``inputs``, ``outputs``, ``start_time``, ``end_time``,
+``first_token_time`` and ``extra.metadata.thread_id``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -199,20 +201,22 @@ MINTLIFY_MAPPING = {
 
 
 def write_langsmith_jsonl(turns: list[PlantedTurn], path: Path) -> Path:
-    """The turns as a LangSmith run export: one root chain run a line, ISO times, the thread in metadata."""
+    """The turns as a LangSmith run export: one root chain run a line, as the `langsmith` library's ``Run``
+    model serialises it (ISO times, the thread in ``extra.metadata``)."""
+    from langsmith.schemas import Run
+
     with path.open("w", encoding="utf-8") as out:
         for t in turns:
-            end = t.timestamp + timedelta(milliseconds=t.latency_ms)
             first = None if t.first_token_ms is None else t.timestamp + timedelta(milliseconds=t.first_token_ms)
-            out.write(json.dumps({
-                "id": f"00000000-0000-4000-8000-{int(t.id[1:]):012d}", "name": "docs-qa", "run_type": "chain",
-                "start_time": t.timestamp.isoformat(), "end_time": end.isoformat(),
-                "first_token_time": first.isoformat() if first else None,
-                "inputs": {"question": t.question},
-                "outputs": {"answer": t.answer, "source_documents": [
+            run = Run(
+                id=uuid.UUID(int=int(t.id[1:]) + 1), trace_id=uuid.UUID(int=int(t.id[1:]) + 1), name="docs-qa",
+                run_type="chain", start_time=t.timestamp, end_time=t.timestamp + timedelta(milliseconds=t.latency_ms),
+                first_token_time=first, inputs={"question": t.question},
+                outputs={"answer": t.answer, "source_documents": [
                     {"page_content": "...", "metadata": {"source": u}} for u in t.sources]},
-                "error": None, "extra": {"metadata": {"thread_id": t.conversation}}, "tags": [],
-            }) + "\n")
+                extra={"metadata": {"thread_id": t.conversation}},
+            )
+            out.write(run.model_dump_json() + "\n")
     return path
 
 
