@@ -97,8 +97,8 @@ def check(
     if as_json:
         locked = None if findings is None else {"path": str(lock_path(config.golden)), "fixed": fixed or {},
                                                 "records": [f.as_json() for f in findings if f.state != "ok"]}
-        shown = shape.model_copy(update={"bias": bias.model_dump(mode="json"), "lock": locked}).model_dump(mode="json")
-        shown["detectable"] = detectable_figures(checked.records)  # what the text's detectable lines say
+        shown = shape.model_copy(update={"bias": bias.model_dump(mode="json"), "lock": locked,
+                                         "detectable": detectable_figures(checked.records)}).model_dump(mode="json")
         click.echo(json.dumps({**shown, "target": sample} if sample is not None else shown, indent=2))
     else:
         missing = sum(not corpus.has_entry(entry) for record in checked.records for entry in record.gold)

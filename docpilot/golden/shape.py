@@ -53,6 +53,9 @@ class GoldenShape(_Strict):
     bias: dict[str, Any] | None = None
     """How much the questions borrow from their gold sections (``docpilot.retrieval.bias.SetBias``), per record
     and for the set; None when not measured."""
+    detectable: dict[str, Any] | None = None
+    """What each split can detect: the smallest change in an outcome's rate the paired test calls at α 0.05 with
+    power 0.8, and the records a ten-point change needs (``docpilot.reports.detectable.detectable_figures``)."""
     lock: dict[str, Any] | None = None
     """What became of the gold since the set was locked: the lock's ``path``, the entries ``fixed`` (record id →
     {old → new}) and each positive not as locked under ``records`` (``docpilot.golden.staleness.RecordFinding``);
