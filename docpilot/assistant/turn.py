@@ -11,7 +11,7 @@ looked up in the stage cache (``docpilot.run.pipeline``). Both call ``primed`` a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from docpilot.assistant.guard import gate_refuses
@@ -36,18 +36,21 @@ def primed(ws: Workspace, question: str, hits: Sequence[Hit]) -> Primed:
     return Primed(prime(question, hits, ws.chunks, k=ws.config.prime.top_k), gate_refuses(ws.config.guard, hits))
 
 
-def url_for(ws: Workspace, elsewhere: Mapping[str, str] | None = None) -> Callable[[str], str]:
+def url_for(ws: Workspace, outside: Collection[str] = (), elsewhere: Mapping[str, str] | None = None,
+            ) -> Callable[[str], str]:
     """A section id's link for readers: under ``corpus.base_url`` when one is set.
 
-    A bare page id (a target that named a page) links to the page; a source the docs do
-    not hold links where the assistant said it lives (``elsewhere``: id → its URL or path).
+    A bare page id (a target that named a page) links to the page. A source the docs do
+    not hold (``outside``, a target's) links where the assistant said it lives
+    (``elsewhere``: id → its web address), else where its id would be under the base URL.
+    Any other id must be a section of the docs: DocPilot's own assistant primes no other.
     """
     base = ws.config.corpus.base_url
     elsewhere = elsewhere or {}
 
     def link(section_id: str) -> str:
-        if section_id in elsewhere:
-            return elsewhere[section_id]
+        if section_id in outside:
+            return elsewhere.get(section_id) or section_url(section_id, base)
         if "#" not in section_id:
             return section_url(section_id, base)
         return ws.corpus.section_url(section_id, base)
@@ -56,6 +59,7 @@ def url_for(ws: Workspace, elsewhere: Mapping[str, str] | None = None) -> Callab
 
 
 def panel(ws: Workspace, answer: str, sources: Sequence[Source], *, refused: bool = False,
-          cited: Sequence[str] | None = None, elsewhere: Mapping[str, str] | None = None) -> Panel:
+          cited: Sequence[str] | None = None, outside: Collection[str] = (),
+          elsewhere: Mapping[str, str] | None = None) -> Panel:
     """The reader's panel of an answer: the text with its citations (its markers, or ``cited``) linked to the sources."""
-    return render_panel(answer, sources, url_for(ws, elsewhere), refused=refused, cited=cited)
+    return render_panel(answer, sources, url_for(ws, outside, elsewhere), refused=refused, cited=cited)

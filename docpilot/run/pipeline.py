@@ -222,7 +222,7 @@ def render_shard(ws: Workspace, traces: list[Trace]) -> list[Trace]:
         began = time.time()
         trace.panel = panel(ws, trace.turn.answer, trace.prompt.sources,
                             refused=trace.turn.refused or trace.turn.error is not None, cited=trace.turn.cited,
-                            elsewhere=trace.links)
+                            outside=set(trace.outside_docs), elsewhere=trace.links)
         trace.timeline["render"] = (began, time.time())
     return traces
 
