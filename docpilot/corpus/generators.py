@@ -437,7 +437,12 @@ class _Reader:
             end = closers.pattern_after(pattern, after)
             if end is not None:
                 shown = line[after : end.start()]
-                return (_code_span(shown) if name == "raw" and shown.strip() else ""), end.end()
+                if name != "raw" or not shown.strip():
+                    return "", end.end()
+                # A backtick written right against the tags would join the span's delimiters: a space keeps them apart.
+                before = " " if out and out[-1].endswith("`") else ""
+                after_it = " " if line[end.end() : end.end() + 1] == "`" else ""
+                return before + _code_span(shown) + after_it, end.end()
             self.raw, self.raw_end = True, pattern
             rest_of_line = line[after:]
             if name == "raw":

@@ -355,3 +355,11 @@ def test_no_template_braces_reach_a_section_outside_code(tmp_path_factory, piece
         assert not TEMPLATE.search(_outside_code(section.text)), section.text
         if "`" not in text:  # a heading's code span loses its backticks in the title, and stays code
             assert not TEMPLATE.search(section.title), section.title
+
+
+# Regression: a raw block written against a fence opener ran its code span's closing tick into the fence's
+# backticks, and the template braces inside were read as text.
+def test_a_raw_block_next_to_backticks_stays_code():
+    text = "Intro.\n{% raw %}{{% note %}}{% endraw %}```{note}"
+    for section in parse_page(text, source="p.md", mdx=False, page_id="p").sections:
+        assert not TEMPLATE.search(_outside_code(section.text)), section.text
