@@ -117,7 +117,7 @@ def test_a_week_of_docs_edits_is_named_fixed_where_it_moved_and_marked_in_the_ru
         "cache-page-edit": "changed", "models-openai-retries": "gone"}
     assert all(row.gold_state is None for row in before.rows)
 
-    improved = run("improve", "fixed.json", "--docs", "docs", "--json")
+    improved = run("improve", "fixed.json", "--docs", "docs", "--json", "--no-settings")
     causes = {f["id"]: f["cause"] for f in json.loads(improved.stdout)["failures"]}
     assert causes["cache-page-edit"] == causes["models-openai-retries"] == "stale-gold"  # before any retrieval cause
 
