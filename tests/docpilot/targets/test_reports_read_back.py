@@ -357,7 +357,7 @@ _OPENING = _weighted((3, st.tuples(st.just(True), READABLE)), (1, st.tuples(st.j
 
 
 # Shrinking is left out: each example is a whole run and a dozen commands, and shrinking one takes minutes.
-@settings(max_examples=25, deadline=None, database=None, phases=[Phase.explicit, Phase.generate],
+@settings(max_examples=15, deadline=None, database=None, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large, HealthCheck.large_base_example])
 # Regression: a lone surrogate in a reply lost the whole report (exit 3); a section id, a Server-Timing
