@@ -81,9 +81,3 @@ class LogMapping(_Strict):
             except re.error as exc:
                 raise ValueError(f"redact: {pattern!r} is not a regular expression ({exc})") from None
         return patterns
-
-    @field_validator("source_ids")
-    @classmethod
-    def _heading_compiles(cls, mapping: SourceMapping) -> SourceMapping:
-        _compiles("source_ids.heading", mapping.heading)
-        return mapping

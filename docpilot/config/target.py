@@ -73,6 +73,12 @@ class SourceMapping(_Strict):
     outermost first; the heading is found on the source's page by its text. Unset, the
     `#anchor` names the section, and a source without one names the page."""
 
+    @field_validator("heading")
+    @classmethod
+    def _heading_is_jmespath(cls, heading: str | None) -> str | None:
+        _compiles("source_ids.heading", heading)
+        return heading
+
 
 class SearchMapping(_Strict):
     """A target's search endpoint: its ranking without an answer, for `--gate-only`."""
@@ -142,12 +148,6 @@ class Target(_Strict):
         for name in ("answer", "sources", "citations", "source_id", "refusal", "end"):
             _compiles(f"reply.{name}", getattr(reply, name))
         return reply
-
-    @field_validator("source_ids")
-    @classmethod
-    def _heading_compiles(cls, mapping: SourceMapping) -> SourceMapping:
-        _compiles("source_ids.heading", mapping.heading)
-        return mapping
 
 
 def _compiles(name: str, expression: str | None) -> None:

@@ -14,7 +14,6 @@ from docpilot.metrics.answer import identifier_recall
 
 from docpilot.schema import Row
 from tests.docpilot.corpus.test_generators import HUGO, TEMPLATE
-from tests.support.browser import Browser, find_chromium
 from tests.support.cli_runs import run_all
 
 pytestmark = pytest.mark.slow
@@ -65,15 +64,6 @@ def test_answers_keep_the_command_and_cite_the_section_a_relref_names(hugo_run):
     # The relref's words stay in the quoted sentence; the section it names is the one cited for it.
     assert "virtualenvs.in-project" in rows["in-project"]["answer"]
     assert "configuration#virtualenvsin-project" in rows["root-directory"]["citations"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip("no Chromium found (apt-get install chromium, or set DOCPILOT_CHROMIUM)")
-    with Browser(executable) as running:
-        yield running
 
 
 def test_the_html_answer_panels_show_no_template_braces(hugo_run, browser):

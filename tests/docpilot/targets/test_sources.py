@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -98,18 +99,25 @@ def _page_level_trec(rows: list[dict]) -> dict[str, dict[str, float]]:
     return _trec(paged)
 
 
+def _project(tmp_path: Path, base: str, *, records: list = RECORDS, shape: dict | None = None, name: str = "acme",
+             **extra: object) -> Path:
+    """A config over the pipeline docs naming one target (the shapes server's JSON one unless ``shape``)."""
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(yaml.safe_dump(records))
+    target = json.loads(json.dumps(shape or SHAPES["json"]).replace("{base}", base))
+    config = tmp_path / "docpilot.yaml"
+    config.write_text(yaml.safe_dump({
+        "corpus": {"docs": str(DOCS)}, "golden": str(golden), "cache_dir": str(tmp_path / "cache"),
+        "reports_dir": str(tmp_path / "reports"), "targets": {name: target}, **extra}))
+    return config
+
+
 def test_a_target_naming_pages_and_pages_outside_the_docs_is_read_at_page_level(page_served, tmp_path, monkeypatch):
     # Regression: a source naming a page with no text above its first heading, or a page outside the
     # docs, raised in the render step after every question had been asked, and no report was written.
     monkeypatch.setenv("SHAPES_KEY", KEY)
     base, _ = page_served
-    golden = tmp_path / "golden.yaml"
-    golden.write_text(yaml.safe_dump(RECORDS))
-    target = json.loads(json.dumps(SHAPES["json"]).replace("{base}", base))
-    config = tmp_path / "docpilot.yaml"
-    config.write_text(yaml.safe_dump({
-        "corpus": {"docs": str(DOCS)}, "golden": str(golden), "cache_dir": str(tmp_path / "cache"),
-        "reports_dir": str(tmp_path / "reports"), "targets": {"acme": target}}))
+    config = _project(tmp_path, base)
     out, html = tmp_path / "run.json", tmp_path / "run.html"
     result = _eval("--config", str(config), "--target", "acme", "--out", str(out), "--html", str(html))
     assert result.exit_code in (0, 1), result.output
@@ -143,12 +151,7 @@ def _eval_command(*args: str):
 def test_golden_check_names_the_granularity_and_the_gold_a_run_can_match(page_served, tmp_path, monkeypatch):
     monkeypatch.setenv("SHAPES_KEY", KEY)
     base, _ = page_served
-    golden = tmp_path / "golden.yaml"
-    golden.write_text(yaml.safe_dump(RECORDS))
-    target = json.loads(json.dumps(SHAPES["json"]).replace("{base}", base))
-    config = tmp_path / "docpilot.yaml"
-    config.write_text(yaml.safe_dump({"corpus": {"docs": str(DOCS)}, "golden": str(golden),
-                                      "targets": {"acme": target}}))
+    config = _project(tmp_path, base)
     result = _eval_command("golden", "check", "--config", str(config), "--target", "acme", "--json")
     assert result.exit_code == 0, result.output
     sample = json.loads(result.output[result.output.index("{"):])["target"]
@@ -171,13 +174,7 @@ VENDOR = {"url": "{base}/v1/stream", "headers": {"X-Api-Key": "${SHAPES_KEY}"}, 
 def test_a_vendor_s_sse_api_configured_from_the_docs_gives_an_oracle_s_numbers(page_served, tmp_path, monkeypatch):
     monkeypatch.setenv("SHAPES_KEY", KEY)
     base, script = page_served
-    golden = tmp_path / "golden.yaml"
-    golden.write_text(yaml.safe_dump(RECORDS))
-    config = tmp_path / "docpilot.yaml"
-    target = json.loads(json.dumps(VENDOR).replace("{base}", base))
-    config.write_text(yaml.safe_dump({
-        "corpus": {"docs": str(DOCS)}, "golden": str(golden), "cache_dir": str(tmp_path / "cache"),
-        "reports_dir": str(tmp_path / "reports"), "model": {"concurrency": 4}, "targets": {"vendor": target}}))
+    config = _project(tmp_path, base, shape=VENDOR, name="vendor", model={"concurrency": 4})
     out = tmp_path / "run.json"
     result = _eval("--config", str(config), "--target", "vendor", "--out", str(out))
     assert result.exit_code in (0, 1), result.output
@@ -206,13 +203,10 @@ def test_in_a_browser_a_source_outside_the_docs_links_where_the_target_said_and_
         page_served, tmp_path, monkeypatch, browser):
     monkeypatch.setenv("SHAPES_KEY", KEY)
     base, _ = page_served
-    golden = tmp_path / "golden.yaml"
-    golden.write_text(yaml.safe_dump(RECORDS[:3]))
-    target = json.loads(json.dumps(SHAPES["json"]).replace("{base}", base))
-    config = tmp_path / "docpilot.yaml"
-    config.write_text(yaml.safe_dump({
-        "corpus": {"docs": str(DOCS), "base_url": "https://docs.acme.test/"}, "golden": str(golden),
-        "cache_dir": str(tmp_path / "cache"), "targets": {"acme": target}}))
+    config = _project(tmp_path, base, records=RECORDS[:3])
+    data = yaml.safe_load(config.read_text())
+    data["corpus"]["base_url"] = "https://docs.acme.test/"
+    config.write_text(yaml.safe_dump(data))
     html = tmp_path / "run.html"
     result = _eval("--config", str(config), "--target", "acme", "--html", str(html), "--out", str(tmp_path / "r.json"))
     assert result.exit_code in (0, 1), result.output
@@ -227,3 +221,11 @@ def test_in_a_browser_a_source_outside_the_docs_links_where_the_target_said_and_
         assert page.errors() == []
     finally:
         page.close()
+
+
+def test_a_heading_path_that_is_no_jmespath_is_refused_naming_it():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as raised:
+        SourceMapping(heading='metadata."Header 2')
+    assert "source_ids.heading" in str(raised.value) and "is not a JMESPath expression" in str(raised.value)
