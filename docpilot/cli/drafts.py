@@ -35,9 +35,14 @@ _SHOWN = 5  # ids shown per reason a section was left out
 @click.option("--force", is_flag=True, help="Replace the file when it exists.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
               help="Config file (default: configs/docpilot.yaml when present).")
+@click.option("--from", "log", type=click.Path(path_type=Path, dir_okay=False),
+              help="Draft from a production log instead of the docs: the questions of one coverage gap (--group).")
+@click.option("--group", "group", type=click.IntRange(min=1),
+              help="With --from: the rank of the gap group to draft from (`docpilot field LOG` lists them).")
 @handle_errors
 def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: int | None, seed: int,
-          model: str | None, force: bool, config_path: Path | None) -> None:
+          model: str | None, force: bool, config_path: Path | None, log: Path | None = None,
+          group: int | None = None) -> None:
     """Draft a golden set from the docs: questions from their headings, definitions, options and defaults.
 
     Every eligible page gets a question first, then pages get more in proportion to
@@ -59,7 +64,12 @@ def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: in
     if out.exists() and not force:
         raise InputError("the file exists", path=out,
                          hint="pass --force to replace it, or --out for another file")
+    if (log is None) != (group is None):
+        raise click.UsageError("--from LOG and --group N go together: the questions of one coverage gap of the log")
     config = load_config(config_path, overrides={"corpus": {"docs": str(docs) if docs else None}})
+    if log is not None:
+        _draft_from_log(config, log, group, count, out)
+        return
     corpus = load_corpus(config.corpus.docs, chunk_words=config.corpus.chunk_words)
     drafted = draft_golden(corpus, count=count, per_page=per_page, seed=seed, negatives=negatives)
     notes: list[str] = []
@@ -141,3 +151,18 @@ def accept(ids: tuple[str, ...], drafts_path: Path, into: Path | None, docs: Pat
                           lambda: load_corpus(config.corpus.docs, chunk_words=config.corpus.chunk_words))
     for line in moved:
         click.echo(clean(line))
+
+
+def _draft_from_log(config, log: Path, group: int, count: int, out: Path) -> None:
+    """Drafts from one coverage gap of a production log, as ``docpilot field`` groups it and ``field-draft`` drafts it."""
+    from docpilot.field.drafts import draft_group, drafts_text
+    from docpilot.field.run import score_log
+    from docpilot.reports.output import write_atomically
+
+    if not log.is_file():
+        raise InputError("no such log", path=log, hint="give the JSONL or CSV log `docpilot field` reads")
+    report = score_log(config, log)
+    drafts = draft_group(report, group, most=count)
+    write_atomically(out, drafts_text(drafts, report, group), "drafts")
+    click.echo(f"wrote {len(drafts)} draft(s) from gap {group} of {log} to {out}; review them, then "
+               f"`docpilot golden accept ID... --from {out}`")

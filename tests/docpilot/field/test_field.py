@@ -275,3 +275,19 @@ def test_field_history_lists_the_saved_runs_oldest_first(scored, tmp_path):
     assert "broken.json: not JSON" in result.stderr
     table = CliRunner().invoke(main, ["field-history", "--reports", str(folder)])
     assert table.exit_code == 0 and table.stdout.count("| 2026-12-0") == 2
+
+
+def test_golden_draft_from_a_log_drafts_a_gap_as_field_draft_does(planted, scored, tmp_path):
+    report, _ = scored
+    log = write_app_log(planted, tmp_path / "app.jsonl")
+    config = tmp_path / "docpilot.yaml"
+    config.write_text(yaml.safe_dump({"corpus": {"docs": str(ROOT / "docs")}, "logs": {"app": APP_MAPPING}}))
+    drafts = tmp_path / "drafts.yaml"
+    result = CliRunner().invoke(main, ["golden", "draft", "--from", str(log), "--group", "1", "--config", str(config),
+                                       "--out", str(drafts)])
+    assert result.exit_code == 0, result.output
+    written = yaml.safe_load(drafts.read_text())
+    assert [d["question"] for d in written] == [q["question"] for q in report["gaps"][0]["questions"][:10]]
+    alone = CliRunner().invoke(main, ["golden", "draft", "--from", str(log), "--config", str(config),
+                                      "--out", str(tmp_path / "other.yaml")])
+    assert alone.exit_code == 2 and "--group" in alone.output
