@@ -35,20 +35,10 @@ def field_command(log, mapping, config_path, docs, out, markdown_out, html_out, 
     """
     from docpilot.config.loading import load_config
     from docpilot.field.markdown import field_markdown
-    from docpilot.field.run import score_log
+    from docpilot.field.run import save_field_run
 
     config = load_config(config_path, overrides={"corpus": {"docs": docs}})
-    target = Path(out) if out else None
-    rows = target.with_suffix(".turns.jsonl") if target else None
-    report = score_log(config, Path(log), mapping, rows_out=rows or Path(config.reports_dir) / "field-turns.jsonl",
-                       workers=workers)
-    if target is None:
-        target = Path(config.reports_dir) / f"field-{report['run_id']}.json"
-        final_rows = target.with_suffix(".turns.jsonl")
-        Path(report["rows"]).replace(final_rows)
-        report["rows"] = str(final_rows)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    report, target = save_field_run(config, Path(log), mapping, out=Path(out) if out else None, workers=workers)
     if markdown_out:
         Path(markdown_out).write_text(field_markdown(report), encoding="utf-8")
     if html_out:

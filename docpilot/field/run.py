@@ -168,3 +168,22 @@ def _join_rows(parts: list[Path], counts: list[dict[str, int]], out: Path) -> No
             part.unlink()
             for conversation, n in turns.items():
                 seen[conversation] = seen.get(conversation, 0) + n
+
+
+def save_field_run(config: Config, log: Path, mapping_name: str | None = None, *, out: Path | None = None,
+                   workers: int = 1) -> tuple[dict[str, Any], Path]:
+    """Score ``log`` and write its report, and each scored turn in a JSONL file beside it; the report and its path.
+
+    Without ``out`` the report is ``field-<run id>.json`` under ``reports_dir``, where
+    ``docpilot field-history`` finds it.
+    """
+    rows = out.with_suffix(".turns.jsonl") if out else Path(config.reports_dir) / "field-turns.jsonl"
+    report = score_log(config, log, mapping_name, rows_out=rows, workers=workers)
+    if out is None:
+        out = Path(config.reports_dir) / f"field-{report['run_id']}.json"
+        final_rows = out.with_suffix(".turns.jsonl")
+        Path(report["rows"]).replace(final_rows)
+        report["rows"] = str(final_rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return report, out
