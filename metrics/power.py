@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from statistics import NormalDist
 
@@ -141,6 +142,11 @@ def mcnemar_detectable(n: int, discordance: float, *, alpha: float = ALPHA, powe
     def enough(delta: float) -> bool:
         return mcnemar_power(n, max(discordance, delta), delta, alpha=alpha, rejections=rejections) >= power
 
+    return _smallest(enough)
+
+
+def _smallest(enough: Callable[[float], bool]) -> float | None:
+    """The smallest δ in (0, 1] for which ``enough(δ)`` holds, by bisection (``enough`` grows with δ); None if 1 fails."""
     if not enough(1.0):
         return None
     low, high = 0.0, 1.0
@@ -158,13 +164,7 @@ def _connor_detectable(n: int, discordance: float, alpha: float, power: float) -
         psi = max(discordance, delta)
         return math.sqrt(n) * delta >= z_a * math.sqrt(psi) + z_b * math.sqrt(max(psi - delta * delta, 0.0))
 
-    if not enough(1.0):
-        return None
-    low, high = 0.0, 1.0
-    for _ in range(_STEPS):
-        middle = (low + high) / 2
-        low, high = (low, middle) if enough(middle) else (middle, high)
-    return high
+    return _smallest(enough)
 
 
 def wilcoxon_detectable(n: int, spread: float, *, alpha: float = ALPHA, power: float = POWER) -> float | None:
