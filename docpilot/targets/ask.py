@@ -63,7 +63,7 @@ from docpilot.redact import MARK, redact
 from docpilot.targets.sources import SourceResolver, section_id, source_name
 
 __all__ = [
-    "Endpoint", "TargetReplyError", "ask_target", "parse_server_timing", "request_body", "request_headers",
+    "Endpoint", "TargetReplyError", "ask_target", "parse_server_timing", "request_body",
     "section_id",
 ]
 
@@ -92,11 +92,6 @@ def _read_variables(text: str, where: str, found: list[str]) -> str:
         return value
 
     return _VARIABLE.sub(variable, text)
-
-
-def request_headers(target: Target, name: str = "target") -> dict[str, str]:
-    """The target's headers with each ``${NAME}`` read from the environment; ConfigError names a missing one."""
-    return Endpoint.open(target, name).headers
 
 
 @dataclass(frozen=True)

@@ -39,11 +39,11 @@ def check_target(endpoint: Endpoint, records: Sequence[GoldenRecord], corpus: Co
 
     turn = asyncio.run(one())
     return {"record": record.id, "question": record.question, "gold": record.gold,
-            **_described(turn, endpoint, corpus), "granularity": _granularity(turn, records, corpus),
+            **_described(turn, endpoint), "granularity": _granularity(turn, records, corpus),
             "markers": _markers(turn, endpoint)}
 
 
-def _described(turn: RemoteTurn, endpoint: Endpoint, corpus: Corpus) -> dict[str, Any]:
+def _described(turn: RemoteTurn, endpoint: Endpoint) -> dict[str, Any]:
     """Each field matched or not, each source's id and where it lands, the stage times and first token."""
     reply = endpoint.target.reply
     sources = turn.retrieval.primed if turn.retrieval is not None else []
@@ -59,13 +59,13 @@ def _described(turn: RemoteTurn, endpoint: Endpoint, corpus: Corpus) -> dict[str
         },
         "citations": {"path": reply.citations, "matched": turn.cited is not None, "cited": turn.cited or []},
         "sources": [{"n": s.n, "source": s.url, "section_id": s.section_id, "in_docs": s.section_id not in outside,
-                     "names": _level(s.section_id, outside, corpus)} for s in sources],
+                     "names": _level(s.section_id, outside)} for s in sources],
         "latency_ms": turn.latency_ms, "first_token_ms": turn.first_token_ms, "server_timing": turn.server_timing,
         "server_timing_dropped": turn.stages_dropped,
     }
 
 
-def _level(section_id: str, outside: set[str], corpus: Corpus) -> str:
+def _level(section_id: str, outside: set[str]) -> str:
     if section_id in outside:
         return "outside the docs"
     return "a section" if "#" in section_id else "a page"

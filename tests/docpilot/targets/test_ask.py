@@ -27,11 +27,11 @@ from docpilot.config.target import SourceMapping, Target
 from docpilot.errors import ConfigError
 from docpilot.models.base import Source
 from docpilot.targets.ask import (
+    Endpoint,
     TargetReplyError,
     ask_target,
     parse_server_timing,
     request_body,
-    request_headers,
 )
 from docpilot.targets.sources import section_id
 from tests.support.assistant_shapes import BASE, KEY, Script, Scripted, serve_shapes
@@ -155,10 +155,10 @@ def test_placeholders_become_json_values_or_text():
 def test_a_header_reads_the_environment_and_a_missing_variable_is_named(monkeypatch):
     target = Target(url="http://127.0.0.1:1/", headers={"Authorization": "Bearer ${SHAPES_KEY}"},
                     reply={"answer": "a"})
-    assert request_headers(target) == {"Authorization": f"Bearer {KEY}"}
+    assert Endpoint.open(target).headers == {"Authorization": f"Bearer {KEY}"}
     monkeypatch.delenv("SHAPES_KEY")
     with pytest.raises(ConfigError, match=r"\$\{SHAPES_KEY\}, which is not set"):
-        request_headers(target, "acme")
+        Endpoint.open(target, "acme")
 
 
 def test_a_target_must_name_the_answer_and_a_chosen_target_must_exist():
