@@ -68,10 +68,69 @@ class GoldenRecord(_Strict):
     source_digest: str | None = None
     """Drafts written before the drafts' lock: a digest of the section's text, read and ignored (the lock beside
     the drafts file, docs/golden-set.md#lock, says what the section held); dropped on accept."""
+    conversation: str | None = None
+    """For a turn of a conversation: the conversation's record id (the turn's own ``id`` names both). Set
+    when a conversation is read (``Conversation.records``), never written in a golden set."""
+    turn: int | None = Field(default=None, ge=1)
+    """For a turn of a conversation: its position, from 1."""
+    earlier: list[EarlierTurn] = Field(default_factory=list)
+    """For a follow-up: the conversation's turns before this one, first first."""
+    answer_given: str | None = None
+    """For a turn of a conversation: the reply taken as the assistant's when the next turn is asked."""
 
     @property
     def kind(self) -> Kind:
         return "positive" if self.gold else "negative"
+
+
+class EarlierTurn(_Strict):
+    """A turn before a follow-up, as the follow-up is asked: its question, and the reply it was given."""
+
+    question: str
+    answer_given: str | None = None
+    """The reply the golden set fixes for it; None carries the assistant's own answer of this run forward."""
+
+
+class ConversationTurn(_Strict):
+    """One turn of a golden conversation: a question with its own gold, asked after the turns before it."""
+
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+    gold: list[str] = Field(default_factory=list)
+    gold_answer: str | None = None
+    identifiers: list[str] = Field(default_factory=list)
+    scope: list[str] | None = None
+    expected_cause: Cause | None = None
+    answer_given: str | None = None
+    """The reply to take as the assistant's when the next turn is asked; without it, the assistant's own."""
+
+
+class Conversation(_Strict):
+    """A golden record that is a chat: ordered turns, each measured as a question of its own."""
+
+    id: str = Field(min_length=1)
+    turns: list[ConversationTurn] = Field(min_length=1)
+    split: Split = "dev"
+    language: str | None = None
+    tags: list[str] = Field(default_factory=list)
+
+    def records(self) -> list[GoldenRecord]:
+        """One record per turn, id ``<id>/<turn>``, each carrying the turns before it."""
+        records: list[GoldenRecord] = []
+        for position, turn in enumerate(self.turns, start=1):
+            records.append(GoldenRecord(
+                id=turn_id(self.id, position), question=turn.question, gold=turn.gold, gold_answer=turn.gold_answer,
+                identifiers=turn.identifiers, split=self.split, language=self.language, scope=turn.scope,
+                expected_cause=turn.expected_cause, tags=self.tags, conversation=self.id, turn=position,
+                earlier=[EarlierTurn(question=t.question, answer_given=t.answer_given)
+                         for t in self.turns[: position - 1]],
+                answer_given=turn.answer_given,
+            ))
+        return records
+
+
+def turn_id(conversation: str, turn: int) -> str:
+    """The id of a conversation's turn: the conversation's id and the turn's position, ``<id>/<turn>``."""
+    return f"{conversation}/{turn}"
 
 
 class AttackProbe(_Strict):
@@ -213,6 +272,13 @@ class Row(_Strict):
     sample: int | None = None
     """Which of the record's samples the row is, from 0, in a run that asks each turn several times
     (`--repeat N`, `model.repeat`); None in a run of one sample. The samples share the record's ranking."""
+    conversation: str | None = None
+    """For a turn of a conversation: the conversation's record id; None for a single question."""
+    turn: int | None = None
+    """For a turn of a conversation: its position, from 1 (1 is the first turn, above 1 a follow-up)."""
+    retrieval_query: str | None = None
+    """What DocPilot's own assistant searched the docs with, when that was not the question as asked (a
+    follow-up, read with the turns before it); None when it searched with the question."""
 
     @property
     def answered(self) -> bool:
