@@ -7,6 +7,10 @@ reply as events (``docpilot.server.turn``); the eval takes a shard of records th
 them stage by stage, its model turns sent through the run's model lane and its steps
 looked up in the stage cache (``docpilot.run.pipeline``). Both call ``primed`` and
 ``panel``, so an answer served is primed, gated and rendered as the eval scores it.
+
+A follow-up (a question asked after earlier turns of a conversation) is searched for
+with ``search_query``, which reads the question with the turns before it, and primed
+with those turns as chat messages (``primed(..., history=...)``).
 """
 
 from __future__ import annotations
@@ -31,9 +35,36 @@ class Primed:
     gate_refused: bool
 
 
-def primed(ws: Workspace, question: str, hits: Sequence[Hit]) -> Primed:
-    """The prompt built from the top ``prime.top_k`` hits, and the gate's verdict on the hits."""
-    return Primed(prime(question, hits, ws.chunks, k=ws.config.prime.top_k), gate_refuses(ws.config.guard, hits))
+def primed(ws: Workspace, question: str, hits: Sequence[Hit], *,
+           history: Sequence[Mapping[str, str]] = ()) -> Primed:
+    """The prompt built from the top ``prime.top_k`` hits, and the gate's verdict on the hits.
+
+    ``history``: a follow-up's earlier turns as chat messages (``{"role": "user" |
+    "assistant", "content": ...}``, first first; ``primer.history_messages`` builds them
+    from (question, answer) pairs), carried before the question within the primer's
+    bounds. Empty, the prompt is a single question's, byte for byte.
+    """
+    prompt = prime(question, hits, ws.chunks, k=ws.config.prime.top_k, history=history)
+    return Primed(prompt, gate_refuses(ws.config.guard, hits))
+
+
+def search_query(question: str, earlier: Sequence[tuple[str, str | None]]) -> str:
+    """What the docs are searched with for a question asked after ``earlier`` (question, answer) turns.
+
+    A first question is searched as asked. A follow-up ("and how do I rotate it?") leans
+    on the turns before it, so it is rewritten by ``followup.retrieval_query`` of this
+    package; until that module is present the question is searched as asked. This is
+    the one place either is decided, for the server and the eval alike.
+    """
+    if not earlier:
+        return question
+    try:
+        from docpilot.assistant.followup import retrieval_query  # type: ignore[import-not-found]
+    except ModuleNotFoundError as missing:
+        if missing.name != "docpilot.assistant.followup":
+            raise
+        return question
+    return retrieval_query(question, list(earlier))
 
 
 def url_for(ws: Workspace, outside: Collection[str] = (), elsewhere: Mapping[str, str] | None = None,
