@@ -344,8 +344,8 @@ class Selection(_Strict):
 
 
 class Slice(_Strict):
-    """The summary of the rows that carry one tag (the numbers a run with `--tag TAG` would give), or
-    of the positives in one overlap band."""
+    """The summary of the rows that carry one tag (the numbers a run with `--tag TAG` would give), of
+    the positives in one overlap band, or of the conversation turns at one place (first, follow-up, turn n)."""
 
     records: int
     """Rows in the slice."""
@@ -375,6 +375,8 @@ class VariantResult(_Strict):
     """Tag → the summary of the variant's rows carrying it."""
     bands: dict[str, Slice] = Field(default_factory=dict)
     """Overlap band → the summary of the variant's positives in it."""
+    turns: dict[str, Slice] = Field(default_factory=dict)
+    """Turn slice → the summary of the variant's conversation turns in it (as the report's ``turns``)."""
     replayed: dict[str, int] = Field(default_factory=dict)
     gates: list[GateResult] = Field(default_factory=list)
     """The run's gates, checked on the variant's rows."""
@@ -528,6 +530,11 @@ class Report(_Strict):
     """Overlap band (`low` under 0.5, `mid` under 0.8, `high`) → the summary of the positives whose
     `overlap` falls in it, empty bands left out: a recall that holds only in `high` flatters the retriever
     (docs/golden-set.md); empty in reports written before rows carried `overlap`."""
+    turns: dict[str, Slice] = Field(default_factory=dict)
+    """A run holding golden conversations: `first` (every turn 1), `follow-up` (every later turn), then `turn 1`,
+    `turn 2`, ... → the summary of those turns, computed as the report's summary is (``metrics.slices``); a
+    follow-up that reads its question alone shows here. Empty, and left out of the file, for a run of single
+    questions, and in reports written before conversations."""
     replayed: dict[str, int] = Field(default_factory=dict)
     """Latency metric id → how many of the turns it is taken over were replayed from the stage cache."""
     gates: list[GateResult]
