@@ -57,11 +57,36 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
+_TURN_FIELDS = {"conversation", "turn", "retrieval_query"}
+"""A row's fields for a turn of a conversation, all None in a run of single questions."""
+
+
 def write_report(report: Report, path: str | Path) -> Path:
     """Write a report atomically (see ``docpilot.reports.output``) and return its path."""
-    # A run of one keeps the shape reports had before variants: no empty variant fields.
-    exclude = None if report.variants else {"variants": True, "paired": True, "rows": {"__all__": {"variant"}}}
-    return write_atomically(path, report.model_dump_json(indent=1, exclude=exclude), "report")
+    return write_atomically(path, report.model_dump_json(indent=1, exclude=_unused_fields(report)), "report")
+
+
+def _unused_fields(report: Report) -> dict | None:
+    """The fields a report leaves out of its file because its run had no use for them.
+
+    A run of one keeps the shape reports had before variants (no empty variant fields), and a
+    run of single questions the shape they had before conversations (no turn slices, no row
+    fields of turns): such a report is written byte for byte as it was, and reads back the same.
+    """
+    rows: set[str] = set()
+    exclude: dict = {}
+    if not report.variants:
+        exclude |= {"variants": True, "paired": True}
+        rows.add("variant")
+    if not any(row.conversation is not None or row.turn is not None or row.retrieval_query is not None
+               for row in report.rows):
+        exclude["turns"] = True
+        rows |= _TURN_FIELDS
+        if report.variants:
+            exclude["variants"] = {"__all__": {"turns"}}
+    if rows:
+        exclude["rows"] = {"__all__": rows}
+    return exclude or None
 
 
 def load_report(path: str | Path) -> Report:
@@ -205,8 +230,8 @@ def leaks_of(rows) -> list[LeakFound]:
 
 
 def rescore(report: Report) -> Report:
-    """The report with summary, counts, slices, bands, gates and verdict recomputed from its rows alone."""
-    from docpilot.metrics.slices import slice_by_overlap, slice_by_tag
+    """The report with summary, counts, slices, bands, turns, gates and verdict recomputed from its rows alone."""
+    from docpilot.metrics.slices import slice_by_overlap, slice_by_tag, slice_by_turn
 
     conditions = report.config.get("gates", {}) or {}
     summary, counts, gates, outcome = score(
@@ -216,7 +241,8 @@ def rescore(report: Report) -> Report:
     leaks = leaks_of(report.rows)
     slices = slice_by_tag(report.rows, gate_only=report.gate_only)
     bands = slice_by_overlap(report.rows, gate_only=report.gate_only)
-    update = {"summary": summary, "counts": counts, "slices": slices, "bands": bands, "gates": gates,
+    turns = slice_by_turn(report.rows, gate_only=report.gate_only)
+    update = {"summary": summary, "counts": counts, "slices": slices, "bands": bands, "turns": turns, "gates": gates,
               "verdict": outcome,
               "leaks": leaks, "replayed": _replayed(report.rows, gate_only=report.gate_only),
               "stability": stability_of(report.rows),
@@ -240,7 +266,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
     """
     from docpilot.clock import command_ms
     from docpilot.config.loading import public_config
-    from docpilot.metrics.slices import slice_by_overlap, slice_by_tag
+    from docpilot.metrics.slices import slice_by_overlap, slice_by_tag, slice_by_turn
     from docpilot.models.registry import model_identity
     from docpilot.reports.changes import comparable_config
 
@@ -292,6 +318,7 @@ def assemble_report(job, rows, *, wall_ms: float, orchestrator: str, corpus_fing
         counts=counts,
         slices=slice_by_tag(rows, gate_only=job.gate_only, ahead=ahead),
         bands=slice_by_overlap(rows, gate_only=job.gate_only, ahead=ahead),
+        turns=slice_by_turn(rows, gate_only=job.gate_only, ahead=ahead),
         replayed=_replayed(rows, gate_only=job.gate_only),
         gates=gates,
         verdict=outcome,

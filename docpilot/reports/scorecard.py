@@ -272,14 +272,16 @@ def placeholder_warning(report: Report) -> str | None:
 
 
 BANDS_TITLE = "by overlap band (the question's words in its gold section, docs/golden-set.md)"
+TURNS_TITLE = "by turn (conversations: first turns, follow-ups, each position)"
 
 
 def _render_slices(report: Report, console: Console) -> None:
     """One row per tag with the headline metrics (the numbers a run with --tag TAG would give), then one
-    per overlap band."""
+    per overlap band, then, for a run holding conversations, one per turn slice."""
     metrics = headline_metrics(report, terminal=True)
     for title, label, pieces in (("by tag (the numbers a run with --tag TAG gives)", "tag", report.slices),
-                                 (BANDS_TITLE, "overlap", report.bands)):
+                                 (BANDS_TITLE, "overlap", report.bands),
+                                 (TURNS_TITLE, "turn", report.turns)):
         if not pieces:
             continue
         table = Table(title=title, title_justify="left")

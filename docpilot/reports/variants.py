@@ -62,7 +62,7 @@ def join_variants(parts: Sequence[tuple[Variant, Report]], *, gate_variant: str 
             config=report.config, fingerprints={k: v for k, v in report.fingerprints.items() if k in ("model", "config")},
             cache_stats=cache_stats(own, gate_only=report.gate_only, runtime=report.runtime),
             summary=report.summary, counts=report.counts, slices=report.slices, bands=report.bands,
-            replayed=report.replayed,
+            turns=report.turns, replayed=report.replayed,
             gates=report.gates, verdict=report.verdict, leaks=report.leaks,
             intervals=report.intervals, stability=report.stability,
         ))
@@ -165,7 +165,7 @@ def cheapest_of(names: Sequence[str], summaries: Mapping[str, Mapping]) -> tuple
 
 def rescore_variants(report: Report) -> Report:
     """A report of several variants with every variant's numbers and the paired verdict recomputed from its rows."""
-    from docpilot.metrics.slices import slice_by_overlap, slice_by_tag
+    from docpilot.metrics.slices import slice_by_overlap, slice_by_tag, slice_by_turn
     from docpilot.metrics.summary import replayed_counts
     from docpilot.reports.report import headline_intervals, leaks_of, stability_of
 
@@ -185,6 +185,7 @@ def rescore_variants(report: Report) -> Report:
             "summary": summary, "counts": counts, "gates": gates, "verdict": outcome, "leaks": leaks_of(own),
             "slices": slice_by_tag(own, gate_only=report.gate_only),
             "bands": slice_by_overlap(own, gate_only=report.gate_only),
+            "turns": slice_by_turn(own, gate_only=report.gate_only),
             "replayed": replayed_counts(own, gate_only=report.gate_only),
             "stability": stability_of(own), "intervals": headline_intervals(own, gate_only=report.gate_only)}))
     gate_variant = report.paired.gate_variant if report.paired else None
@@ -194,7 +195,7 @@ def rescore_variants(report: Report) -> Report:
     return report.model_copy(update={
         "variants": results, "paired": paired, "verdict": overall_verdict(results, gate_variant),
         "summary": first.summary, "counts": first.counts, "gates": first.gates, "slices": first.slices,
-        "bands": first.bands, "replayed": first.replayed, "leaks": first.leaks,
+        "bands": first.bands, "turns": first.turns, "replayed": first.replayed, "leaks": first.leaks,
         "stability": first.stability, "intervals": first.intervals,
     })
 
@@ -225,7 +226,7 @@ def one_variant(report: Report, name: str | None = None, *, path: object = None)
         "schema_version": 1, "rows": [row for row in report.rows if row.variant == chosen],
         "config": result.config or report.config, "fingerprints": {**report.fingerprints, **result.fingerprints},
         "cache_stats": result.cache_stats, "summary": result.summary, "counts": result.counts,
-        "slices": result.slices, "bands": result.bands, "replayed": result.replayed, "gates": result.gates, "verdict": result.verdict,
+        "slices": result.slices, "bands": result.bands, "turns": result.turns, "replayed": result.replayed, "gates": result.gates, "verdict": result.verdict,
         "leaks": result.leaks, "stability": result.stability, "intervals": result.intervals,
         "variants": None, "paired": None,
     })
