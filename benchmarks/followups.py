@@ -1,0 +1,173 @@
+"""Follow-ups' retrieval, asked as written and as ``retrieval_query`` rewrites them, per conversation set and split.
+
+For every golden conversation of a set, each positive turn is ranked by the default
+retriever (the demo config's settings), as ``docpilot eval --gate-only`` ranks a
+question: first turns with their question (the rewrite leaves a first turn as it is),
+follow-ups twice, with the question as the user wrote it ("plain") and with the
+question ``docpilot.assistant.followup.retrieval_query`` makes of it and the turns
+before ("rewritten"). An earlier turn's answer is its ``answer_given``, else None (no
+model runs here; the rewrite reads no answer anyway).
+
+Two sets: the demo conversations over DocPilot's own manual (``evals/conversations.yaml``),
+which the rule was chosen on (dev) and proven on (test), and conversations over the
+FastAPI docs (``benchmarks/data/conversations/fastapi.yaml``), written before the rule
+was measured on them. The FastAPI docs live outside the repository (``--data``, by
+default ``../shared/data`` beside it); when they are missing the set is reported as
+absent and the demo still runs.
+
+    python -m benchmarks.followups                 # a table, as docs/retrieval.md#follow-ups shows it
+    python -m benchmarks.followups --json
+    python -m benchmarks.followups --data PATH
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+if not __package__:  # run as a file: make the repository's packages importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import yaml  # noqa: E402
+from docpilot.metrics.retrieval import recall_at_k  # noqa: E402
+
+from docpilot.assistant.followup import retrieval_query  # noqa: E402
+from docpilot.assistant.workspace import open_workspace  # noqa: E402
+from docpilot.config.loading import load_config  # noqa: E402
+from docpilot.corpus.pages import load_corpus  # noqa: E402
+from docpilot.retrieval.rankers import Retriever  # noqa: E402
+from docpilot.schema import Conversation, GoldenRecord  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+CONFIG = ROOT / "configs" / "docpilot.yaml"
+SPLITS = ("dev", "test")
+K = 8
+
+
+@dataclass(frozen=True)
+class ConversationSet:
+    """A docs corpus and the golden conversations written about it."""
+
+    name: str
+    docs: Path
+    conversations: Path
+
+
+def sets(data: Path) -> list[ConversationSet]:
+    """The demo conversations over the project's manual, and the FastAPI ones over docs written elsewhere."""
+    return [
+        ConversationSet("demo", ROOT / "docs", ROOT / "evals" / "conversations.yaml"),
+        ConversationSet(
+            "fastapi",
+            data / "fastapi-docs" / "docs" / "en" / "docs",
+            ROOT / "benchmarks" / "data" / "conversations" / "fastapi.yaml",
+        ),
+    ]
+
+
+def load_turns(path: Path) -> list[GoldenRecord]:
+    """Every turn of the conversations in a YAML file, one record each, as ``Conversation.records`` gives them."""
+    entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    return [record for entry in entries for record in Conversation.model_validate(entry).records()]
+
+
+def earlier_of(record: GoldenRecord) -> list[tuple[str, str | None]]:
+    """A turn's earlier turns as ``retrieval_query`` reads them: (question, answer given) pairs, first first."""
+    return [(turn.question, turn.answer_given) for turn in record.earlier]
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None
+
+
+def split_figures(records: list[GoldenRecord], rank: Callable[[str, list[str] | None], list[str]]) -> dict:
+    """recall@8 of a split's positive turns: first turns, and follow-ups plain and rewritten."""
+    first, plain, rewritten, changed = [], [], [], 0
+    for record in records:
+        if not record.gold:
+            continue
+        query = retrieval_query(record.question, earlier_of(record))
+        found = recall_at_k(rank(query, record.scope), record.gold, K)
+        if not record.earlier:
+            first.append(found)
+            continue
+        rewritten.append(found)
+        plain.append(recall_at_k(rank(record.question, record.scope), record.gold, K))
+        changed += query != record.question
+    return {
+        "first_turns": len(first), "first_recall@8": _mean(first),
+        "follow_ups": len(plain), "follow_ups_rewritten": changed,
+        "plain_recall@8": _mean(plain), "rewritten_recall@8": _mean(rewritten),
+    }
+
+
+def _retriever(chosen: ConversationSet) -> Retriever:
+    """The default retriever over a set's docs: the demo's as the eval opens it, the same settings elsewhere."""
+    config = load_config(CONFIG, overrides={"corpus": {"docs": str(chosen.docs)}})
+    if chosen.name == "demo":
+        return open_workspace(config, use_cache=False).retriever
+    return Retriever(load_corpus(chosen.docs), config.retrieval)
+
+
+def measure_set(chosen: ConversationSet) -> dict:
+    """Each split's figures for one conversation set; ``absent`` when its docs are not on this machine."""
+    if not chosen.docs.is_dir():
+        return {"set": chosen.name, "absent": str(chosen.docs)}
+    retriever = _retriever(chosen)
+    turns = load_turns(chosen.conversations)
+
+    def rank(query: str, scope: list[str] | None) -> list[str]:
+        return [hit.section_id for hit in retriever.search(query, scope=scope, k=K)]
+
+    return {
+        "set": chosen.name,
+        "conversations": str(chosen.conversations.relative_to(ROOT)),
+        "retriever": retriever.settings.retriever,
+        "splits": {split: split_figures([r for r in turns if r.split == split], rank) for split in SPLITS},
+    }
+
+
+def run(data: Path) -> dict:
+    """Every figure of the table, as one JSON-ready object."""
+    return {"k": K, "sets": [measure_set(s) for s in sets(data)]}
+
+
+def _cell(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def table(result: dict) -> str:
+    """The figures as a Markdown table, the way docs/retrieval.md#follow-ups shows them."""
+    lines = [
+        "| set | split | first turns | recall@8 | follow-ups | plain recall@8 | rewritten recall@8 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for measured in result["sets"]:
+        if "absent" in measured:
+            lines.append(f"| {measured['set']} | – | absent: {measured['absent']} | | | | |")
+            continue
+        for split, f in measured["splits"].items():
+            lines.append(
+                f"| {measured['set']} | {split} | {f['first_turns']} | {_cell(f['first_recall@8'])} "
+                f"| {f['follow_ups']} | {_cell(f['plain_recall@8'])} | {_cell(f['rewritten_recall@8'])} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding fastapi-docs/")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    result = run(args.data)
+    print(json.dumps(result, indent=2) if args.json else table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
