@@ -11,7 +11,10 @@ with a monotonic clock started just before the request is sent:
     retrieval_ms      send → the `retrieval` event
 
 The eval's server runtime (``docpilot.run.remote``) asks with it; so can any Python
-caller of a running server.
+caller of a running server. A follow-up is asked with ``history``, the conversation's
+earlier messages (``docpilot.assistant.primer.history_messages`` builds them from
+question and answer pairs); the server says what it searched the docs with, and
+``RemoteTurn.retrieval_query`` carries it back.
 
 Server faults never raise out of ``ask``: they end the turn with ``RemoteTurn.error`` and
 its ``error_code``. A server's stream is capped as it arrives, by the openai model's rule
@@ -24,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -104,6 +107,13 @@ class RemoteTurn(BaseModel):
     """Send → the `retrieval` event."""
     retrieval: RetrievalEvent | None = None
     """Ranked sections and primed sources."""
+    retrieval_query: str | None = None
+    """What the assistant searched the docs with, when it was not the question as asked (a follow-up, read
+    with the turns before it: the `retrieval` event's `query`); None when it searched with the question, or
+    cannot say (a target)."""
+    thread: str | None = None
+    """The conversation thread the reply named (a target's `reply.thread`, docs/targets.md#thread), to send
+    back with the next turn; else the thread the turn was asked in; None outside a thread."""
     answer: str = ""
     """The answer text, the `token` events joined (the model's `REFUSE:` reply when it refused)."""
     reasoning: str | None = None
@@ -160,11 +170,15 @@ async def ask(
     token: str | None = None,
     *,
     language: str | None = None,
+    history: Sequence[Mapping[str, str]] | None = None,
     busy_retries: int = BUSY_RETRIES,
     max_tokens: int = _DEFAULT_MAX_TOKENS,
     traceparent: str | None = None,
 ) -> RemoteTurn:
     """Ask a server one question over its event stream, timing what arrives.
+
+    ``history``: for a follow-up, the conversation's earlier messages, first first, each
+    ``{"role": "user" | "assistant", "content": ...}``; empty or None for a single question.
 
     A 503 is retried after its ``Retry-After`` (at most ``busy_retries`` times), and a
     connection dropped before any reply is retried twice; the waits count in the
@@ -174,11 +188,7 @@ async def ask(
     under the caller's span.
     """
     endpoint = ask_url(url)
-    body: dict[str, Any] = {"question": question, "stream": True}
-    if scope is not None:
-        body["scope"] = list(scope)
-    if language is not None:
-        body["language"] = language
+    body = _ask_body(question, scope, language, history)
     headers = {"Accept": "text/event-stream"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
@@ -220,6 +230,19 @@ async def ask(
             turn.fail("timeout" if isinstance(exc, httpx.TimeoutException) else "connect", _unreachable(endpoint, exc))
             break
     return _close(turn, elapsed())
+
+
+def _ask_body(question: str, scope: Sequence[str] | None, language: str | None,
+              history: Sequence[Mapping[str, str]] | None) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/ask``: what is set of the question's fields, streamed."""
+    body: dict[str, Any] = {"question": question, "stream": True}
+    if scope is not None:
+        body["scope"] = list(scope)
+    if language is not None:
+        body["language"] = language
+    if history:
+        body["history"] = [{"role": m["role"], "content": m["content"]} for m in history]
+    return body
 
 
 def _unreachable(endpoint: str, exc: Exception) -> str:
@@ -274,6 +297,7 @@ def _take(turn: RemoteTurn, name: str, raw: str, now_ms: float) -> None:
             turn.first_thought_ms = now_ms
     elif name == "retrieval":
         turn.retrieval, turn.retrieval_ms = payload, now_ms  # type: ignore[assignment]
+        turn.retrieval_query = payload.query  # type: ignore[union-attr]
     elif name in ("citations", "refusal", "timing"):
         setattr(turn, name, payload)
     elif name == "error":

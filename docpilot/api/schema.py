@@ -32,10 +32,16 @@ from docpilot.json_schema import DocumentedSchema
 # MAX_QUESTION_CHARS, the longest question a request may ask, is the golden set's limit too.
 from docpilot.schema import MAX_QUESTION_CHARS, Cause  # noqa: F401
 
-MAX_BODY_BYTES = 16 * 1024
-"""Largest request body accepted; a larger one is answered 413."""
+MAX_BODY_BYTES = 64 * 1024
+"""Largest request body accepted; a larger one is answered 413. It holds a question, its scope and a
+follow-up's earlier turns."""
 MAX_SCOPE_ENTRIES = 50
 """Most page-id prefixes a scope may list."""
+MAX_HISTORY_MESSAGES = 40
+"""Most earlier messages a request's ``history`` may hold (the prompt carries the latest of them, as
+``docpilot.assistant.primer.bounded_history`` bounds it)."""
+MAX_HISTORY_MESSAGE_CHARS = 8000
+"""Longest earlier message a request's ``history`` may hold, in characters."""
 TOKEN_VARIABLE = "DOCPILOT_SERVER_TOKEN"
 """Environment variable that holds the server's bearer token (for the server and its clients)."""
 REFUSAL_MESSAGE = "The documentation does not answer this question."
@@ -50,6 +56,22 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class HistoryMessage(_Strict):
+    """One earlier message of the conversation a question follows, in OpenAI's chat shape."""
+
+    role: Literal["user", "assistant"]
+    """`user`: a question asked before; `assistant`: the answer it was given."""
+    content: str = Field(min_length=1, max_length=MAX_HISTORY_MESSAGE_CHARS)
+    """The message's text."""
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the message is empty; leave out a turn that has no text")
+        return value
+
+
 class AskRequest(_Strict):
     """The body of ``POST /v1/ask``."""
 
@@ -61,6 +83,10 @@ class AskRequest(_Strict):
     """BCP-47 tag of the language the reader wants; the prompt already asks for the question's language."""
     stream: bool = True
     """True: answer with server-sent events; false: answer with one JSON object."""
+    history: list[HistoryMessage] = Field(default_factory=list, max_length=MAX_HISTORY_MESSAGES)
+    """For a follow-up: the conversation's earlier messages, first first, each `{role, content}` with role
+    `user` or `assistant`; empty for a single question. The search reads the question with them, and the
+    prompt carries the latest of them before the question."""
 
     @field_validator("question")
     @classmethod
@@ -119,6 +145,9 @@ class RetrievalEvent(_Strict):
     """Ranked sections, best first (at most `retrieval.top_k`)."""
     primed: list[PrimedSource] = Field(default_factory=list)
     """The numbered sources (at most `prime.top_k`)."""
+    query: str | None = None
+    """What the docs were searched with, when it was not the question as asked (a follow-up, read with the
+    turns before it); null when the question was searched as asked."""
 
 
 class TextEvent(_Strict):
@@ -338,7 +367,10 @@ def openapi_document(*, max_body_bytes: int, max_question_chars: int, max_concur
         "post": {
             "summary": "Answer one question from the docs",
             "description": (
-                "Retrieves, primes, asks the model and renders the answer. With `stream: true` (the default) "
+                "Retrieves, primes, asks the model and renders the answer. A follow-up sends the conversation's "
+                "earlier messages as `history`: the search reads the question with them (the `retrieval` event's "
+                "`query` says what was searched) and the prompt carries the latest of them. "
+                "With `stream: true` (the default) "
                 "the reply is `text/event-stream`; each event's data is one JSON object:\n" + events
                 + "\n\nWith `stream: false` the reply is one `AskResult` and a `Server-Timing` header."
             ),
@@ -362,7 +394,11 @@ def openapi_document(*, max_body_bytes: int, max_question_chars: int, max_concur
                 "415": problem("The body is not sent as `Content-Type: application/json`."),
                 "431": problem("The request line and headers are too large."),
                 "413": problem(f"The body is larger than {max_body_bytes} bytes."),
-                "422": problem(f"Not a valid request, or the question is over {max_question_chars} characters."),
+                "422": problem(
+                    f"Not a valid request: the question is over {max_question_chars} characters, or `history` holds "
+                    f"more than {MAX_HISTORY_MESSAGES} messages, a role other than `user` or `assistant`, or a "
+                    f"message over {MAX_HISTORY_MESSAGE_CHARS} characters."
+                ),
                 "500": problem("An unexpected failure; the details are in the server's log under the request id."),
                 "502": problem("The model failed (JSON replies only; a stream reports it as an `error` event)."),
                 "503": problem(

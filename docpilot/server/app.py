@@ -8,9 +8,9 @@ The wire format is in ``docpilot.api.schema``; the token check in
 
 A request to ``/v1/ask`` passes, in order: on a loopback server, a local ``Host`` and
 no foreign ``Origin`` (403); the bearer token (401); ``Content-Type: application/json``
-(415); the body size (413); the body's shape and the question's length (422); and a
-slot, waiting in arrival order while the queue has room (503 with ``Retry-After``
-past it; see ``docpilot.server.admission``). The slot is freed when the answer's last
+(415); the body size (413); the body's shape, the question's length and a follow-up's
+``history`` (422); and a slot, waiting in arrival order while the queue has room (503
+with ``Retry-After`` past it; see ``docpilot.server.admission``). The slot is freed when the answer's last
 byte is sent or the client goes away; a client that disconnects cancels the model's
 work. Deadlines on the headers and on the whole request, header size and the
 connection cap are enforced below the app, in ``docpilot.server.protocol``. No response carries a traceback: unexpected
@@ -213,7 +213,7 @@ def _parse(body: bytes, max_question_chars: int) -> AskRequest:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors(include_input=False)
         )
-        expected = "(expected {question, scope?, language?, stream?})"
+        expected = "(expected {question, scope?, language?, stream?, history?})"
         raise _Problem(422, "invalid_request", f"{problems} {expected}") from None
     if len(ask.question) > max_question_chars:
         raise _Problem(

@@ -91,13 +91,18 @@ class SearchPool:
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
 
-    async def search(self, ask: AskRequest) -> Search:
-        """The question's search, run on a pool thread (or here, when the search needs none)."""
-        if self._executor is None:
-            return self._search(ask)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._search, ask)
+    async def search(self, ask: AskRequest, query: str | None = None) -> Search:
+        """The question's search, run on a pool thread (or here, when the search needs none).
 
-    def _search(self, ask: AskRequest) -> Search:
+        ``query`` is what the docs are searched with when it is not the question as asked
+        (a follow-up, read with the turns before it).
+        """
+        text = ask.question if query is None else query
+        if self._executor is None:
+            return self._search(text, ask.scope)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._search, text, ask.scope)
+
+    def _search(self, query: str, scope: list[str] | None) -> Search:
         """The ranked hits, timed: ``embed`` is the query terms and the embedding, ``retrieve`` the rest.
 
         BM25 needs no model, so its ``embed`` is a fraction of a millisecond; ``embed +
@@ -109,7 +114,7 @@ class SearchPool:
         terms_ms = 0.0
         if retriever.settings.retriever != "dense":
             mark = clock()
-            retriever.query_terms(ask.question)  # the search repeats this step; timed apart here
+            retriever.query_terms(query)  # the search repeats this step; timed apart here
             terms_ms = (clock() - mark) * 1000
         timed = _Unlocking(self._embedder, self._ranking) if self._embedder is not None else None
         with self._ranking:
@@ -117,7 +122,7 @@ class SearchPool:
             if timed is not None:
                 retriever.embedder = timed  # read by the search only while it holds the lock
             try:
-                hits = retriever.search(ask.question, scope=ask.scope, k=self._ws.config.retrieval.top_k)
+                hits = retriever.search(query, scope=scope, k=self._ws.config.retrieval.top_k)
             finally:
                 if timed is not None:
                     retriever.embedder = self._embedder

@@ -1,9 +1,12 @@
 """One question on the server: retrieve, prime, gate, model and render, told as a series of events.
 
 It takes the steps of ``docpilot.assistant.turn`` that the eval's stages take
-(``primed``: the prompt and the retrieval gate; ``panel``: the rendered answer), after
-the same search (``Retriever.search`` with the configured ``top_k``), so a question
-answered here gets the panel the eval would score.
+(``search_query``: what a follow-up is searched with; ``primed``: the prompt and the
+retrieval gate; ``panel``: the rendered answer), after the same search
+(``Retriever.search`` with the configured ``top_k``), so a question answered here gets
+the panel the eval would score. A request's ``history`` (a follow-up's earlier
+messages) reaches both the search and the prompt; the ``retrieval`` event's ``query``
+says what was searched when it was not the question.
 
 Models stream through an optional ``stream(prompt)`` async iterator. Each piece is a
 ``str`` of answer text, or a ``(kind, text)`` pair whose kind is ``"token"`` (answer),
@@ -42,7 +45,8 @@ from docpilot.api.schema import (
     TextEvent,
     TimingEvent,
 )
-from docpilot.assistant.turn import panel, primed, url_for
+from docpilot.assistant.primer import earlier_turns
+from docpilot.assistant.turn import panel, primed, search_query, url_for
 from docpilot.assistant.workspace import Workspace
 from docpilot.errors import ModelError
 from docpilot.models.base import INTERRUPTED_HINT, Model, Prompt, finish_piece, parse_refusal, read_finish
@@ -71,9 +75,11 @@ async def answer_events(
     log and hide.
     """
     clock = time.perf_counter
-    found = await (searches or SearchPool(ws)).search(ask)
+    history = [message.model_dump() for message in ask.history]
+    query = search_query(ask.question, earlier_turns(history))
+    found = await (searches or SearchPool(ws)).search(ask, query)
     hits, embed_ms, retrieve_ms = found.hits, found.embed_ms, found.retrieve_ms
-    step = primed(ws, ask.question, hits)
+    step = primed(ws, ask.question, hits, history=history)
     prompt, link = step.prompt, url_for(ws)
     yield "retrieval", RetrievalEvent(
         hits=[RankedHit(section_id=h.section_id, chunk_id=h.chunk_id, score=h.score) for h in hits],
@@ -81,6 +87,7 @@ async def answer_events(
             PrimedSource(n=s.n, section_id=s.section_id, title=s.title, url=link(s.section_id))
             for s in prompt.sources
         ],
+        query=query if query != ask.question else None,
     )
     model_ms = 0.0
     done = DoneEvent(request_id=request_id)
