@@ -42,6 +42,7 @@ def render_markdown(readout: Readout, *, max_records: int = MAX_RECORDS) -> str:
         + (f" {_escape(readout.comparison_note)}." if readout.comparison_note else ""),
         "",
         *_metric_table(readout),
+        *_turn_table(readout),
         *_failed_gates(readout),
         *_flaky_records(readout, max_records),
         *_failing_records(readout, max_records),
@@ -95,6 +96,24 @@ def _metric_table(readout: Readout) -> list[str]:
     if left_off:
         lines += [_escape(left_off[0].upper() + left_off[1:]) + ".", ""]
     return lines
+
+
+def _turn_table(readout: Readout) -> list[str]:
+    """A run holding conversations: the headline metrics of its first turns, its follow-ups and each turn position,
+    with the turns each is over; nothing for a run of single questions."""
+    from docpilot.reports.scorecard import headline_metrics
+
+    report = readout.report
+    if not report.turns:
+        return []
+    metrics = headline_metrics(report)
+    lines = ["**By turn** (conversations: each turn a record; single questions are in no row)", "",
+             "| turn | records | " + " | ".join(f"`{_code(m)}`" for m in metrics) + " |",
+             "|---|---:|" + "---:|" * len(metrics)]
+    for name, piece in report.turns.items():
+        values = " | ".join(_escape(format_value(m, piece.summary.get(m))) for m in metrics)
+        lines.append(f"| {_escape(name)} | {piece.records} | {values} |")
+    return [*lines, ""]
 
 
 def _move(metric: str, readout: Readout) -> str:
