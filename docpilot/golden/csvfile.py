@@ -7,6 +7,13 @@ its default applies, exactly as when a YAML record leaves the key out: an empty
 ``gold`` makes a negative, an empty ``scope`` allows the whole corpus. Lines are
 counted as the file has them, so a cell that spans lines (quoted) does not shift the
 line numbers that errors name.
+
+A conversation is written as rows, one a turn: the ``conversation`` column holds the
+conversation's id and ``turn`` the turn's number, 1 to n in the order of the rows.
+Each row holds its turn's question, gold and answer; ``split``, ``language`` and
+``tags`` belong to the conversation, so the rows that fill them must agree (a row may
+leave them empty). ``conversation_rows`` folds each conversation's rows into one
+record with ``turns``, as a YAML file writes it.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ class CsvRow:
 
     line: int
     fields: dict[str, Any]
+    turn_lines: tuple[int, ...] = ()
+    """For a conversation: the line of each of its rows, one a turn."""
 
 
 def parse_csv(text: str, path: Path, fields: Sequence[str], list_fields: Sequence[str]) -> tuple[
@@ -126,6 +135,89 @@ def _record(cells: list[str], keep: dict[int, str], list_fields: Sequence[str]) 
         else:
             record[name] = value
     return record
+
+
+_SHARED = ("split", "language", "tags")
+"""Fields of a conversation its rows share."""
+
+
+def conversation_rows(rows: Sequence[CsvRow], path: Path, problems: list[Problem]) -> tuple[
+        list[CsvRow], list[Problem]]:
+    """The rows with each conversation's rows folded into one record with ``turns``, at its first row.
+
+    ``split``, ``language`` and ``tags`` of a turn's row go to the conversation; every
+    other cell to the turn. Rows that cannot be placed (no turn number, numbers out of
+    order, conversation fields that disagree) are problems on their lines.
+    """
+    grouped: dict[str, list[CsvRow]] = {}
+    out: list[CsvRow | str] = []
+    problems = list(problems)
+    for row in rows:
+        conversation = row.fields.get("conversation")
+        if conversation is None and "turn" in row.fields:
+            problems.append(Problem(f"the row has turn {row.fields['turn']!r} but no conversation",
+                                    "fill the conversation cell with the conversation's id, or empty the turn cell "
+                                    "for a single question", path, row.line))
+            continue
+        if conversation is None:
+            out.append(row)
+            continue
+        if conversation not in grouped:
+            grouped[conversation] = []
+            out.append(conversation)
+        grouped[conversation].append(row)
+    folded = []
+    for entry in out:
+        if isinstance(entry, CsvRow):
+            folded.append(entry)
+            continue
+        conversation_row, found = _fold(entry, grouped[entry], path)
+        problems += found
+        folded.append(conversation_row)
+    return folded, sorted(problems, key=lambda problem: problem.line or 0)
+
+
+def _fold(conversation: str, rows: list[CsvRow], path: Path) -> tuple[CsvRow, list[Problem]]:
+    """One conversation's rows as one record with ``turns``; and the problems of its numbering and shared fields."""
+    problems = []
+    shared: dict[str, tuple[Any, int]] = {}
+    turns = []
+    for number, row in enumerate(rows, start=1):
+        fields = dict(row.fields)
+        del fields["conversation"]
+        given = fields.pop("turn", None)
+        if given is None or given.strip() != str(number):
+            what = "no turn number" if given is None else f"turn {given!r}"
+            problems.append(Problem(
+                f"row {number} of conversation {conversation!r} has {what}",
+                f"number the rows of conversation {conversation!r} 1, 2, 3… in the order they come (this one "
+                f"{number})", path, row.line, conversation))
+        own_id = fields.pop("id", None)
+        if own_id not in (None, conversation, f"{conversation}/{number}"):
+            problems.append(Problem(
+                f"turn {number}: the id cell {own_id!r} is neither the conversation {conversation!r} nor the turn "
+                f"{conversation + '/' + str(number)!r}",
+                "leave the id cell of a turn's row empty: the conversation cell names the record", path, row.line,
+                conversation))
+        for name in _SHARED:
+            if name not in fields:
+                continue
+            value = fields.pop(name)
+            if name in shared and shared[name][0] != value:
+                earlier, line = shared[name]
+                problems.append(Problem(
+                    f"turn {number}: {name} {_cell(value)} differs from {_cell(earlier)} on line {line}: "
+                    f"{name} belongs to the whole conversation",
+                    f"give every row of conversation {conversation!r} the same {name}, or leave it empty on all but "
+                    "one", path, row.line, conversation))
+            shared.setdefault(name, (value, row.line))
+        turns.append(fields)
+    record = {"id": conversation, **{name: value for name, (value, _) in shared.items()}, "turns": turns}
+    return CsvRow(rows[0].line, record, tuple(row.line for row in rows)), problems
+
+
+def _cell(value: Any) -> str:
+    return repr(LIST_SEPARATOR.join(value)) if isinstance(value, list) else repr(value)
 
 
 _QUOTING = 'a cell that holds a comma, a quote or a line break is written in double quotes, with " doubled inside'

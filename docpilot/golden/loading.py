@@ -8,6 +8,13 @@ the file, the record's first line, its id, the bad value and the fix, so one
 (the file cannot run) or *warnings* (it runs, and a number is weaker for it: a
 negative that carries a reference answer, a positive without one, a negative that
 does not say why it should be refused).
+
+A record with ``turns:`` instead of ``question:`` is a conversation
+(``docpilot.schema.Conversation``); in CSV its turns are rows sharing a
+``conversation`` cell. It is read as one record per turn, id ``<id>/<turn>``
+(``Conversation.records``), so everything downstream sees one record per question. A
+problem of a turn names the turn and the line it starts on. Ids are unique across
+records, conversations and turns.
 """
 
 from __future__ import annotations
@@ -26,12 +33,12 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from docpilot.errors import InputError
-from docpilot.golden.csvfile import parse_csv
+from docpilot.golden.csvfile import conversation_rows, parse_csv
 from docpilot.golden.docs_folder import misplaced_docs
 from docpilot.golden.probe_example import missing_probe_file
 from docpilot.golden.warnings import GoldenWarning, Warned, golden_warnings
 from docpilot.metrics.gold import TOP, scope_prefix
-from docpilot.schema import AttackProbe, GoldenRecord
+from docpilot.schema import AttackProbe, Conversation, ConversationTurn, GoldenRecord, turn_id
 from docpilot.userfiles.intake import GOLDEN_SET, PROBE_FILE, read_text
 from docpilot.userfiles.userfile import (
     Problem,
@@ -61,6 +68,12 @@ _EXAMPLES = {
     "question": "<the question as a user would type it>",
     "prompt": "<what the attacker sends>",
 }
+_FROM_TURNS = ("conversation", "turn", "earlier")
+"""Fields of a turn's record that reading a conversation sets; a golden set never writes them."""
+_TURN_FIELDS = tuple(ConversationTurn.model_fields)
+"""What each turn of a conversation holds."""
+_CONVERSATION_FIELDS = tuple(name for name in Conversation.model_fields if name != "turns")
+"""What a conversation holds beside its turns: the same for every turn."""
 
 @dataclass(frozen=True)
 class GoldenCheck:
@@ -81,6 +94,21 @@ class _Item:
     line: int
     raw: Any
     repeated_keys: list[tuple[str, int]]
+    turn_lines: list[int] = field(default_factory=list)
+    """For a conversation: the line each turn starts on, when the format tells them apart."""
+    turn_repeats: list[list[tuple[str, int]]] = field(default_factory=list)
+    """For a conversation in YAML: the keys each turn holds more than once."""
+
+    def turn_line(self, turn: int | None) -> int:
+        """The line of a turn (from 1), or of the record."""
+        if turn is not None and 0 < turn <= len(self.turn_lines):
+            return self.turn_lines[turn - 1]
+        return self.line
+
+
+def is_conversation(raw: Any) -> bool:
+    """Whether a record as parsed is a conversation: a mapping with ``turns``."""
+    return isinstance(raw, dict) and "turns" in raw
 
 
 def load_golden(path: str | Path) -> list[GoldenRecord]:
@@ -144,7 +172,7 @@ def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str |
     page_ids = sorted(corpus.pages)
     folders = {page.rsplit("/", depth)[0] for page in page_ids for depth in range(1, page.count("/") + 1)}
     prefixes = set(page_ids) | folders
-    found: list[tuple[tuple[str, str] | None, Problem]] = []  # (record, entry) of a gold entry's problem
+    found: list[tuple[tuple[str, str] | None, GoldenRecord, Problem]] = []  # (record, entry) of a gold entry
     for record in records:
         for entry in record.gold:
             if not corpus.has_entry(entry):
@@ -155,23 +183,30 @@ def corpus_problems(records: Sequence[GoldenRecord], corpus: Corpus, path: str |
                 if known_page and entry.endswith(f"#{TOP}"):
                     what = f"text above the first heading, and page {page!r} has none"
                     hint = f"pin one of its sections instead; `docpilot golden sections {page}` lists them"
-                found.append(((record.id, entry), Problem(f"gold entry {entry!r} names {what}", hint, file, None,
-                                                          record.id)))
+                found.append(((record.id, entry), record, _named(record, f"gold entry {entry!r} names {what}",
+                                                                  hint, file)))
         for prefix in record.scope or []:
             name = scope_prefix(prefix)  # the retriever's and the metric's reading: `/` is the whole docs
             if name and name not in prefixes:
                 hint = _did_you_mean(difflib.get_close_matches(prefix, sorted(prefixes), n=3, cutoff=0.5))
                 message = f"scope prefix {prefix!r} names no page or folder of the docs"
-                found.append((None, Problem(message, hint, file, None, record.id)))
+                found.append((None, record, _named(record, message, hint, file)))
     # With a lock beside the set it is read here, even when no entry needs it, so a broken lock stops a run
     # before any record is ranked; without one this is a single stat.
     locked = _locked(file) if stale_ok else set()
-    problems = [problem for key, problem in found if key not in locked]
-    if problems and file is not None:
+    kept = [(record, problem) for key, record, problem in found if key not in locked]
+    if kept and file is not None:
         # Lines are looked up only now: finding them reads the file again.
         lines = _lines_by_id(file)
-        problems = [replace(problem, line=lines.get(problem.record)) for problem in problems]
-    return problems
+        return [replace(problem, line=lines.get(record.id)) for record, problem in kept]
+    return [problem for _, problem in kept]
+
+
+def _named(record: GoldenRecord, message: str, hint: str, file: Path | None) -> Problem:
+    """A problem of a record; for a turn of a conversation, naming the conversation and the turn."""
+    if record.conversation is not None:
+        return Problem(f"turn {record.turn}: {message}", hint, file, None, record.conversation)
+    return Problem(message, hint, file, None, record.id)
 
 
 def _locked(file: Path | None) -> set[tuple[str, str]]:
@@ -190,9 +225,19 @@ def _check_file(path: Path, model: type[_Record], checks: Callable[[Any], list[_
     items, problems = _parse(path, fmt, model)
     records: list[_Record] = []
     warnings: list[GoldenWarning] = []
-    first_line: dict[str, int] = {}
+    ids = _Ids(path)
     for item in items:
         record_id = _raw_id(item.raw)
+        if model is GoldenRecord and is_conversation(item.raw):
+            turns, found_problems, found_warnings = _read_conversation(item, fmt, path)
+            records += turns
+            problems += found_problems
+            warnings += found_warnings
+            problems += ids.add(record_id, item.line, "conversation")
+            for number, line in enumerate(_turn_lines(item), start=1):
+                if record_id is not None:
+                    problems += ids.add(turn_id(record_id, number), line, f"turn {number} of conversation {record_id!r}")
+            continue
         found = _check_item(item, model, fmt)
         issues = found if isinstance(found, list) else checks(found)
         problems += [Problem(message, hint, path, item.line, record_id) for message, hint in issues]
@@ -200,13 +245,66 @@ def _check_file(path: Path, model: type[_Record], checks: Callable[[Any], list[_
             records.append(found)
             warnings += [GoldenWarning(kind, Problem(message, hint, path, item.line, record_id))
                          for kind, message, hint in warns(found)]
-        if record_id is not None and record_id in first_line:
-            message = f"duplicate id {record_id!r}: lines {first_line[record_id]} and {item.line} both use it"
-            hint = "give each record its own id; reports find records by id"
-            problems.append(Problem(message, hint, path, item.line, record_id))
-        elif record_id is not None:
-            first_line[record_id] = item.line
+        problems += ids.add(record_id, item.line, "record")
     return GoldenCheck(records=records, errors=problems, warnings=warnings)
+
+
+class _Ids:
+    """The ids a file has used so far, each with its line and what holds it: records, conversations, turns."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.first: dict[str, tuple[int, str]] = {}
+
+    def add(self, record_id: str | None, line: int, what: str) -> list[Problem]:
+        """Note an id; the problem when it was used before."""
+        if record_id is None:
+            return []
+        if record_id not in self.first:
+            self.first[record_id] = (line, what)
+            return []
+        earlier, held = self.first[record_id]
+        if held == what == "record":
+            message = f"duplicate id {record_id!r}: lines {earlier} and {line} both use it"
+            hint = "give each record its own id; reports find records by id"
+        else:
+            message = f"duplicate id {record_id!r}: the {held} on line {earlier} and the {what} on line {line} both use it"
+            hint = ("give each its own id; a turn's id is its conversation's id, '/', and its number, so a record "
+                    "may not take the id of a conversation's turn")
+        conversation = record_id.rpartition("/")[0] if what.startswith("turn ") else record_id
+        return [Problem(message, hint, self.path, line, conversation)]
+
+
+def _turn_lines(item: _Item) -> list[int]:
+    """The line of each turn of a conversation item (the record's line where the format gives none)."""
+    turns = item.raw.get("turns") if isinstance(item.raw, dict) else None
+    count = len(turns) if isinstance(turns, list) else 0
+    return [item.turn_line(number) for number in range(1, count + 1)]
+
+
+def _read_conversation(item: _Item, fmt: _Format, path: Path) -> tuple[
+        list[GoldenRecord], list[Problem], list[GoldenWarning]]:
+    """A conversation's records, one per turn; else what is wrong with it, each problem naming its turn."""
+    record_id = _raw_id(item.raw)
+    found = _check_conversation(item, fmt)
+    if isinstance(found, list):
+        return [], [_turn_problem(path, item, record_id, turn, message, hint) for turn, message, hint in found], []
+    records = found.records()
+    problems = [_turn_problem(path, item, found.id, None, message, hint) for message, hint in _record_issues(found)]
+    warnings = []
+    for record in records:
+        problems += [_turn_problem(path, item, found.id, record.turn, message, hint)
+                     for message, hint in _question_issues(record)]
+        warnings += [GoldenWarning(kind, _turn_problem(path, item, found.id, record.turn, message, hint), record.turn)
+                     for kind, message, hint in golden_warnings(record)]
+    return ([] if problems else records), problems, warnings
+
+
+def _turn_problem(path: Path, item: _Item, record_id: str | None, turn: int | None, message: str,
+                  hint: str) -> Problem:
+    """A problem of a conversation, at its turn's line and naming the turn when it is one turn's."""
+    return Problem(f"turn {turn}: {message}" if turn is not None else message, hint, path, item.turn_line(turn),
+                   record_id)
 
 
 def _format(path: Path) -> _Format:
@@ -227,7 +325,9 @@ def _parse(path: Path, fmt: _Format, model: type[BaseModel]) -> tuple[list[_Item
         items = [_Item(line, value, [(key, line) for key in keys]) for line, value, keys in parse_jsonl(text, path)]
     elif fmt == "csv":
         rows, problems = parse_csv(text, path, list(model.model_fields), _list_fields(model))
-        items = [_Item(row.line, row.fields, []) for row in rows]
+        if model is GoldenRecord:
+            rows, problems = conversation_rows(rows, path, problems)
+        items = [_Item(row.line, row.fields, [], list(row.turn_lines)) for row in rows]
     else:
         items = _yaml_items(text, path)
     if not items and not problems:
@@ -262,7 +362,16 @@ def _yaml_items(text: str, path: Path) -> list[_Item]:
     if not (isinstance(root, yaml.SequenceNode) and isinstance(data, list)):
         message = f"holds {describe(data)}, not a list of records"
         raise InputError(message, path=path, line=line_of(root), hint=shape_hint)
-    return [_Item(line_of(node), value, repeated_keys(node)) for node, value in zip(root.value, data, strict=True)]
+    return [_yaml_item(node, value) for node, value in zip(root.value, data, strict=True)]
+
+
+def _yaml_item(node: yaml.Node, value: Any) -> _Item:
+    """One record of a YAML file, with the line and repeated keys of each turn when it is a conversation."""
+    turns = next((child for key, child, _ in mapping_entries(node) if key == "turns"), None)
+    if not isinstance(turns, yaml.SequenceNode):
+        return _Item(line_of(node), value, repeated_keys(node))
+    return _Item(line_of(node), value, repeated_keys(node), [line_of(turn) for turn in turns.value],
+                 [repeated_keys(turn) for turn in turns.value])
 
 
 def _lines_by_id(path: Path) -> dict[str, int]:
@@ -276,6 +385,9 @@ def _lines_by_id(path: Path) -> dict[str, int]:
         record_id = _raw_id(item.raw)
         if record_id is not None:
             lines.setdefault(record_id, item.line)
+        if record_id is not None and is_conversation(item.raw):
+            for number, line in enumerate(_turn_lines(item), start=1):
+                lines.setdefault(turn_id(record_id, number), line)
     return lines
 
 
@@ -288,17 +400,33 @@ def _check_item(item: _Item, model: type[_Record], fmt: _Format) -> _Record | li
     if not isinstance(raw, dict):
         example = '{"id": "q1", "question": "..."}' if fmt == "jsonl" else "`- id: q1` with `question: ...` below it"
         return [(f"a record must be a mapping of fields, not {describe(raw)}", f"write the record as {example}")]
-    fields = model.model_fields
+    if model is GoldenRecord:
+        fields = [name for name in model.model_fields if name not in (*_FROM_TURNS, "answer_given")]
+        return _validated(raw, model, fmt, item.repeated_keys, fields, _plain_field_issue)
+    return _validated(raw, model, fmt, item.repeated_keys, list(model.model_fields))
+
+
+def _validated(raw: dict, model: type[BaseModel], fmt: _Format, repeats: Sequence[tuple[str, int]],
+               fields: Sequence[str], misplaced: Callable[[str], _Issue | None] = lambda key: None) -> Any:
+    """``raw`` validated as ``model`` with only ``fields`` allowed, or what is wrong with it.
+
+    ``misplaced`` names a key that is a field elsewhere (a turn's field on a conversation,
+    a conversation's on a plain record) with its own message; any other unknown key is
+    told the closest field.
+    """
     issues = [(f"field {key!r} is given twice (the second time on line {line})", "keep one of them")
-              for key, line in item.repeated_keys]
+              for key, line in repeats]
     known = {}
     for key, value in raw.items():
         if isinstance(key, str) and key in fields:
             known[key] = value
             continue
-        near = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.5)
-        hint = (f"did you mean {near[0]!r}? " if near else "") + f"valid fields: {', '.join(fields)}"
-        issues.append((f"unknown field {show(key)}", hint))
+        issue = misplaced(key) if isinstance(key, str) else None
+        if issue is None:
+            near = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.5)
+            issue = (f"unknown field {show(key)}",
+                     (f"did you mean {near[0]!r}? " if near else "") + f"valid fields: {', '.join(fields)}")
+        issues.append(issue)
     for name in _list_fields(model):
         if isinstance(known.get(name), str):
             value = known.pop(name)
@@ -312,6 +440,73 @@ def _check_item(item: _Item, model: type[_Record], fmt: _Format) -> _Record | li
         errors = [e for e in exc.errors() if not (e["type"] == "missing" and e["loc"][0] in suggested)]
         return issues + [_explain(error, fmt) for error in errors]
     return issues or record
+
+
+def _plain_field_issue(key: str) -> _Issue | None:
+    """The issue of a field a single-question record may not hold: one of a conversation's turn."""
+    if key in _FROM_TURNS:
+        return (f"field {key!r} is set when a conversation is read, one record per turn, never in a golden set",
+                "remove it; to write a conversation, put its questions under `turns:` "
+                "(docs/golden-set.md#conversations)")
+    if key == "answer_given":
+        return ("answer_given belongs to a turn of a conversation (the reply taken as the assistant's before the "
+                "next turn), not to a single question",
+                "remove it, or write the record as a conversation with its questions under `turns:`")
+    return None
+
+
+def _conversation_field_issue(key: str) -> _Issue | None:
+    """The issue of a turn's field written on the conversation itself."""
+    if key == "question":
+        return ("a record holds both `question` and `turns`",
+                "a single question keeps `question` and drops `turns`; a conversation puts each question in its "
+                "own turn under `turns:`")
+    if key in _TURN_FIELDS:
+        return (f"field {key!r} belongs to each turn of a conversation, not to the conversation",
+                f"move {key} under the turn it belongs to; the conversation holds {', '.join(_CONVERSATION_FIELDS)} "
+                "and turns")
+    return _plain_field_issue(key) if key in _FROM_TURNS else None
+
+
+def _check_conversation(item: _Item, fmt: _Format) -> Conversation | list[tuple[int | None, str, str]]:
+    """The validated conversation, or what is wrong with it as (turn or None, what, fix)."""
+    raw = item.raw
+    top = {key: value for key, value in raw.items() if key != "turns"}
+    head = _validated(top, Conversation, fmt, item.repeated_keys, _CONVERSATION_FIELDS, _conversation_field_issue)
+    found = head if isinstance(head, list) else []
+    found = [issue for issue in found if not issue[0].startswith("missing field 'turns'")]
+    issues: list[tuple[int | None, str, str]] = [(None, message, hint) for message, hint in found]
+    turns = raw["turns"]
+    if not isinstance(turns, list) or not turns:
+        what = "an empty list" if turns == [] else describe(turns)
+        issues.append((None, f"turns is {what}, not a list of turns",
+                       "list the turns in order, each a mapping with at least `question:`"))
+        return issues
+    checked: list[ConversationTurn] = []
+    for number, turn in enumerate(turns, start=1):
+        if not isinstance(turn, dict):
+            issues.append((number, f"a turn must be a mapping of fields, not {describe(turn)}",
+                           "write the turn as a mapping with at least `question:`"))
+            continue
+        repeats = item.turn_repeats[number - 1] if number <= len(item.turn_repeats) else []
+        result = _validated(turn, ConversationTurn, fmt, repeats, _TURN_FIELDS, _turn_field_issue)
+        if isinstance(result, list):
+            issues += [(number, message, hint) for message, hint in result]
+        else:
+            checked.append(result)
+    if issues:
+        return issues
+    return Conversation.model_validate({**top, "turns": checked})
+
+
+def _turn_field_issue(key: str) -> _Issue | None:
+    """The issue of a conversation's field written on one of its turns."""
+    if key in _CONVERSATION_FIELDS:
+        return (f"field {key!r} belongs to the conversation, the same for every turn",
+                f"move {key} up beside the conversation's id")
+    if key in _FROM_TURNS:
+        return _plain_field_issue(key)
+    return None
 
 
 def _explain(error: Any, fmt: _Format) -> _Issue:
@@ -336,7 +531,20 @@ def _explain(error: Any, fmt: _Format) -> _Issue:
 
 
 def _golden_issues(record: GoldenRecord) -> list[_Issue]:
-    issues = _blank("id", record.id) + _blank("question", record.question)
+    return _record_issues(record) + _question_issues(record)
+
+
+def _record_issues(record: GoldenRecord | Conversation) -> list[_Issue]:
+    """What is wrong with a record's own fields, which a conversation's turns share: its id and language."""
+    issues = _blank("id", record.id)
+    if record.language is not None and not _LANGUAGE_TAG.match(record.language):
+        issues.append((f"language {show(record.language)} is not a BCP-47 tag", "use a tag such as en, de or pt-BR"))
+    return issues
+
+
+def _question_issues(record: GoldenRecord) -> list[_Issue]:
+    """What is wrong with one question (a record, or a turn of a conversation): its text, gold, scope and cause."""
+    issues = _blank("question", record.question)
     if record.gold and record.expected_cause:
         issues.append((f"a positive (gold {show(record.gold)}) has expected_cause {record.expected_cause!r}",
                        "remove expected_cause (it says why a negative is refused), "
@@ -347,8 +555,6 @@ def _golden_issues(record: GoldenRecord) -> list[_Issue]:
     if record.scope == []:
         issues.append(("scope is an empty list, so the turn could draw from no page",
                        "list the page-id prefixes the turn may use, or remove scope to allow the whole corpus"))
-    if record.language is not None and not _LANGUAGE_TAG.match(record.language):
-        issues.append((f"language {show(record.language)} is not a BCP-47 tag", "use a tag such as en, de or pt-BR"))
     return issues
 
 

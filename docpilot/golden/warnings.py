@@ -3,7 +3,7 @@
 A negative that carries a reference answer (common in sets written for other tools),
 a positive without one, a negative that does not say why it should be refused. Each
 is reported with its record and line by ``docpilot golden check``, and summed up in
-one line per kind by ``docpilot eval``.
+one line per kind by ``docpilot eval``. A conversation is warned about turn by turn.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from docpilot.schema import GoldenRecord
+from docpilot.schema import GoldenRecord, turn_id
 from docpilot.userfiles.userfile import Problem, show
 
 Warned = tuple[str, str, str]
@@ -34,6 +34,14 @@ class GoldenWarning:
     """A key of ``WARNING_KINDS``."""
     problem: Problem
     """The record, what is weak and how to make it strong."""
+    turn: int | None = None
+    """For a turn of a conversation: its number (the problem names the conversation and the turn)."""
+
+    @property
+    def record_id(self) -> str:
+        """The id of the record warned about: a turn's own id, ``<conversation>/<turn>``, for a turn."""
+        record = self.problem.record or "?"
+        return record if self.turn is None else turn_id(record, self.turn)
 
 
 def golden_warnings(record: GoldenRecord) -> list[Warned]:
@@ -58,7 +66,7 @@ def warning_lines(warnings: Sequence[GoldenWarning], path: str | Path, shown: in
     """One line per kind of warning, with how many records and the first ids: what a run prints."""
     lines = []
     for kind, meaning in WARNING_KINDS.items():
-        ids = [w.problem.record or "?" for w in warnings if w.kind == kind]
+        ids = [w.record_id for w in warnings if w.kind == kind]
         if ids:
             more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
             lines.append(f"{path}: {len(ids)} {meaning} ({', '.join(ids[:shown])}{more})")
