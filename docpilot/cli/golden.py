@@ -156,7 +156,8 @@ def _show_sample(name: str, sample: dict) -> None:
     if sample["server_timing_dropped"]:
         console.print(f"  Server-Timing: {sample['server_timing_dropped']} entries dropped (no usable name, or a "
                       "duration that is not a finite number from 0 to a day)")
-    for line in _granularity_lines(sample["granularity"]) + _marker_lines(sample["markers"]):
+    for line in (_granularity_lines(sample["granularity"]) + _marker_lines(sample["markers"])
+                 + _conversation_lines(sample["conversation"])):
         console.print(escape(line))
 
 
@@ -187,6 +188,17 @@ def _marker_lines(markers: dict) -> list[str]:
             f"{markers['read_from']}): a run counts every such answer in unlinked_answers, which fails its gate; "
             "map reply.citations if the app lists what it cites, or keep the gate as the measure of what "
             "readers see (docs/targets.md#markers)"]
+
+
+def _conversation_lines(conversation: dict) -> list[str]:
+    """How the target's follow-ups will be asked: its conversation mode, and a thread the sample did not name."""
+    line = f"  conversation: {conversation['mode']}; {conversation['says']}"
+    if conversation["mode"] == "thread":
+        found = conversation["thread"]
+        line += (f"; the sample reply named thread {found!r} at reply.thread" if found is not None else
+                 f"; the sample reply named NO thread at reply.thread {conversation['thread_path']!r}, so a run "
+                 "stops at its first reply")
+    return [line]
 
 
 def _fix_moved(golden: Path, corpus) -> dict[str, dict[str, str]]:
@@ -373,7 +385,9 @@ def _show_shape(path: str, docs: str, shape: GoldenShape, missing: int = 0) -> N
     console = Console(highlight=False, soft_wrap=True)
     found = (f"{missing} gold entr{'y names' if missing == 1 else 'ies name'} nothing in {docs}, stale by the "
              "lock (below)" if missing else f"every gold entry found in {docs}")
-    console.print(f"[bold]{path}[/]: {shape.records} records, {found} ({shape.pages} pages)")
+    chats = (f" ({_count(shape.records - shape.turns, 'single question')} and {_count(shape.conversations, 'conversation')} "
+             f"of {_count(shape.turns, 'turn')}, each turn a record)" if shape.conversations else "")
+    console.print(f"[bold]{path}[/]: {shape.records} records{escape(chats)}, {found} ({shape.pages} pages)")
     splits = Table("split", "positives", "negatives", "records", title="records per split", title_justify="left")
     for name, split in shape.splits.items():
         splits.add_row(name, str(split.positives), str(split.negatives), str(split.positives + split.negatives))

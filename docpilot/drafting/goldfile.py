@@ -25,7 +25,7 @@ from docpilot.errors import InputError
 from docpilot.golden.draft import record_lines
 from docpilot.golden.loading import read_golden
 from docpilot.reports.output import write_atomically
-from docpilot.schema import GoldenRecord
+from docpilot.schema import GoldenRecord, turn_id
 from docpilot.userfiles.intake import GOLDEN_SET, read_bytes, read_text
 
 Moves = Mapping[str, Mapping[str, str]]
@@ -119,18 +119,31 @@ def _yaml_spans(text: str, moves: Moves) -> list[tuple[int, int, str]]:
     spans = []
     records = _records_node(text)
     for item in records.value if records is not None else []:
-        if not isinstance(item, yaml.MappingNode):
-            continue
-        fields = {k.value: v for k, v in item.value if isinstance(k, yaml.ScalarNode)}
+        fields = _yaml_fields(item)
         key = fields.get("id")
-        wanted = moves.get(str(key.value)) if isinstance(key, yaml.ScalarNode) else None
-        gold = fields.get("gold")
-        if not wanted or not isinstance(gold, yaml.SequenceNode):
+        if not isinstance(key, yaml.ScalarNode):
             continue
-        for node in gold.value:
-            if isinstance(node, yaml.ScalarNode) and node.value in wanted:
-                spans.append((node.start_mark.index, node.end_mark.index, _yaml_scalar(wanted[node.value], node)))
+        turns = fields.get("turns")
+        if isinstance(turns, yaml.SequenceNode):  # a conversation: each turn's gold, by the turn's id
+            for number, turn in enumerate(turns.value, start=1):
+                spans += _yaml_gold_spans(_yaml_fields(turn), moves.get(turn_id(str(key.value), number)))
+        else:
+            spans += _yaml_gold_spans(fields, moves.get(str(key.value)))
     return spans
+
+
+def _yaml_fields(node: yaml.Node) -> dict[str, yaml.Node]:
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+
+
+def _yaml_gold_spans(fields: dict[str, yaml.Node], wanted: Mapping[str, str] | None) -> list[tuple[int, int, str]]:
+    gold = fields.get("gold")
+    if not wanted or not isinstance(gold, yaml.SequenceNode):
+        return []
+    return [(node.start_mark.index, node.end_mark.index, _yaml_scalar(wanted[node.value], node))
+            for node in gold.value if isinstance(node, yaml.ScalarNode) and node.value in wanted]
 
 
 def _yaml_scalar(value: str, node: yaml.ScalarNode) -> str:
@@ -171,17 +184,22 @@ def _jsonl_spans(text: str, moves: Moves) -> list[tuple[int, int, str]]:
     for line in text.split("\n"):
         if line.strip():
             record = json.loads(line)
-            wanted = moves.get(str(record.get("id"))) if isinstance(record, dict) else None
-            if wanted:
-                spans += [(offset + start, offset + end, json.dumps(wanted[value], ensure_ascii=False))
-                          for start, end, value in _json_gold_strings(line) if value in wanted]
+            record_id = str(record.get("id")) if isinstance(record, dict) else None
+            for start, end, value, turn in _json_gold_strings(line) if record_id is not None else []:
+                wanted = moves.get(record_id if turn is None else turn_id(record_id, turn), {})
+                if value in wanted:
+                    spans.append((offset + start, offset + end, json.dumps(wanted[value], ensure_ascii=False)))
         offset += len(line) + 1
     return spans
 
 
-def _json_gold_strings(line: str) -> list[tuple[int, int, str]]:
-    """The strings of the top-level ``gold`` list of one JSON object, each with its span in the line."""
-    depth, found, inside = 0, [], False
+def _json_gold_strings(line: str) -> list[tuple[int, int, str, int | None]]:
+    """The strings of the ``gold`` lists of one JSON object, each with its span in the line and its turn.
+
+    The object's own ``gold`` gives turn None; a conversation's ``turns[n].gold`` gives turn n + 1.
+    """
+    found = []
+    frames: list[dict] = []  # the open containers: {"kind": "{" or "[", "key": last key, "index": item number}
     position = 0
     while position < len(line):
         char = line[position]
@@ -189,19 +207,34 @@ def _json_gold_strings(line: str) -> list[tuple[int, int, str]]:
             token = _JSON_STRING.match(line, position)
             end = token.end()
             value = json.loads(token.group())
-            if inside and depth == 2:
-                found.append((position, end, value))
-            elif depth == 1 and value == "gold" and re.match(r"\s*:\s*\[", line[end:]):
-                inside = True
+            top = frames[-1] if frames else None
+            if top is not None and top["kind"] == "{" and top["want_key"]:
+                top.update(key=value, want_key=False)
+            else:
+                turn = _gold_turn([frame["key"] if frame["kind"] == "{" else frame["index"] for frame in frames])
+                if turn is not False:
+                    found.append((position, end, value, turn))
             position = end
             continue
         if char in "[{":
-            depth += 1
+            frames.append({"kind": char, "key": None, "index": 0, "want_key": char == "{"})
         elif char in "]}":
-            depth -= 1
-            inside = inside and depth >= 2
+            frames.pop()
+        elif char == "," and frames:
+            frames[-1]["index"] += 1
+            frames[-1]["want_key"] = frames[-1]["kind"] == "{"
         position += 1
     return found
+
+
+def _gold_turn(path: list) -> int | None | bool:
+    """Which turn's gold a string at ``path`` (keys and item numbers from the root) is in: None for the record's
+    own, a turn's number, or False when it is no gold entry."""
+    if len(path) == 2 and path[0] == "gold":
+        return None
+    if len(path) == 4 and path[0] == "turns" and isinstance(path[1], int) and path[2] == "gold":
+        return path[1] + 1
+    return False
 
 
 # CSV -------------------------------------------------------------------------------
@@ -242,12 +275,13 @@ def _cell_value(raw: str) -> str:
 def _csv_spans(text: str, moves: Moves) -> list[tuple[int, int, str]]:
     rows = _csv_cells(text)
     names = [_cell_value(text[s:e]) for s, e in rows[0]] if rows else []
-    if "id" not in names or "gold" not in names:
+    turn_at = (names.index("conversation"), names.index("turn")) if {"conversation", "turn"} <= set(names) else None
+    if "gold" not in names or ("id" not in names and turn_at is None):
         return []
-    id_at, gold_at = names.index("id"), names.index("gold")
+    id_at, gold_at = names.index("id") if "id" in names else None, names.index("gold")
     spans = []
     for row in rows[1:]:
-        wanted = moves.get(_cell_value(text[slice(*row[id_at])])) if len(row) > max(id_at, gold_at) else None
+        wanted = moves.get(_csv_row_id(text, row, id_at, turn_at)) if len(row) > gold_at else None
         if not wanted:
             continue
         start, end = row[gold_at]
@@ -261,3 +295,13 @@ def _csv_spans(text: str, moves: Moves) -> list[tuple[int, int, str]]:
                     new = '"' + new.replace('"', '""') + '"'  # a cell of one entry; ids hold no such characters
                 spans.append((at, at + len(core), new))
     return spans
+
+
+def _csv_row_id(text: str, row: list[tuple[int, int]], id_at: int | None,
+                turn_at: tuple[int, int] | None) -> str | None:
+    """The id of a row's record: its id cell, or for a turn's row ``<conversation>/<turn>``."""
+    if turn_at is not None and len(row) > max(turn_at):
+        conversation = _cell_value(text[slice(*row[turn_at[0]])])
+        if conversation:
+            return f"{conversation}/{_cell_value(text[slice(*row[turn_at[1]])])}"
+    return _cell_value(text[slice(*row[id_at])]) if id_at is not None and len(row) > id_at else None

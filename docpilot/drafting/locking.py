@@ -125,13 +125,18 @@ def carry_lock(golden: Path, drafts: Path, accepted: Sequence[GoldenRecord],
 
 
 def _chosen(records: list[GoldenRecord], ids: Sequence[str], golden: Path) -> list[GoldenRecord]:
+    """The records ``ids`` name: a record, a turn (``<id>/<turn>``), or every turn of a conversation."""
     if not ids:
         return list(records)
-    by_id = {r.id: r for r in records}
+    by_id = {r.id: [r] for r in records}
+    for record in records:
+        if record.conversation is not None and record.conversation not in by_id:
+            by_id[record.conversation] = [r for r in records if r.conversation == record.conversation]
     missing = [i for i in ids if i not in by_id]
     if missing:
         near = difflib.get_close_matches(missing[0], list(by_id), n=3)
         raise InputError(f"no record with id {missing[0]!r}", path=golden,
                          hint=(f"did you mean {', '.join(near)}? " if near else "")
-                         + "name records by their id; without ids every record is locked")
-    return [by_id[i] for i in dict.fromkeys(ids)]
+                         + "name records by their id (a conversation's id locks all its turns, `<id>/<turn>` one); "
+                           "without ids every record is locked")
+    return list({r.id: r for i in dict.fromkeys(ids) for r in by_id[i]}.values())

@@ -34,7 +34,11 @@ class GoldenShape(_Strict):
     """What a golden set covers: its splits, its gold pins, the pages it touches, and its weak spots."""
 
     records: int
-    """Number of records."""
+    """Number of records, each turn of a conversation counted as one (it is asked and scored as one)."""
+    conversations: int = 0
+    """Conversations among them (records written with `turns:`)."""
+    turns: int = 0
+    """Turns of those conversations; ``records - turns`` are single questions."""
     splits: dict[str, SplitShape]
     """Positives and negatives per split (`dev`, `test`)."""
     gold_forms: dict[str, int]
@@ -80,6 +84,8 @@ def describe_golden(records: Sequence[GoldenRecord], corpus: Corpus | None = Non
     untouched = [page for page in page_ids or [] if page not in per_page]
     return GoldenShape(
         records=len(records),
+        conversations=len({r.conversation for r in records if r.conversation is not None}),
+        turns=sum(r.conversation is not None for r in records),
         splits=splits,
         gold_forms=dict(forms),
         records_per_page=dict(sorted(per_page.items(), key=lambda item: (-item[1], item[0]))),

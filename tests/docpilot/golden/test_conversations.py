@@ -252,3 +252,64 @@ def test_an_id_of_a_conversation_in_another_split_says_which(tmp_path):
         check_ids_in_split(records, "dev", ["auth-chat"])
     with pytest.raises(InputError, match="auth-chat/2 is in the test split"):
         check_ids_in_split(records, "dev", ["auth-chat/2"])
+
+
+# The lock --------------------------------------------------------------------------
+
+CHAT = {"id": "chat", "split": "dev", "turns": [
+    {"question": "What does the scorecard show?", "gold": ["getting-started#"],
+     "gold_answer": "The headline metrics."},
+    {"question": "And how is its MRR computed?", "gold": ["metrics/retrieval#mrr"],
+     "gold_answer": "The reciprocal rank of the first retrieved section that matches any gold entry."},
+]}
+
+
+def _chat_file(folder: Path, fmt: str) -> Path:
+    if fmt == "yaml":
+        return _write(folder, "golden.yaml", """\
+- id: chat
+  split: dev
+  turns:
+    - question: What does the scorecard show?
+      gold: ["getting-started#"]
+      gold_answer: The headline metrics.
+    # the follow-up leans on the first turn
+    - question: And how is its MRR computed?
+      gold: [metrics/retrieval#mrr]
+      gold_answer: The reciprocal rank of the first retrieved section that matches any gold entry.
+""")
+    if fmt == "jsonl":
+        return _write(folder, "golden.jsonl", json.dumps(CHAT) + "\n")
+    turns = CHAT["turns"]
+    rows = [f'chat,{n},{t["question"]},{t["gold"][0]},"{t["gold_answer"]}",dev' for n, t in enumerate(turns, 1)]
+    return _write(folder, "golden.csv", "conversation,turn,question,gold,gold_answer,split\n" + "\n".join(rows) + "\n")
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "jsonl", "csv"])
+def test_a_turns_gold_is_locked_by_its_id_and_a_moved_entry_is_fixed_in_place(tmp_path, fmt):
+    from click.testing import CliRunner
+
+    from docpilot.cli import main
+    from docpilot.golden.gold_state import lock_path
+    from docpilot.golden.lock import read_lock
+    from tests.support.moved_docs import copy_demo, move_the_docs
+
+    copy_demo(tmp_path)
+    golden = _chat_file(tmp_path, fmt)
+    docs = str(tmp_path / "docs")
+    locked = CliRunner().invoke(main, ["golden", "lock", "chat", "--golden", str(golden), "--docs", docs])
+    assert locked.exit_code == 0, locked.output
+    assert list(read_lock(lock_path(golden)).records) == ["chat/1", "chat/2"]
+
+    move_the_docs(tmp_path / "docs")
+    checked = CliRunner().invoke(main, ["golden", "check", "--golden", str(golden), "--docs", docs])
+    assert checked.exit_code == 1, checked.output
+    assert "moved     chat/2: metrics/retrieval#mrr → metrics/retrieval#mean-reciprocal-rank" in checked.output
+    assert "1 single question" not in checked.output and "1 conversation of 2 turns" in checked.output
+
+    before = golden.read_text(encoding="utf-8")
+    fixed = CliRunner().invoke(main, ["golden", "check", "--fix", "--golden", str(golden), "--docs", docs])
+    assert "chat/2: metrics/retrieval#mrr → metrics/retrieval#mean-reciprocal-rank" in fixed.output
+    after = golden.read_text(encoding="utf-8")
+    assert after == before.replace("metrics/retrieval#mrr", "metrics/retrieval#mean-reciprocal-rank")
+    assert load_golden(golden)[1].gold == ["metrics/retrieval#mean-reciprocal-rank"]
