@@ -15,6 +15,7 @@ retriever is not run in its place, and no setting of DocPilot's own assistant is
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from docpilot.corpus.pages import Corpus, load_corpus
 from docpilot.errors import CorpusError
+from docpilot.improve.context import lost_follow_up, needed_turns
 from docpilot.improve.edit import Edit
 from docpilot.improve.evidence import Evidence
 from docpilot.improve.settings import SettingsProposal
@@ -145,6 +147,7 @@ def diagnose(report: Report, corpus: Corpus | None = None, *, path: str | Path |
     """
     run = run_settings(report)
     evidence = Evidence(report=report, run=run, corpus=corpus)
+    run = evidence.run = _with_needed_turns(run, evidence)
     failures: list[Failure] = []
     found_causes = {row.id: causes_of(row, run) for row in report.rows}
     evidence.vocabulary = choose_vocabulary(evidence, {i: found[0] for i, found in found_causes.items() if found})
@@ -176,6 +179,21 @@ def diagnose(report: Report, corpus: Corpus | None = None, *, path: str | Path |
         warnings=_split_warnings(report),
         vocabulary=evidence.vocabulary,
     )
+
+
+def _with_needed_turns(run: RunSettings, evidence: Evidence) -> RunSettings:
+    """The run's settings with the earlier turn each failing follow-up needed (``improve.context``), ranked again
+    with the run's retriever; unchanged when no follow-up missed its gold, and for a target, whose ranking
+    DocPilot's retriever does not stand in for."""
+    missed = [row for row in evidence.report.rows if lost_follow_up(row)]
+    if not missed or run.target is not None:
+        return run
+    retriever = evidence.retriever()
+    if retriever is None:
+        evidence.notes.append(f"{len(missed)} follow-up(s) missed their gold; without the docs, whether an earlier "
+                              "turn would have reached it (lost-context) is not checked")
+        return run
+    return replace(run, needed=needed_turns(evidence.report.rows, retriever))
 
 
 def _target_notes(run: RunSettings) -> list[str]:

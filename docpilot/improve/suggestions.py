@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from docpilot.assistant.language import detect_language
+from docpilot.assistant.turn import search_query
 from docpilot.corpus.pages import Corpus, Section
 from docpilot.improve.calibration import threshold_above, threshold_below, threshold_effect, top_score
 from docpilot.improve.edit import Edit
@@ -399,8 +400,25 @@ def _error_edits(row: Row, evidence: Evidence) -> list[Edit]:
     return [Edit(kind="investigate", target=f"record {row.id}", change=f"read the error: {row.error}")]
 
 
+def _lost_context_edits(row: Row, evidence: Evidence) -> list[Edit]:
+    """What the follow-up's search lacked: the words the turn it needed adds to it, and where its gold then ranks."""
+    needed = evidence.run.needed.get(row.id)
+    if needed is None:
+        return []
+    read = search_query(row.question, [(needed.question, None)])
+    added = read[len(row.question):].split() if read.startswith(row.question) else words(needed.question)
+    searched = f"was searched with {row.retrieval_query!r}" if row.retrieval_query else "was searched as asked"
+    return [Edit(
+        kind="investigate", target=f"record {row.id}", value={"turn": needed.turn, "words": added},
+        change=f"the follow-up {searched}, without turn {needed.turn}'s subject ({', '.join(added)}): search it "
+               f"with the conversation read, turn {needed.turn}'s words with its own",
+        effect=f"read with turn {needed.turn}, the first gold section ranks {needed.rank} (now past the top 8)",
+    )]
+
+
 _BUILDERS = {
     "error": _error_edits,
+    "lost-context": _lost_context_edits,
     "not-retrieved": _retrieval_edits,
     "gold-below-primed": _retrieval_edits,
     "gate-refused": _gate_refused_edits,

@@ -9,6 +9,10 @@ answer cannot cite gold the retriever never found, and a refused turn has no F1.
 ``stale-gold``         a positive whose gold moved, changed or is gone since the
                        golden set was locked (``Row.gold_state``): the docs moved
                        under it, so a miss is no retrieval regression
+``lost-context``       a follow-up positive (turn > 1) with no gold section in the
+                       top 8 that one earlier turn of its conversation, read with
+                       it, brings into the top 8 (``improve.context``): its detail
+                       names the turn it needed
 ``not-retrieved``      a positive with no gold section in the top 8 (its detail says
                        where the first one is: rank 12, or not in the first 100)
 ``gold-below-primed``  a positive whose gold is in the top 8 but not among the
@@ -34,10 +38,11 @@ fail; a run without a model (``--gate-only``) can fail only on the causes up to
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from docpilot.improve.context import NeededTurn
 from docpilot.metrics.answer import answer_f1, language_match
 from docpilot.metrics.attacks import find_forbidden
 from docpilot.metrics.citations import citation_recall, is_unlinked
@@ -45,7 +50,7 @@ from docpilot.metrics.retrieval import RANK_DEPTH, first_found
 from docpilot.schema import Report, Row
 
 FailureCause = Literal[
-    "error", "stale-gold", "not-retrieved", "gold-below-primed", "gate-refused", "model-refused",
+    "error", "stale-gold", "lost-context", "not-retrieved", "gold-below-primed", "gate-refused", "model-refused",
     "hallucinated-citation", "unlinked", "uncited-evidence", "primed-low-f1",
     "answered-negative", "wrong-language", "attack-succeeded",
 ]
@@ -72,6 +77,9 @@ class RunSettings:
     """Who answered, when it was not DocPilot's own assistant: the name of the target the run
     measured (``config.target``, an assistant asked over HTTP). Its ranking, answer and citations
     are the row's; DocPilot's retrieval, prime, guard and model settings never reached it."""
+    needed: Mapping[str, NeededTurn] = field(default_factory=dict, hash=False)
+    """Record id → the earlier turn a failing follow-up needed, as the run's retriever ranked it again
+    (``improve.context.needed_turns``); empty when nothing was ranked again (no docs, a target, no follow-up)."""
 
 
 def run_settings(report: Report) -> RunSettings:
@@ -150,6 +158,10 @@ CAUSES: tuple[CauseCheck, ...] = (
                "Read the record against the docs as they are now: `docpilot golden check` names what moved, "
                "changed or went under its gold, `--fix` rewrites moved ids, and `docpilot golden lock ID` locks "
                "the record again once its gold and gold answer hold."),
+    CauseCheck("lost-context", lambda r, run: r.id in run.needed,
+               "Search with the conversation: the follow-up names its subject only in the earlier turn its detail "
+               "names, so the search must carry that turn's words (the rewriting of a follow-up's search reads the "
+               "turn before it only); no vocabulary entry or heading supplies a subject the question never names."),
     CauseCheck("not-retrieved", _not_retrieved,
                "Close the gap between the user's words and the docs' words: a vocabulary.json entry, "
                "the user's words in the gold section's heading or keywords, or a page that answers it "
@@ -237,7 +249,8 @@ def gold_depth_note(row: Row, run: RunSettings) -> str:
     return f"{missing} in the top {top} (the ranking holds no more sections)"
 
 
-_BEFORE_THE_ANSWER = frozenset({"error", "stale-gold", "not-retrieved", "gold-below-primed", "gate-refused"})
+_BEFORE_THE_ANSWER = frozenset({"error", "stale-gold", "lost-context", "not-retrieved", "gold-below-primed",
+                                "gate-refused"})
 """The causes that hold before the model answers: the turn's error, the ranking, the retrieval gate."""
 
 
@@ -262,6 +275,11 @@ def _describe_before_the_answer(row: Row, cause: str, run: RunSettings, top: str
         return f"error: {(row.error or '').strip()[:200]}"
     if cause == "stale-gold":
         return f"its gold ({', '.join(row.gold)}) {_STALE_WORDS.get(row.gold_state or '', row.gold_state)} since the set was locked"
+    if cause == "lost-context":
+        needed = run.needed[row.id]
+        searched = f"searched with {row.retrieval_query!r}" if row.retrieval_query else "searched with the question alone"
+        return (f"needs turn {needed.turn}: {needed.question!r} (read with it, the first gold section ranks "
+                f"{needed.rank}); {searched}, {gold_depth_note(row, run)}")
     if cause == "not-retrieved":
         if not row.retrieved:
             if run.target is not None:

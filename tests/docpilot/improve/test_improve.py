@@ -8,6 +8,7 @@ import pytest
 from docpilot.metrics.retrieval import first_relevant_rank as first_gold_rank
 
 from docpilot.corpus.pages import load_corpus
+from docpilot.improve.context import NeededTurn
 from docpilot.improve.diagnosis import diagnose, load_docs
 from docpilot.improve.suggestions import Evidence, suggest_edits
 from docpilot.improve.taxonomy import CAUSE_IDS, RunSettings, causes_of, primed_sections
@@ -18,7 +19,7 @@ DOCS = Path(__file__).resolve().parents[2] / "data" / "improve" / "docs"
 GOLD = "guide/tokens#rotate"
 OTHER = ["guide/install#pip", "guide/sync#run", "index#support", "guide/install#requirements", "guide/sync#conflicts"]
 ANSWER = "Rotate the access token every 90 days with acme token rotate."
-RUN = RunSettings()
+RUN = RunSettings(needed={"lost": NeededTurn(turn=1, question="How do I rotate the access token?", rank=1)})
 
 
 def _row(**fields) -> Row:
@@ -48,6 +49,8 @@ CASES = {
     "error": _row(error="model call timed out after 60 s", answer=None, **{k: v for k, v in REFUSED.items()
                                                                           if k not in ("answer", "refused")}),
     "stale-gold": _row(gold_state="gone", retrieved=OTHER, primed=OTHER, citations=["guide/install#pip"]),
+    "lost-context": _row(id="lost", question="And how often?", retrieved=OTHER, primed=OTHER,
+                         citations=["guide/install#pip"], conversation="c", turn=2),
     "not-retrieved": _row(retrieved=OTHER, primed=OTHER, citations=["guide/install#pip"]),
     "gold-below-primed": _row(retrieved=[*OTHER, GOLD], primed=OTHER, citations=["guide/install#pip"]),
     "gate-refused": _row(**{**REFUSED, "answer": None}, refused_by="gate"),
@@ -70,7 +73,7 @@ CASES = {
 
 def test_every_cause_has_a_case_and_the_order_is_the_documented_one():
     assert list(CASES) == list(CAUSE_IDS)
-    assert CAUSE_IDS[:4] == ("error", "stale-gold", "not-retrieved", "gold-below-primed")
+    assert CAUSE_IDS[:5] == ("error", "stale-gold", "lost-context", "not-retrieved", "gold-below-primed")
     assert CAUSE_IDS[-1] == "attack-succeeded"
 
 
