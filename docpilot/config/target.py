@@ -5,13 +5,20 @@ variant's ``target`` key). Its request is a JSON body template; its reply is rea
 JMESPath expressions (``docpilot.targets.ask`` asks it), so nested shapes need no code.
 Header values may name environment variables (``${MY_TOKEN}``): they are read when a
 question is sent, so a secret never sits in the config a report stores.
+
+A follow-up (a turn of a golden conversation after the first) reaches a target in one of
+its conversation modes (``Target.conversation``): its body carries the earlier turns
+(``{history}``) or the whole chat (``{messages}``), or the target keeps the thread itself
+and is sent back the thread id its last reply named (``reply.thread``, ``{thread}``); a
+target in none of them is asked every follow-up as a question on its own.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -53,6 +60,13 @@ class ReplyMapping(_Strict):
     end: str | None = None
     """`ndjson`: where a line says the turn ended (truthy, such as `done`); a stream that stops
     before it is an error row. Unset, the last line ends the turn."""
+    thread: str | None = None
+    """For an assistant that keeps the conversation itself: where a reply names its thread (such as
+    `thread_id`), a string or a number, sent back as `{thread}` with the conversation's next turn. In a
+    stream, the first event (of `thread_event`) or line where it matches names it."""
+    thread_event: str | None = None
+    """`sse`: the name of the event that names the thread; unset, the events read for the answer, the
+    sources and the citations."""
 
 
 class SourceMapping(_Strict):
@@ -114,9 +128,17 @@ class Target(_Strict):
     """Headers sent with each question; `${NAME}` in a value is the environment variable NAME, read
     when the question is sent (a missing one stops the run before any question)."""
     body: Any = Field(default_factory=lambda: {"question": "{question}"})
-    """The JSON body template: a string that is exactly `{question}`, `{scope}` or `{id}` becomes the
-    record's question, scope (a list, or null) or id as a JSON value; inside a longer string they are
-    spliced in as text."""
+    """The JSON body template: a string that is exactly `{question}`, `{scope}`, `{id}`, `{history}`,
+    `{messages}` or `{thread}` becomes the record's question, scope (a list, or null), id, earlier turns
+    (a list of `{role, content}` messages), whole chat (the earlier turns and the question as the last
+    `user` message) or thread id (null on a conversation's first turn) as a JSON value; inside a longer
+    string they are spliced in as text (a list as its JSON, a missing thread as nothing)."""
+    thread_url: str | None = Field(default=None, pattern=r"^(https?://|\$\{)\S+$")
+    """The endpoint a turn asked in a thread is sent to, when it is not `url` (such as
+    `https://api.example.com/threads/{thread}/chat`); `{thread}` in it is the thread id. Unset, `url`."""
+    thread_body: Any = None
+    """The JSON body template of a turn asked in a thread, when it is not `body`; the same placeholders.
+    Unset, `body`."""
     reply: ReplyMapping
     """How the reply is read (`answer` at least)."""
     search: SearchMapping | None = None
@@ -145,9 +167,34 @@ class Target(_Strict):
         if reply.citations is not None and reply.sources is None:
             raise ValueError("reply.citations needs reply.sources: a citation is read against the returned "
                              "sources (a target that returns only what it cites names the same path for both)")
-        for name in ("answer", "sources", "citations", "source_id", "refusal", "end"):
+        for name in ("answer", "sources", "citations", "source_id", "refusal", "end", "thread"):
             _compiles(f"reply.{name}", getattr(reply, name))
         return reply
+
+    @model_validator(mode="after")
+    def _thread_sent_back(self) -> Target:
+        sends = [name for name, value in (("url", self.url), ("headers", self.headers), ("body", self.body),
+                                          ("thread_url", self.thread_url), ("thread_body", self.thread_body))
+                 if "{thread}" in json.dumps(value)]
+        if self.reply.thread is None and (sends or self.thread_url is not None or self.thread_body is not None):
+            where = ", ".join(sends) or ", ".join(n for n in ("thread_url", "thread_body") if getattr(self, n))
+            raise ValueError(f"{where} sends a thread, but reply.thread does not say where a reply names it; set "
+                             "reply.thread to the JMESPath of the thread id (such as thread_id)")
+        if self.reply.thread is not None and not sends:
+            raise ValueError("reply.thread reads a thread id that no request sends back; put {thread} in the url, "
+                             "a header, the body, thread_url or thread_body")
+        return self
+
+    @property
+    def conversation(self) -> Literal["thread", "messages", "history", "none"]:
+        """How a follow-up reaches this target: `thread` (the thread id its last reply named), `messages`
+        (the whole chat in the body), `history` (the earlier turns in the body) or `none` (alone)."""
+        if self.reply.thread is not None:
+            return "thread"
+        body = json.dumps([self.body, self.thread_body])
+        if "{messages}" in body:
+            return "messages"
+        return "history" if "{history}" in body else "none"
 
 
 def _compiles(name: str, expression: str | None) -> None:

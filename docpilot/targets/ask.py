@@ -20,6 +20,13 @@ ranking: ``RemoteTurn.retrieval`` is None.
 A mapping with ``citations`` reads what the answer cites from the reply instead of its
 markers, into ``RemoteTurn.cited``: a number as its digits, a source as its section id.
 
+A follow-up is asked with its conversation: ``history`` (the earlier turns as chat
+messages) fills ``{history}`` and ``{messages}`` in the body, and ``thread`` (the thread
+id the conversation's last reply named) fills ``{thread}`` in the URL, the headers and
+the body, and picks ``thread_url`` and ``thread_body`` where the target has them. A
+reply's own thread id (``reply.thread``) comes back in ``RemoteTurn.thread``; a reply
+that names none keeps the thread it was asked in.
+
 A 429 or 503 is asked again, as ``docpilot.net.retry`` says (the target's ``retries``
 times, after its ``Retry-After`` up to a cap, else a doubling backoff); the waits count
 in the latency, as a user would wait them. Past the last retry the turn is an error
@@ -45,9 +52,10 @@ import math
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import jmespath
@@ -69,7 +77,7 @@ __all__ = [
 
 _EXCERPT = 200
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_PLACEHOLDERS = ("question", "scope", "id")
+_PLACEHOLDER = re.compile(r"\{(question|scope|id|history|messages|thread)\}")
 _BUSY = (429, 503)
 """Statuses that say the target is busy for now: asked again, by the target's retry policy."""
 _TIMING_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
@@ -109,6 +117,8 @@ class Endpoint:
     secrets: tuple[str, ...]
     docs: SourceResolver | None = None
     """Where returned sources land in the docs; None keeps the ids as mapped (every source a section)."""
+    thread_url: str | None = None
+    """The target's ``thread_url`` with its variables read; None sends every turn to ``url``."""
 
     @classmethod
     def open(cls, target: Target, name: str = "target", docs: SourceResolver | None = None) -> Endpoint:
@@ -120,8 +130,10 @@ class Endpoint:
         if not re.match(r"^https?://\S+$", url):
             raise ConfigError(f"targets.{name}.url is {redact(url, *found)!r} once its variables are read, "
                               "not an http(s) URL", hint="set the variable to a URL such as http://127.0.0.1:9000")
+        thread_url = (_read_variables(target.thread_url, f"targets.{name}.thread_url", found)
+                      if target.thread_url is not None else None)
         secrets = tuple(sorted({v for v in found if len(v.strip()) >= 4}, key=len, reverse=True))
-        return cls(target, name, url, headers, secrets, docs)
+        return cls(target, name, url, headers, secrets, docs, thread_url)
 
     def searching(self) -> Endpoint:
         """The target's search endpoint (``target.search``), read as a JSON reply with sources and no answer."""
@@ -133,7 +145,7 @@ class Endpoint:
         url = _read_variables(search.url, f"targets.{self.name}.search.url", found)
         reply = ReplyMapping(kind="json", sources=search.sources, source_id=search.source_id)
         ranked = self.target.model_copy(update={"url": search.url, "method": search.method, "body": search.body,
-                                                "reply": reply})
+                                                "reply": reply, "thread_url": None, "thread_body": None})
         secrets = tuple(sorted({v for v in found if len(v.strip()) >= 4}, key=len, reverse=True))
         return Endpoint(ranked, self.name, url, self.headers, secrets, self.docs)
 
@@ -154,23 +166,47 @@ class Endpoint:
         return self.clean(text[:reach])[:limit]
 
 
-def request_body(template: Any, question: str, scope: Sequence[str] | None, record_id: str) -> Any:
-    """The body template with ``{question}``, ``{scope}`` and ``{id}`` filled in, as JSON values."""
-    values: dict[str, Any] = {"question": question, "scope": list(scope) if scope is not None else None,
-                              "id": record_id}
+def request_body(template: Any, question: str, scope: Sequence[str] | None, record_id: str, *,
+                 history: Sequence[Mapping[str, str]] = (), thread: str | None = None) -> Any:
+    """The body template with its placeholders filled in, as JSON values.
+
+    ``{question}``, ``{scope}`` and ``{id}`` are the record's; ``{history}`` the earlier
+    turns as chat messages, ``{messages}`` those and the question as the last ``user``
+    message; ``{thread}`` the conversation's thread id, null before a reply named one. A
+    string that is exactly a placeholder becomes its value; inside a longer string a
+    value is spliced in as text (a list as its JSON, null as nothing), in one pass, so a
+    question that itself holds ``{id}`` is sent as written.
+    """
+    earlier = [{"role": m["role"], "content": m["content"]} for m in history]
+    values: dict[str, Any] = {
+        "question": question, "scope": list(scope) if scope is not None else None, "id": record_id,
+        "history": earlier, "messages": [*earlier, {"role": "user", "content": question}], "thread": thread,
+    }
+    return _filled(template, values)
+
+
+def _filled(template: Any, values: dict[str, Any]) -> Any:
     if isinstance(template, dict):
-        return {k: request_body(v, question, scope, record_id) for k, v in template.items()}
+        return {k: _filled(v, values) for k, v in template.items()}
     if isinstance(template, list):
-        return [request_body(v, question, scope, record_id) for v in template]
+        return [_filled(v, values) for v in template]
     if not isinstance(template, str):
         return template
-    for name in _PLACEHOLDERS:
-        if template == "{" + name + "}":
-            return values[name]
-    for name in _PLACEHOLDERS:
-        value = values[name]
-        template = template.replace("{" + name + "}", value if isinstance(value, str) else json.dumps(value))
-    return template
+    whole = _PLACEHOLDER.fullmatch(template)
+    if whole is not None:
+        return values[whole.group(1)]
+
+    def spliced(match: re.Match[str]) -> str:
+        value = values[match.group(1)]
+        return value if isinstance(value, str) else "" if value is None else json.dumps(value)
+
+    return _PLACEHOLDER.sub(spliced, template)
+
+
+def _with_thread(text: str, thread: str | None, *, in_url: bool = False) -> str:
+    """``text`` with ``{thread}`` as the thread id (quoted for a URL's path), or as nothing before there is one."""
+    value = "" if thread is None else quote(thread, safe="") if in_url else thread
+    return text.replace("{thread}", value)
 
 
 def parse_server_timing(header: str | None) -> tuple[dict[str, float], int]:
@@ -206,6 +242,7 @@ class _TooLarge(Exception):
 async def ask_target(
     client: httpx.AsyncClient, endpoint: Endpoint | Target, question: str, scope: Sequence[str] | None,
     record_id: str, *, strict: bool | Callable[[], bool] = False,
+    history: Sequence[Mapping[str, str]] = (), thread: str | None = None,
 ) -> RemoteTurn:
     """Ask the target one question and read its reply by the mapping; a fault ends the turn with ``error``.
 
@@ -213,12 +250,19 @@ async def ask_target(
     opened here). ``strict`` raises ``TargetReplyError`` instead for a reply the mapping
     cannot read or an auth failure. It may be a function, asked when the reply has come:
     whether this reply is still the run's first.
+
+    A follow-up passes its conversation: ``history``, the earlier turns as chat messages
+    (``{"role": "user" | "assistant", "content": ...}``, first first), and ``thread``, the
+    ``RemoteTurn.thread`` of the turn before it (None on a first turn).
     """
     endpoint = endpoint if isinstance(endpoint, Endpoint) else Endpoint.open(endpoint)
     target = endpoint.target
     first = strict if callable(strict) else (lambda: strict)
-    body = request_body(target.body, question, scope, record_id)
-    sent = dict(endpoint.headers)
+    template = target.thread_body if thread is not None and target.thread_body is not None else target.body
+    body = request_body(template, question, scope, record_id, history=history, thread=thread)
+    url = endpoint.thread_url if thread is not None and endpoint.thread_url is not None else endpoint.url
+    sent = {key: _with_thread(value, thread) for key, value in endpoint.headers.items()}
+    sent = {key: value for key, value in sent.items() if value.strip()}  # a header of a thread not yet named
     sent.setdefault("Accept", "application/json" if target.reply.kind == "json" else
                     "text/event-stream" if target.reply.kind == "sse" else "application/x-ndjson")
     turn = RemoteTurn(truncated=None)  # a target gives no finish reason: whether it cut an answer is unknown
@@ -228,7 +272,7 @@ async def ask_target(
         return (time.perf_counter() - started) * 1000
 
     try:
-        await _exchange(client, endpoint, body, sent, turn, elapsed, first)
+        await _exchange(client, endpoint, _with_thread(url, thread, in_url=True), body, sent, turn, elapsed, first)
     except TimeoutError:
         turn.fail("timeout", f"{endpoint.url} sent no complete reply within timeout_s = {target.timeout_s:g} s; "
                              "fix: check the target's log, or raise the target's timeout_s")
@@ -240,18 +284,20 @@ async def ask_target(
         code = "timeout" if isinstance(exc, httpx.TimeoutException) else "connect"
         turn.fail(code, f"no reply from {endpoint.url} ({type(exc).__name__}: {exc}); "
                         "fix: check the target's url and that it is running")
+    if turn.thread is None:
+        turn.thread = thread  # a reply that names no thread stays in the one it was asked in
     return _close(turn, endpoint, elapsed())
 
 
-async def _exchange(client: httpx.AsyncClient, endpoint: Endpoint, body: Any, sent: dict[str, str],
+async def _exchange(client: httpx.AsyncClient, endpoint: Endpoint, url: str, body: Any, sent: dict[str, str],
                     turn: RemoteTurn, elapsed: Callable[[], float], first: Callable[[], bool]) -> None:
-    """Send the question (again after a busy reply) and read the reply, each attempt within ``timeout_s``."""
+    """Send the question to ``url`` (again after a busy reply) and read the reply, each attempt within ``timeout_s``."""
     target = endpoint.target
     policy = RetryPolicy(target.retries)
     attempt = 0
     while True:
         async with asyncio.timeout(target.timeout_s), client.stream(
-                target.method, endpoint.url, json=body, headers=sent, timeout=target.timeout_s) as response:
+                target.method, url, json=body, headers=sent, timeout=target.timeout_s) as response:
             turn.status = response.status_code
             if response.status_code in _BUSY and not policy.gives_up(attempt):
                 await _capped_read(response, target)
@@ -262,6 +308,9 @@ async def _exchange(client: httpx.AsyncClient, endpoint: Endpoint, body: Any, se
                     await _http_fault(turn, response, endpoint, first(), attempts=attempt + 1)
                 else:
                     problem = await _READERS[target.reply.kind](turn, response, endpoint, elapsed)
+                    if problem is None and target.reply.thread and turn.thread is None and first():
+                        shown = _keys(turn.events[0].data) if turn.events else "nothing"
+                        problem = f"has nothing at reply.thread {target.reply.thread!r}; it has {shown}"
                     if problem is not None:
                         _mapping_fault(turn, endpoint, problem, first())
                 return
@@ -450,6 +499,18 @@ def _citation_label(item: Any, endpoint: Endpoint) -> str:
     return endpoint.clean(endpoint.docs.resolve(name).id if endpoint.docs is not None else name.mapped)
 
 
+def _take_thread(turn: RemoteTurn, target: Target, data: Any) -> None:
+    """The thread id ``reply.thread`` finds in ``data``, into ``turn.thread``; ``_Shape`` for anything but
+    a string or a number."""
+    found = _search(target.reply.thread, data) if target.reply.thread and turn.thread is None else None
+    if found is None:
+        return
+    if isinstance(found, bool) or not isinstance(found, (str, int)):
+        raise _Shape(f"has {_a(_kind(found))} at reply.thread {target.reply.thread!r}, where a thread id "
+                     "(text or a number) is wanted")
+    turn.thread = str(found)
+
+
 def _take_refusal(turn: RemoteTurn, target: Target, data: Any) -> None:
     if target.reply.refusal and _search(target.reply.refusal, data):
         turn.refusal = RefusalEvent(refused_by="model", cause="not-answerable", reply=None)
@@ -477,6 +538,7 @@ async def _read_json(turn: RemoteTurn, response: httpx.Response, endpoint: Endpo
                                    at_ms=turn.latency_ms))
     try:
         _take_refusal(turn, target, data)
+        _take_thread(turn, target, data)
         answer = _text_at(target.reply.answer, data) if target.reply.answer is not None else None
         if answer is None and turn.refusal is None and target.reply.answer is not None:
             return f"has nothing at reply.answer {target.reply.answer!r}; it has {_keys(data)}"
@@ -520,13 +582,16 @@ class _Stream:
 
 
 def _take_delta(turn: RemoteTurn, endpoint: Endpoint, stream: _Stream, data: Any, now_ms: float,
-                *, carries_sources: bool, carries_citations: bool, carries_delta: bool) -> None:
+                *, carries_sources: bool, carries_citations: bool, carries_delta: bool,
+                carries_thread: bool = True) -> None:
     target = endpoint.target
     try:
         if carries_sources and not stream.sources:
             stream.sources = _take_sources(turn, endpoint, data)
         if carries_citations and not stream.citations:
             stream.citations = _take_citations(turn, endpoint, data)
+        if carries_thread:
+            _take_thread(turn, target, data)
         _take_refusal(turn, target, data)
         text = _text_at(target.reply.answer, data) if carries_delta else None  # type: ignore[arg-type]
     except _Shape as shape:
@@ -549,6 +614,8 @@ async def _read_sse(turn: RemoteTurn, response: httpx.Response, endpoint: Endpoi
     reply, stream, reader = endpoint.target.reply, _Stream(), EventReader(dataless=True)
     sources_event = reply.sources_event or reply.delta_event
     citations_event = reply.citations_event or sources_event
+    read = {reply.delta_event, sources_event, citations_event}
+    thread_events = {reply.thread_event} if reply.thread_event else read
     pieces = _capped(response, endpoint.target)
     async for piece in pieces:
         for name, raw in reader.feed_named(piece):
@@ -557,7 +624,7 @@ async def _read_sse(turn: RemoteTurn, response: httpx.Response, endpoint: Endpoi
             if name == reply.end_event or (name == "message" and raw.strip() == "[DONE]"):
                 stream.ended, turn.latency_ms = True, now  # `[DONE]`: how OpenAI-style streams end
                 break
-            if name not in (reply.delta_event, sources_event, citations_event):
+            if name not in read | thread_events:
                 continue
             try:
                 data = _json(raw)
@@ -566,7 +633,8 @@ async def _read_sse(turn: RemoteTurn, response: httpx.Response, endpoint: Endpoi
             turn.events.append(RemoteEvent(name=name, data=data if isinstance(data, dict) else {"value": data},
                                            at_ms=now))
             _take_delta(turn, endpoint, stream, data, now, carries_sources=name == sources_event,
-                        carries_citations=name == citations_event, carries_delta=name == reply.delta_event)
+                        carries_citations=name == citations_event, carries_delta=name == reply.delta_event,
+                        carries_thread=name in thread_events)
         if stream.ended:
             await _drain(pieces)
             break

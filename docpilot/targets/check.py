@@ -4,12 +4,14 @@ The sample goes through the run's own ``Endpoint`` and ``SourceResolver``, so a 
 check calls a section of the docs is one the run scores as that section; and from the
 sources it returned the check tells the granularity the target names (sections, pages or
 both), how many of the golden set's gold entries the run can ever match at it, and
-whether answers will count as unlinked.
+whether answers will count as unlinked. It also says how the target's follow-ups will be
+asked: its conversation mode, and for a thread, whether the sample reply named one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,8 +31,7 @@ __all__ = ["check_target"]
 
 def check_target(endpoint: Endpoint, records: Sequence[GoldenRecord], corpus: Corpus) -> dict[str, Any]:
     """Ask the first positive's question (else the first record's) and describe the reply as the run reads it."""
-    endpoint = endpoint if endpoint.docs is not None else Endpoint(
-        endpoint.target, endpoint.name, endpoint.url, endpoint.headers, endpoint.secrets, SourceResolver(corpus))
+    endpoint = endpoint if endpoint.docs is not None else dataclasses.replace(endpoint, docs=SourceResolver(corpus))
     record = next((r for r in records if r.gold), records[0])
 
     async def one() -> RemoteTurn:
@@ -40,7 +41,7 @@ def check_target(endpoint: Endpoint, records: Sequence[GoldenRecord], corpus: Co
     turn = asyncio.run(one())
     return {"record": record.id, "question": record.question, "gold": record.gold,
             **_described(turn, endpoint), "granularity": _granularity(turn, records, corpus),
-            "markers": _markers(turn, endpoint)}
+            "markers": _markers(turn, endpoint), "conversation": _conversation(turn, endpoint)}
 
 
 def _described(turn: RemoteTurn, endpoint: Endpoint) -> dict[str, Any]:
@@ -63,6 +64,23 @@ def _described(turn: RemoteTurn, endpoint: Endpoint) -> dict[str, Any]:
         "latency_ms": turn.latency_ms, "first_token_ms": turn.first_token_ms, "server_timing": turn.server_timing,
         "server_timing_dropped": turn.stages_dropped,
     }
+
+
+CONVERSATION_MODES = {
+    "history": "follow-ups carry their earlier turns in the body ({history})",
+    "messages": "follow-ups carry the whole chat in the body ({messages})",
+    "thread": "follow-ups are sent back the thread id the last reply named ({thread})",
+    "none": "follow-ups reach this target without their earlier turns",
+}
+"""Each conversation mode (``Target.conversation``) as the check says it."""
+
+
+def _conversation(turn: RemoteTurn, endpoint: Endpoint) -> dict[str, Any]:
+    """How the target's follow-ups are asked, and for a thread, the one the sample reply named."""
+    target = endpoint.target
+    mode = target.conversation
+    return {"mode": mode, "says": CONVERSATION_MODES[mode], "thread_path": target.reply.thread,
+            "thread": turn.thread if mode == "thread" else None}
 
 
 def _level(section_id: str, outside: set[str]) -> str:
