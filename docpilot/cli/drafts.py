@@ -32,6 +32,9 @@ _SHOWN = 5  # ids shown per reason a section was left out
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sections' order.")
 @click.option("--model", "model", metavar="PROVIDER[:NAME]",
               help="Have a model reword each question as a user would ask it (`local` runs offline).")
+@click.option("--follow-ups", "follow_ups", is_flag=True,
+              help="Add a second turn to some drafts, from another section of the same page and worded to lean "
+                   "on the first: those drafts are written as conversations.")
 @click.option("--force", is_flag=True, help="Replace the file when it exists.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
               help="Config file (default: configs/docpilot.yaml when present).")
@@ -42,24 +45,26 @@ _SHOWN = 5  # ids shown per reason a section was left out
 @handle_errors
 def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: int | None, seed: int,
           model: str | None, force: bool, config_path: Path | None, log: Path | None = None,
-          group: int | None = None) -> None:
+          group: int | None = None, follow_ups: bool = False) -> None:
     """Draft a golden set from the docs: questions from their headings, definitions, options and defaults.
 
     Every eligible page gets a question first, then pages get more in proportion to
     their sections, at most --per-page each. Each draft's gold is the section it was
     drawn from and its gold answer the sentence it was drawn from. Without --model the
-    drafts are the same, byte for byte, for the same docs, seed and options. A draft is
-    a start for a person to review (`docpilot golden accept` moves reviewed ones into
+    drafts are the same, byte for byte, for the same docs, seed and options. With
+    --follow-ups, at most one draft in two gets a second turn from another section of
+    its page, its question leaning on the first ("And how do I clear it?"), and is
+    written as a conversation; the bias figures are then given for first turns and
+    follow-ups apart. A draft is a start for a person to review (`docpilot golden accept` moves reviewed ones into
     the golden set), never the proof. Exit status: 0; 2 when the docs cannot be read or
     --out exists without --force.
     """
     from docpilot.corpus.pages import load_corpus
-    from docpilot.golden.draft import draft_golden, drafts_text
+    from docpilot.golden.draft import draft_golden, draft_records, drafts_text
     from docpilot.golden.gold_state import lock_path
     from docpilot.golden.lock import build_lock, lock_text
     from docpilot.reports.output import write_atomically
     from docpilot.retrieval.bias import BiasMeter
-    from docpilot.schema import GoldenRecord
 
     if out.exists() and not force:
         raise InputError("the file exists", path=out,
@@ -77,21 +82,32 @@ def draft(docs: Path | None, out: Path, count: int, per_page: int, negatives: in
         from docpilot.drafting.rewrite import rewrite_drafts
 
         drafted, notes = rewrite_drafts(drafted, corpus, config, model)
-    records = [GoldenRecord(id=d.id, question=d.question, gold=list(d.gold), gold_answer=d.gold_answer,
-                            identifiers=list(d.identifiers)) for d in drafted.positives]
-    bias = BiasMeter(corpus, config.retrieval).measure_set(records)
+    if follow_ups:  # after a model's rewording: a follow-up is worded by its template, to lean on its first turn
+        from docpilot.drafting.follow_ups import add_follow_ups
+
+        drafted = add_follow_ups(drafted, corpus, seed=seed)
+    records = [r for r in draft_records(drafted) if r.gold]
+    meter = BiasMeter(corpus, config.retrieval)
     write_atomically(out, drafts_text(drafted, docs=str(config.corpus.docs), seed=seed, notes=notes), "drafts")
     lock = write_atomically(lock_path(out), lock_text(build_lock(records, corpus)), "golden lock")
     _show_drafted(drafted, out)
     click.echo(f"locked what each draft's section says in {lock}: `docpilot golden check` tells a draft whose "
                "section changed since")
-    click.echo(f"bias of the drafts: {bias_line(bias)}")
+    if drafted.follow_ups:
+        firsts = meter.measure_set([r for r in records if (r.turn or 1) == 1])
+        later = meter.measure_set([r for r in records if (r.turn or 1) > 1])
+        click.echo(f"bias of the drafts, first turns: {bias_line(firsts)}")
+        click.echo(f"bias of the drafts, follow-ups: {bias_line(later)}")
+    else:
+        click.echo(f"bias of the drafts: {bias_line(meter.measure_set(records))}")
     click.echo(f"next: read them, then `docpilot golden check --golden {out}` and "
                f"`docpilot golden accept ID... --from {out} --into {config.golden}`")
 
 
 def _show_drafted(drafted: Drafted, out: Path) -> None:
-    click.echo(f"wrote {out}: {len(drafted.positives)} questions and {len(drafted.negatives)} negatives "
+    chats = (f", {len(drafted.follow_ups)} of them with a follow-up (written as conversations, tag follow-up)"
+             if drafted.follow_ups else "")
+    click.echo(f"wrote {out}: {len(drafted.positives)} questions{chats} and {len(drafted.negatives)} negatives "
                f"(tag needs-check: confirm the docs do not answer them)")
     share = f" ({drafted.covered_pages / drafted.eligible_pages:.0%})" if drafted.eligible_pages else ""
     click.echo(f"pages covered: {drafted.covered_pages} of {drafted.eligible_pages} eligible{share}, "

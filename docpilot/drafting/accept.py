@@ -38,6 +38,8 @@ DRAFT_FIELDS = ("origin", "source", "source_digest")
 """Fields only a draft has, dropped on accept."""
 _ORDER = ("id", "question", "gold", "gold_answer", "identifiers", "split", "language", "scope", "expected_cause",
           "tags")
+_TURN = ("question", "gold", "gold_answer", "identifiers", "scope", "expected_cause")
+"""What each turn of an accepted conversation keeps."""
 _HEADER = ("# The golden set. Records below were drafted by `docpilot golden draft` and accepted after review;\n"
            "# `docpilot golden check` checks the file.\n")
 
@@ -48,7 +50,9 @@ def accept_drafts(drafts_path: Path, golden_path: Path, ids: Sequence[str], corp
     ``corpus`` loads the docs, called only for a draft its drafts' lock does not hold.
     """
     drafts = read_golden(drafts_path).records
-    by_id = {record.id: record for record in drafts}
+    by_id: dict[str, list[GoldenRecord]] = {}  # a draft's id, or a conversation's → its records, one per turn
+    for record in drafts:
+        by_id.setdefault(record.conversation or record.id, []).append(record)
     wanted = list(by_id) if list(ids) == ["all"] else list(dict.fromkeys(ids))
     missing = [i for i in wanted if i not in by_id]
     if missing:
@@ -58,14 +62,14 @@ def accept_drafts(drafts_path: Path, golden_path: Path, ids: Sequence[str], corp
                          hint=(f"did you mean {', '.join(near)}? " if near else "") +
                               "name drafts by their id, or `all` for every one")
     existing = read_golden(golden_path).records if golden_path.exists() else []
-    taken = {record.id for record in existing} & set(wanted)
+    taken = {record.conversation or record.id for record in existing} & set(wanted)
     if taken:
         raise InputError(f"the golden set already has a record with id {sorted(taken)[0]!r}", path=golden_path,
                          hint="rename the draft's id in the drafts file, then accept it again")
     splits = _page_splits(existing)
     records = [_accepted(by_id[i], splits) for i in wanted]
     append_records(golden_path, records, _HEADER)
-    lock = carry_lock(golden_path, drafts_path, [by_id[i] for i in wanted], corpus)
+    lock = carry_lock(golden_path, drafts_path, [r for i in wanted for r in by_id[i]], corpus)
     left = _remove(drafts_path, set(wanted))
     return [f"moved {len(records)} draft(s) into {golden_path}: {', '.join(wanted[:10])}"
             + (f" and {len(wanted) - 10} more" if len(wanted) > 10 else ""),
@@ -89,14 +93,22 @@ def _page_splits(records: Sequence[GoldenRecord]) -> dict[str, set[str]]:
     return splits
 
 
-def _accepted(record: GoldenRecord, splits: dict[str, set[str]]) -> dict:
-    if not record.gold:
-        return accepted_fields(record, record.split)
-    page = record.gold[0].partition("#")[0]
-    given = splits.get(page, set())
-    split = next(iter(given)) if len(given) == 1 else page_split(page)
-    splits.setdefault(page, set()).add(split)
-    return accepted_fields(record, split)
+def _accepted(records: list[GoldenRecord], splits: dict[str, set[str]]) -> dict:
+    """A draft's fields as the golden set holds them; a conversation's with its turns, in the first turn's split."""
+    first = records[0]
+    split = first.split
+    if first.gold:
+        page = first.gold[0].partition("#")[0]
+        given = splits.get(page, set())
+        split = next(iter(given)) if len(given) == 1 else page_split(page)
+        splits.setdefault(page, set()).add(split)
+    if first.conversation is None:
+        return accepted_fields(first, split)
+    whole = accepted_fields(first, split)
+    turns = [{name: value for name, value in accepted_fields(r, split).items() if name in _TURN}
+             | ({"answer_given": r.answer_given} if r.answer_given else {}) for r in records]
+    return {"id": first.conversation, **{n: whole[n] for n in ("split", "language", "tags") if n in whole},
+            "turns": turns}
 
 
 def _remove(path: Path, ids: set[str]) -> int:
@@ -120,6 +132,9 @@ def _remove(path: Path, ids: set[str]) -> int:
             end = starts[n + 1]
             while end > starts[n] + 1 and lines[end - 1].lstrip().startswith("#"):
                 end -= 1  # comments just above the next record are that record's
-            cut.update(range(starts[n], end))
+            begin = starts[n]
+            while n and lines[begin - 1].lstrip().startswith("#"):
+                begin -= 1  # and so are those just above this one (a drafted conversation's note)
+            cut.update(range(begin, end))
     write_atomically(path, "\n".join(line for n, line in enumerate(lines) if n not in cut), "drafts")
     return len(items) - len(ids)

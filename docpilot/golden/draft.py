@@ -49,6 +49,7 @@ from docpilot.golden.templates import (
     words,
 )
 from docpilot.metrics.gold import TOP
+from docpilot.schema import Conversation, GoldenRecord
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus, Section
@@ -60,6 +61,8 @@ DEFAULT_PER_PAGE = 3
 MOST_IDENTIFIERS = 4
 """Code spans of an answer kept as its identifiers, at most."""
 DRAFT_TAG = "draft"
+FOLLOW_UP_TAG = "follow-up"
+"""Tag of a drafted conversation: a question and a follow-up that leans on it."""
 CHECK_TAG = "needs-check"
 """Tag of a draft that a person must confirm before it is used: a generated negative."""
 _FAKE_TERMS = ("zephyrine", "quorvex", "flumaster", "nebulite", "vortaxis", "glacine", "prismell", "tangelox",
@@ -90,6 +93,8 @@ class Draft:
     expected_cause: str | None = None
     template_question: str | None = None
     """The template's question, when a model rewrote it (kept to fall back on, never written)."""
+    follow_up: Draft | None = None
+    """A second turn asked after this one (``--follow-ups``): the draft is then written as a conversation."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,11 @@ class Drafted:
     def negatives(self) -> list[Draft]:
         return [d for d in self.drafts if not d.gold]
 
+    @property
+    def follow_ups(self) -> list[Draft]:
+        """The second turns of the drafts written as conversations."""
+        return [d.follow_up for d in self.drafts if d.follow_up is not None]
+
 
 def page_split(page_id: str) -> str:
     """The split of every question on a page: a hash of the page id, so a page feeds dev or test, never both."""
@@ -129,7 +139,7 @@ def draft_golden(corpus: Corpus, *, count: int = DEFAULT_COUNT, per_page: int = 
                  negatives: int | None = None) -> Drafted:
     """Draft ``count`` positives (fewer when the docs have fewer eligible sections) and a few negatives."""
     eligible, left_out = eligible_sections(corpus)
-    keys = {section.id: _key(seed, section.id) for sections in eligible.values() for section, _ in sections}
+    keys = {section.id: draft_key(seed, section.id) for sections in eligible.values() for section, _ in sections}
     chosen, used, not_taken = _choose(eligible, keys, count=count, per_page=per_page, seed=seed,
                                      titles={page_id: page.title for page_id, page in corpus.pages.items()})
     left_out += not_taken
@@ -166,17 +176,31 @@ def drafts_text(drafted: Drafted, *, docs: str, seed: int, notes: Sequence[str] 
         *(f"# {note}" for note in notes),
         "",
     ]
+    if drafted.follow_ups:
+        lines[-1:-1] = [
+            f"# {len(drafted.follow_ups)} drafts are conversations (tag follow-up): a second turn drawn from another "
+            "section of",
+            "# the same page, worded to lean on the first (its subject replaced by a reference). Comments above",
+            "# each say what wrote its turns and the sections they came from; accept takes the whole conversation.",
+        ]
     for draft in drafted.drafts:
         lines += _record_lines(draft)
     return "\n".join(lines)
 
 
 def record_lines(fields: dict, indent: str = "") -> list[str]:
-    """One record as YAML lines (``- id: …`` first), each value JSON-quoted so no YAML reading surprises."""
+    """One record as YAML lines (``- id: …`` first), each value JSON-quoted so no YAML reading surprises.
+
+    A conversation's ``turns`` (a list of mappings) are written as a block list below
+    it, each turn's fields one a line.
+    """
     lines = []
     for n, (name, value) in enumerate(fields.items()):
         lead = f"{indent}- " if n == 0 else f"{indent}  "
-        if isinstance(value, (list, tuple)):
+        if name == "turns":
+            lines.append(f"{lead}turns:")
+            lines += [line for turn in value for line in record_lines(turn, indent + "    ")[:-1]]
+        elif isinstance(value, (list, tuple)):
             shown = ", ".join(json.dumps(item, ensure_ascii=False) for item in value)
             lines.append(f"{lead}{name}: [{shown}]")
         else:
@@ -199,14 +223,42 @@ def draft_fields(draft: Draft) -> dict:
     return fields
 
 
+def conversation_fields(draft: Draft) -> dict:
+    """The fields of a draft with a follow-up, as a conversation: the record's split and tags, each turn its own."""
+    turns = []
+    for turn in (draft, draft.follow_up):
+        fields = {name: value for name, value in draft_fields(turn).items()
+                  if name in ("question", "gold", "gold_answer", "identifiers", "expected_cause")}
+        turns.append(fields)
+    return {"id": draft.id, "split": draft.split, "tags": [*draft.tags, FOLLOW_UP_TAG], "turns": turns}
+
+
+def draft_records(drafted: Drafted) -> list[GoldenRecord]:
+    """The drafts as a golden set reads them: one record per question, a conversation one per turn."""
+    records: list[GoldenRecord] = []
+    for draft in drafted.drafts:
+        if draft.follow_up is not None:
+            records += Conversation.model_validate(conversation_fields(draft)).records()
+        else:
+            records.append(GoldenRecord(id=draft.id, question=draft.question, gold=list(draft.gold),
+                                        gold_answer=draft.gold_answer, identifiers=list(draft.identifiers),
+                                        split=draft.split, tags=list(draft.tags),
+                                        expected_cause=draft.expected_cause))
+    return records
+
+
 def _record_lines(draft: Draft) -> list[str]:
-    return record_lines(draft_fields(draft))
+    if draft.follow_up is None:
+        return record_lines(draft_fields(draft))
+    said = [f"turn {n}: {turn.origin} from {turn.source}" for n, turn in enumerate((draft, draft.follow_up), 1)]
+    return [f"# {'; '.join(said)}", *record_lines(conversation_fields(draft))]
 
 
 # Choosing -----------------------------------------------------------------------
 
 
-def _key(seed: int, name: str) -> str:
+def draft_key(seed: int, name: str) -> str:
+    """The hash that orders drafts, sections and choices for a seed: the same name and seed, the same key."""
     return hashlib.sha256(f"{seed}\0{name}".encode()).hexdigest()
 
 
@@ -224,7 +276,7 @@ def _choose(eligible: dict[str, list[tuple[Section, list[Candidate]]]], keys: di
     def take(section: Section, candidates: list[Candidate]) -> bool:
         tried.add(section.id)
         options = sorted(candidates, key=lambda c: (c.template == "heading" and len(candidates) > 1,
-                                                     _key(seed, f"{section.id}\0{c.template}\0{c.question}")))
+                                                     draft_key(seed, f"{section.id}\0{c.template}\0{c.question}")))
         # A question another page also gives ("How do I register …?") is told apart by its page's title.
         options += [replace(c, question=f"{c.question.rstrip('?')} in {titles[section.page_id]}?") for c in options]
         fresh = next((c for c in options if c.question.lower() not in used), None)
@@ -236,7 +288,7 @@ def _choose(eligible: dict[str, list[tuple[Section, list[Candidate]]]], keys: di
         taken[section.page_id] += 1
         return True
 
-    pages = sorted(ordered, key=lambda page: _key(seed, page))
+    pages = sorted(ordered, key=lambda page: draft_key(seed, page))
     for page in pages:  # one a page first, in the pages' hash order
         if len(chosen) >= count:
             break
@@ -264,14 +316,15 @@ def _draft(corpus: Corpus, section: Section, candidate: Candidate, ids: set[str]
         question=candidate.question,
         gold=(pinned,),
         gold_answer=candidate.answer,
-        identifiers=tuple(_identifiers(candidate.answer)),
+        identifiers=tuple(draft_identifiers(candidate.answer)),
         split=page_split(section.page_id),
         origin=f"template:{candidate.template}",
         source=pinned,
     )
 
 
-def _identifiers(answer: str) -> list[str]:
+def draft_identifiers(answer: str) -> list[str]:
+    """A drafted answer's identifiers: its code spans, first first, at most ``MOST_IDENTIFIERS``."""
     spans = []
     for span in CODE_SPAN.findall(answer):
         span = span.strip()
@@ -291,8 +344,8 @@ def _negatives(corpus: Corpus, drafts: list[Draft], wanted: int, seed: int, ids:
     text = "\n".join(section.text.lower() for section in corpus.sections.values())
     text += "\n" + "\n".join(page.title.lower() for page in corpus.pages.values())
     fakes = [term for term in _FAKE_TERMS if term not in text]
-    products = sorted((p for p in _PRODUCTS if p.lower() not in text), key=lambda p: _key(seed, p))
-    bases = sorted(drafts, key=lambda d: _key(seed, f"negative\0{d.id}"))
+    products = sorted((p for p in _PRODUCTS if p.lower() not in text), key=lambda p: draft_key(seed, p))
+    bases = sorted(drafts, key=lambda d: draft_key(seed, f"negative\0{d.id}"))
     made: list[Draft] = []
     for n, base in enumerate(bases):
         if len(made) >= wanted:

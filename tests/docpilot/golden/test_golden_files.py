@@ -32,14 +32,15 @@ def test_a_csv_file_reads_to_the_records_the_same_yaml_gives():
 def test_the_demo_set_as_csv_reads_to_the_same_records(tmp_path):
     records = load_golden(ROOT / "evals" / "golden.yaml")
     path = tmp_path / "golden.csv"
-    fields = list(type(records[0]).model_fields)
+    # A conversation's turns are rows that name it and their number; what reading them sets (earlier) has no column.
+    fields = [name for name in type(records[0]).model_fields if name != "earlier"]
     with path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(fields)
         for record in records:
             cells = []
             for name in fields:
-                value = getattr(record, name)
+                value = None if name == "id" and record.conversation else getattr(record, name)
                 cells.append(";".join(value) if isinstance(value, list) else "" if value is None else value)
             writer.writerow(cells)
     assert load_golden(path) == records
