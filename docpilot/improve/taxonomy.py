@@ -285,7 +285,9 @@ def _describe_before_the_answer(row: Row, cause: str, run: RunSettings, top: str
             if run.target is not None:
                 return f"the target {run.target} returned no sources for it"
             return "retrieval returned nothing (no question word is in the index)"
-        return f"{gold_depth_note(row, run)}; rank 1 is {row.retrieved[0]}"
+        # A follow-up searched with words of the turn before it says so: those words may be what ranked rank 1.
+        searched = f"; searched with {row.retrieval_query!r}" if row.retrieval_query else ""
+        return f"{gold_depth_note(row, run)}; rank 1 is {row.retrieved[0]}{searched}"
     if cause == "gold-below-primed":
         rank = first_found(row.retrieved, row.gold)
         return f"first gold section at rank {rank}; the model reads ranks 1–{run.prime_k}"

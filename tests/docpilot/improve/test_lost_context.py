@@ -78,6 +78,7 @@ def test_a_follow_up_that_needed_an_earlier_turn_is_lost_context_naming_the_turn
     assert by_id["reports/2"].cause == "not-retrieved"
     # turn 2 changed the subject, and searched with turn 1's words it misses: turn 1 is no help, a plain miss too
     assert by_id["cache/2"].cause == "not-retrieved" and by_id["cache/2"].also == []
+    assert by_id["cache/2"].detail.endswith("; searched with 'Where are reports written? clear stage cache'")
     # first turns and the single question found their gold
     assert {"cache/1", "reports/1", "single"}.isdisjoint(by_id)
     assert diagnosis.causes == {"lost-context": 1, "not-retrieved": 2}
