@@ -179,7 +179,8 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
     """
     shown, left_off = shown_metrics(report, report.summary)
     table = Table(title=f"DocPilot scorecard — {report.split} split, {len(report.rows)} records"
-                        + ("" if report.selection.everything else f" ({report.selection.describe()})"),
+                        + ("" if report.selection.everything else f" ({report.selection.describe()})")
+                        + conversations_note(report),
                   title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -223,6 +224,15 @@ def render_scorecard(report: Report, console: Console, *, path: str | None = Non
                                 f"(forbidden {leak.forbidden!r})"),
                           markup=False, highlight=False)
     _render_verdict(report, console, path=path, command_ms=command_ms, failing=failing)
+
+
+def conversations_note(report: Report) -> str:
+    """``, 7 of them turns of 3 conversations`` for a run holding conversations; empty for single questions."""
+    turns = [row for row in report.rows if row.conversation is not None]
+    if not turns:
+        return ""
+    conversations = len({row.conversation for row in turns})
+    return f", {len(turns)} of them turns of {conversations} conversation{'s' if conversations > 1 else ''}"
 
 
 def _render_verdict(report: Report, console: Console, *, path: str | None, command_ms: float | None,
