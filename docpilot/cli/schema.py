@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from typing import Any
 
 import click
@@ -12,15 +14,15 @@ from docpilot.cli import main
 from docpilot.cli._errors import handle_errors
 from docpilot.config.model import Config
 from docpilot.json_schema import DocumentedSchema, json_schema_of
-from docpilot.schema import AttackProbe, GoldenRecord, Report
+from docpilot.schema import AttackProbe, Conversation, GoldenRecord, Report
 
 
 class GoldenSetMapping(BaseModel):
     """A golden set written as a mapping whose only key is `records`."""
 
     model_config = ConfigDict(extra="forbid")
-    records: list[GoldenRecord]
-    """The records, one mapping each."""
+    records: list[GoldenRecord | Conversation]
+    """The records, one mapping each: a single question, or a conversation with `turns:`."""
 
 
 class AttackProbesMapping(BaseModel):
@@ -31,18 +33,21 @@ class AttackProbesMapping(BaseModel):
     """The probes, one mapping each."""
 
 
-def _file_schema(record: type[BaseModel], mapping: type[BaseModel], what: str) -> dict[str, Any]:
-    """The schema of a whole YAML or JSON file: a list of records, or a mapping with `records:`."""
-    schema = TypeAdapter(list[record] | mapping).json_schema(schema_generator=DocumentedSchema)  # type: ignore[valid-type]
+def _file_schema(records: tuple[type[BaseModel], ...], mapping: type[BaseModel], what: str) -> dict[str, Any]:
+    """The schema of a whole YAML or JSON file: a list of records (each of one of ``records``), or a mapping
+    with `records:`."""
+    entry = functools.reduce(operator.or_, records)
+    schema = TypeAdapter(list[entry] | mapping).json_schema(schema_generator=DocumentedSchema)  # type: ignore[valid-type]
+    lines = " or ".join(f"`$defs/{record.__name__}`" for record in records)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": what,
             "description": f"A {what} file (YAML or JSON): a list of records, or a mapping with a `records:` list. "
-                           f"A JSONL file holds one `$defs/{record.__name__}` per line.", **schema}
+                           f"A JSONL file holds one {lines} per line.", **schema}
 
 
 SCHEMAS: dict[str, Any] = {
-    "golden": lambda: _file_schema(GoldenRecord, GoldenSetMapping, "golden set"),
+    "golden": lambda: _file_schema((GoldenRecord, Conversation), GoldenSetMapping, "golden set"),
     "golden-record": lambda: json_schema_of(GoldenRecord),
-    "adversarial": lambda: _file_schema(AttackProbe, AttackProbesMapping, "attack probes"),
+    "adversarial": lambda: _file_schema((AttackProbe,), AttackProbesMapping, "attack probes"),
     "adversarial-record": lambda: json_schema_of(AttackProbe),
     "report": lambda: json_schema_of(Report),
     "config": lambda: json_schema_of(Config),
