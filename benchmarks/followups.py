@@ -8,12 +8,12 @@ question ``docpilot.assistant.followup.retrieval_query`` makes of it and the tur
 before ("rewritten"). An earlier turn's answer is its ``answer_given``, else None (no
 model runs here; the rewrite reads no answer anyway).
 
-Two sets: the demo conversations over DocPilot's own manual (``evals/conversations.yaml``),
+Three sets: the demo conversations over DocPilot's own manual (those of ``evals/golden.yaml``),
 which the rule was chosen on (dev) and proven on (test), and conversations over the
-FastAPI docs (``benchmarks/data/conversations/fastapi.yaml``), written before the rule
-was measured on them. The FastAPI docs live outside the repository (``--data``, by
-default ``../shared/data`` beside it); when they are missing the set is reported as
-absent and the demo still runs.
+FastAPI and Prefect docs (``benchmarks/data/conversations/``), written before the rule
+was measured on them. Those docs live outside the repository (``--data``, by default
+``../shared/data`` beside it); a set whose docs are missing is reported as absent and
+the others still run.
 
     python -m benchmarks.followups                 # a table, as docs/retrieval.md#follow-ups shows it
     python -m benchmarks.followups --json
@@ -32,15 +32,15 @@ from pathlib import Path
 if not __package__:  # run as a file: make the repository's packages importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import yaml  # noqa: E402
 from docpilot.metrics.retrieval import recall_at_k  # noqa: E402
 
 from docpilot.assistant.followup import retrieval_query  # noqa: E402
 from docpilot.assistant.workspace import open_workspace  # noqa: E402
 from docpilot.config.loading import load_config  # noqa: E402
 from docpilot.corpus.pages import load_corpus  # noqa: E402
+from docpilot.golden.loading import load_golden  # noqa: E402
 from docpilot.retrieval.rankers import Retriever  # noqa: E402
-from docpilot.schema import Conversation, GoldenRecord  # noqa: E402
+from docpilot.schema import GoldenRecord  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
@@ -51,7 +51,7 @@ K = 8
 
 @dataclass(frozen=True)
 class ConversationSet:
-    """A docs corpus and the golden conversations written about it."""
+    """A docs corpus and a golden set of conversations written about it (its single questions are not read)."""
 
     name: str
     docs: Path
@@ -59,21 +59,25 @@ class ConversationSet:
 
 
 def sets(data: Path) -> list[ConversationSet]:
-    """The demo conversations over the project's manual, and the FastAPI ones over docs written elsewhere."""
+    """The demo conversations over the project's manual, and the FastAPI and Prefect ones over docs written elsewhere."""
     return [
-        ConversationSet("demo", ROOT / "docs", ROOT / "evals" / "conversations.yaml"),
+        ConversationSet("demo", ROOT / "docs", ROOT / "evals" / "golden.yaml"),
         ConversationSet(
             "fastapi",
             data / "fastapi-docs" / "docs" / "en" / "docs",
             ROOT / "benchmarks" / "data" / "conversations" / "fastapi.yaml",
         ),
+        ConversationSet(
+            "prefect",
+            data / "prefect-docs" / "docs",
+            ROOT / "benchmarks" / "data" / "conversations" / "prefect.yaml",
+        ),
     ]
 
 
 def load_turns(path: Path) -> list[GoldenRecord]:
-    """Every turn of the conversations in a YAML file, one record each, as ``Conversation.records`` gives them."""
-    entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
-    return [record for entry in entries for record in Conversation.model_validate(entry).records()]
+    """Every turn of the conversations in a golden set, one record each; its single questions are left out."""
+    return [record for record in load_golden(path) if record.conversation is not None]
 
 
 def earlier_of(record: GoldenRecord) -> list[tuple[str, str | None]]:
@@ -161,7 +165,7 @@ def table(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding fastapi-docs/")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding fastapi-docs/ and prefect-docs/")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     result = run(args.data)

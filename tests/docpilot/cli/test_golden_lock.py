@@ -52,7 +52,7 @@ def test_a_lock_of_unchanged_docs_finds_nothing_and_a_set_without_one_checks_as_
     assert plain.exit_code == 0 and json.loads(plain.stdout)["lock"] is None
     locked = run("golden", "lock", "--docs", "docs")
     assert locked.exit_code == 0, locked.output
-    assert locked.output.startswith("wrote evals/golden.lock: 58 records locked (81 gold entries) against docs")
+    assert locked.output.startswith("wrote evals/golden.lock: 109 records locked (153 gold entries) against docs")
     check = run("golden", "check", "--docs", "docs", "--json")
     assert check.exit_code == 0, check.output
     assert json.loads(check.stdout)["lock"] == {"path": "evals/golden.lock", "fixed": {}, "records": []}
@@ -164,7 +164,7 @@ def test_locking_one_record_again_keeps_every_other_lock(project):
     before = json.loads((project / "evals" / "golden.lock").read_text())
     relocked = run("golden", "lock", "cache-page-edit", "--docs", "docs")
     assert relocked.exit_code == 0, relocked.output
-    assert "1 records locked (1 gold entries)" in relocked.output and "57 kept their earlier lock" in relocked.output
+    assert "1 records locked (1 gold entries)" in relocked.output and "108 kept their earlier lock" in relocked.output
     assert "locked again over gold that had moved, changed or gone: cache-page-edit" in relocked.output
     after = json.loads((project / "evals" / "golden.lock").read_text())
     assert {k for k in after["records"] if after["records"][k] != before["records"][k]} == {"cache-page-edit"}

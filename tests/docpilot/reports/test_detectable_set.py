@@ -83,6 +83,7 @@ def test_golden_check_json_gives_the_detectable_change_the_text_prints(monkeypat
     shown = json.loads(result.output)["detectable"]
     assert shown == detectable_figures(read_records(str(DEMO)))
     dev = shown["splits"]["dev"]
-    assert dev["recall@8"]["n"] == 29 and dev["refusal_correct"]["n"] == 38  # as docs/repeats.md shows
-    assert round(dev["recall@8"]["detectable"], 3) == 0.259 and round(dev["refusal_correct"]["detectable"], 3) == 0.2
+    # the demo set's dev split: its single questions and its conversations' turns
+    assert dev["recall@8"]["n"] == 56 and dev["refusal_correct"]["n"] == 66
+    assert round(dev["recall@8"]["detectable"], 3) == 0.167 and round(dev["refusal_correct"]["detectable"], 3) == 0.155
     assert shown["records_needed"] == 168
