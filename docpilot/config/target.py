@@ -139,6 +139,10 @@ class Target(_Strict):
     thread_body: Any = None
     """The JSON body template of a turn asked in a thread, when it is not `body`; the same placeholders.
     Unset, `body`."""
+    message_shape: Literal["openai", "langchain"] = "openai"
+    """How `{history}` and `{messages}` write one message: `openai`, `{"role": "user" | "assistant",
+    "content": ...}`; `langchain`, LangChain's own `{"type": "human" | "ai", "content": ...}`, which a
+    LangServe chain's chat history and chat playground input take."""
     reply: ReplyMapping
     """How the reply is read (`answer` at least)."""
     search: SearchMapping | None = None

@@ -78,6 +78,8 @@ __all__ = [
 _EXCERPT = 200
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PLACEHOLDER = re.compile(r"\{(question|scope|id|history|messages|thread)\}")
+_LANGCHAIN_TYPES = {"user": "human", "assistant": "ai"}
+"""A chat message's role as LangChain's message ``type`` names it."""
 _BUSY = (429, 503)
 """Statuses that say the target is busy for now: asked again, by the target's retry policy."""
 _TIMING_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
@@ -167,7 +169,8 @@ class Endpoint:
 
 
 def request_body(template: Any, question: str, scope: Sequence[str] | None, record_id: str, *,
-                 history: Sequence[Mapping[str, str]] = (), thread: str | None = None) -> Any:
+                 history: Sequence[Mapping[str, str]] = (), thread: str | None = None,
+                 shape: str = "openai") -> Any:
     """The body template with its placeholders filled in, as JSON values.
 
     ``{question}``, ``{scope}`` and ``{id}`` are the record's; ``{history}`` the earlier
@@ -175,12 +178,17 @@ def request_body(template: Any, question: str, scope: Sequence[str] | None, reco
     message; ``{thread}`` the conversation's thread id, null before a reply named one. A
     string that is exactly a placeholder becomes its value; inside a longer string a
     value is spliced in as text (a list as its JSON, null as nothing), in one pass, so a
-    question that itself holds ``{id}`` is sent as written.
+    question that itself holds ``{id}`` is sent as written. ``shape`` is the target's
+    ``message_shape``: ``openai`` messages as they come, ``langchain`` as LangChain's.
     """
-    earlier = [{"role": m["role"], "content": m["content"]} for m in history]
+    chat = [*history, {"role": "user", "content": question}]
+    if shape == "langchain":
+        chat = [{"type": _LANGCHAIN_TYPES[m["role"]], "content": m["content"]} for m in chat]
+    else:
+        chat = [{"role": m["role"], "content": m["content"]} for m in chat]
     values: dict[str, Any] = {
         "question": question, "scope": list(scope) if scope is not None else None, "id": record_id,
-        "history": earlier, "messages": [*earlier, {"role": "user", "content": question}], "thread": thread,
+        "history": chat[:-1], "messages": chat, "thread": thread,
     }
     return _filled(template, values)
 
@@ -259,7 +267,8 @@ async def ask_target(
     target = endpoint.target
     first = strict if callable(strict) else (lambda: strict)
     template = target.thread_body if thread is not None and target.thread_body is not None else target.body
-    body = request_body(template, question, scope, record_id, history=history, thread=thread)
+    body = request_body(template, question, scope, record_id, history=history, thread=thread,
+                        shape=target.message_shape)
     url = endpoint.thread_url if thread is not None and endpoint.thread_url is not None else endpoint.url
     sent = {key: _with_thread(value, thread) for key, value in endpoint.headers.items()}
     sent = {key: value for key, value in sent.items() if value.strip()}  # a header of a thread not yet named

@@ -29,6 +29,18 @@ What LangServe 0.3 sends for it (compact JSON; the headings' text as written, ``
                       event: data / data: {"answer":"A"}, {"answer":" "}, {"answer":"golden"}, ...
                       event: end                                          (no data line)
 
+The same app takes follow-ups as LangChain's "add chat history" tutorial writes a chain for
+them: a question and its ``chat_history``, the earlier turns as LangChain messages
+(``{"type": "human" | "ai", "content": ...}``). With a history, the question is first
+rewritten into a standalone one from the history (``MessagesPlaceholder("chat_history")``
+in a contextualizing prompt), and that is what the retriever searches; the answering prompt
+carries the history too. Its fake rewriter joins the earlier questions and the new one.
+
+    POST /rag-chat/invoke   {"input": {"question": "...", "chat_history": [message, ...]}}
+                            → {"output": {"question", "chat_history", "context", "answer"}, ...}
+    POST /chat/invoke       LangServe's chat playground input, {"input": {"messages": [message, ...]}}:
+                            the last message is the question, the ones before it the history
+
 ``section_ids`` is the tests' oracle: it names the section of each returned Document from its
 metadata and the docs themselves, without DocPilot's target code.
 """
@@ -48,10 +60,10 @@ from langchain_community.document_loaders import DirectoryLoader, TextLoader
 from langchain_community.retrievers import BM25Retriever
 from langchain_core.documents import Document
 from langchain_core.language_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompt_values import PromptValue
-from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrough
 from langchain_text_splitters import MarkdownHeaderTextSplitter
 from langserve import add_routes
@@ -137,9 +149,97 @@ def build_chain(folder: str | Path) -> Runnable:
     return chain.with_types(input_type=Question, output_type=Answer)
 
 
+CONTEXTUALIZE = ChatPromptTemplate.from_messages([
+    ("system", "Given a chat history and the latest user question which might reference context in the chat "
+               "history, formulate a standalone question which can be understood without the chat history. Do "
+               "NOT answer the question, just reformulate it if needed and otherwise return it as is."),
+    MessagesPlaceholder("chat_history"),
+    ("human", "{question}"),
+])
+"""The tutorial's prompt that turns a follow-up into a standalone question."""
+
+CHAT_PROMPT = ChatPromptTemplate.from_messages([
+    ("system", "You are an assistant for question-answering tasks. Use the following pieces of retrieved context "
+               "to answer the question. If you don't know the answer, just say that you don't know. Use three "
+               "sentences maximum and keep the answer concise.\n\nContext: {context}"),
+    MessagesPlaceholder("chat_history"),
+    ("human", "{question}"),
+])
+"""The tutorial's answering prompt with the chat history before the question."""
+
+
+def standalone_question(question: str, chat_history: Sequence[AnyMessage]) -> str:
+    """What the fake rewriter makes of a follow-up: the earlier questions and the new one, joined."""
+    return " ".join([*(m.content for m in chat_history if isinstance(m, HumanMessage)), question])
+
+
+def _rewriter(prompt: PromptValue) -> GenericFakeChatModel:
+    *history, last = prompt.to_messages()[1:]  # the system message first, the question last
+    return GenericFakeChatModel(messages=iter([AIMessage(content=standalone_question(last.content, history))]))
+
+
+def _chat_model(prompt: PromptValue) -> GenericFakeChatModel:
+    context = prompt.to_messages()[0].content.partition("\n\nContext: ")[2]
+    found = _SENTENCE.search(" ".join(context.split()))
+    return GenericFakeChatModel(messages=iter([AIMessage(content=found.group(0) if found else "I don't know.")]))
+
+
+class ChatQuestion(BaseModel):
+    """What /rag-chat takes: the tutorial's question and the chat so far."""
+
+    question: str
+    chat_history: list[AnyMessage] = []
+
+
+class ChatAnswer(BaseModel):
+    """What /rag-chat gives: its input, the Documents retrieved for the standalone question, and the answer."""
+
+    question: str
+    chat_history: list[AnyMessage]
+    context: list[Document]
+    answer: str
+
+
+class ChatMessages(BaseModel):
+    """LangServe's chat playground input: the conversation, its last message the question."""
+
+    messages: list[AnyMessage]
+
+
+def build_chat_chain(folder: str | Path) -> Runnable:
+    """The tutorial's chain with chat history: a follow-up is searched as the standalone question it is rewritten into."""
+    retriever = build_retriever(folder)
+
+    def search_question(inputs: dict) -> Runnable | str:
+        if inputs.get("chat_history"):
+            return CONTEXTUALIZE | RunnableLambda(_rewriter) | StrOutputParser()
+        return inputs["question"]
+
+    answer = (
+        RunnablePassthrough.assign(context=lambda x: format_docs(x["context"]))
+        | CHAT_PROMPT
+        | RunnableLambda(_chat_model)
+        | StrOutputParser()
+    )
+    chain = RunnablePassthrough.assign(context=RunnableLambda(search_question) | retriever).assign(answer=answer)
+    return chain.with_types(input_type=ChatQuestion, output_type=ChatAnswer)
+
+
+def build_playground_chain(folder: str | Path) -> Runnable:
+    """The chat chain behind LangServe's chat playground input: the messages, the last one the question."""
+    def split(inputs: dict) -> dict:
+        *history, last = inputs["messages"]
+        return {"question": last.content, "chat_history": history}
+
+    chain = RunnableLambda(split) | build_chat_chain(folder)
+    return chain.with_types(input_type=ChatMessages, output_type=ChatAnswer)
+
+
 def build_app(folder: str | Path) -> FastAPI:
     app = FastAPI(title="Docs Q&A")
     add_routes(app, build_chain(folder), path="/rag")
+    add_routes(app, build_chat_chain(folder), path="/rag-chat")
+    add_routes(app, build_playground_chain(folder), path="/chat", playground_type="chat")
     return app
 
 
