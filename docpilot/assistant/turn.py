@@ -5,7 +5,7 @@
 The server takes a question through these steps one at a time, streaming the model's
 reply as events (``docpilot.server.turn``); the eval takes a shard of records through
 them stage by stage, its model turns sent through the run's model lane and its steps
-looked up in the stage cache (``docpilot.run.pipeline``). Both call ``primed`` and
+looked up in the stage cache (``docpilot.run.road``). Both call ``primed`` and
 ``panel``, so an answer served is primed, gated and rendered as the eval scores it.
 
 A follow-up (a question asked after earlier turns of a conversation) is searched for
