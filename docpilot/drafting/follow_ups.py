@@ -11,8 +11,8 @@ from already); its question is one the templates make from that section
 - otherwise the reference is added by one of a few fixed phrasings ("And for it, …?",
   "… in that case?").
 
-The reference is ``this option`` when the page's title is a name written in code (an
-option, a flag, a setting), else ``it`` or ``that``. Which drafts get a follow-up,
+The reference is ``this option`` when the page's title is a name written in code (in
+backticks, a flag, a dotted or underscored setting), else ``it`` or ``that``. Which drafts get a follow-up,
 which sibling and which phrasing follow hashes of the ids and the seed, so the same
 docs, seed and options give the same file byte for byte. At most one draft in two
 gets a follow-up, so the set keeps single questions beside its conversations.
@@ -29,13 +29,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from docpilot.golden.draft import Draft, Drafted, draft_identifiers, draft_key
-from docpilot.golden.templates import Candidate, eligible_sections, pin
+from docpilot.golden.templates import Candidate, eligible_sections, pin, words
 
 if TYPE_CHECKING:
     from docpilot.corpus.pages import Corpus, Section
 
-_CODE_TITLE = re.compile(r"^`?-{0,2}[a-z][\w.\-]*`?$")
-"""A page title that is a name written in code: an option, a flag, a setting."""
 _PHRASINGS = ("And for {ref}, {lower}?", "{question} in that case?", "And with {ref}, {lower}?")
 """How a reference is added to a question that does not name the page's subject."""
 _PROSE_REFERENCES = ("it", "that")
@@ -72,7 +70,7 @@ def _follow_up(draft: Draft, siblings: list[tuple[Section, list[Candidate]]], ti
                                                      draft_key(seed, f"{section.id}\0{c.template}\0{c.question}")))
         for candidate in options:
             question = lean(candidate.question, title, draft_key(seed, f"lean\0{draft.id}"))
-            if question.lower() in asked:
+            if question is None or question.lower() in asked:
                 continue
             return Draft(id=draft.id, question=question, gold=(pin(section),), gold_answer=candidate.answer,
                          identifiers=tuple(draft_identifiers(candidate.answer)), split=draft.split,
@@ -80,19 +78,39 @@ def _follow_up(draft: Draft, siblings: list[tuple[Section, list[Candidate]]], ti
     return None
 
 
-def lean(question: str, subject: str, key: str) -> str:
+def lean(question: str, subject: str, key: str) -> str | None:
     """``question`` worded as a follow-up: ``subject`` (the page's title) replaced by a reference.
 
     ``key`` (a hex digest) picks the reference and the phrasing, so the choice is fixed
-    for a draft and a seed.
+    for a draft and a seed. The title is replaced in the question's prose, or where a
+    code span is the title itself, never inside another name. None when the question,
+    once leaned, asks about nothing but the reference ("What is it?"): a follow-up asks
+    about something of its own.
     """
     number = int(key[:8], 16)
-    plain = subject.strip()
-    reference = _CODE_REFERENCE if _CODE_TITLE.match(plain) else _PROSE_REFERENCES[number % len(_PROSE_REFERENCES)]
-    named = re.compile(rf"(?:\bthe\s+)?`?(?<![\w-]){re.escape(plain.strip('`'))}(?![\w-])`?", re.IGNORECASE)
-    if plain and named.search(question):
-        return named.sub(reference, question, count=1)
-    body = question.rstrip("?").rstrip()
-    lower = body if body[:2].isupper() or body.startswith("`") else body[:1].lower() + body[1:]
-    phrasing = _PHRASINGS[(number >> 4) % len(_PHRASINGS)]
-    return phrasing.format(ref=reference, lower=lower, question=body)
+    plain = subject.strip().strip("`")
+    coded = subject.strip().startswith("`") or plain.startswith("-") or bool(re.search(r"[._]", plain))
+    reference = _CODE_REFERENCE if coded and " " not in plain else _PROSE_REFERENCES[number % len(_PROSE_REFERENCES)]
+    named = re.compile(rf"(?:\bthe\s+)?(?<![\w-]){re.escape(plain)}(?![\w-])", re.IGNORECASE)
+    if plain and question.lower().startswith(f"{plain.lower()}: "):  # "Workers: how do I start?": the title leads
+        question = question[len(plain) + 2:]
+        question = question[:1].upper() + question[1:]
+    parts = re.split(r"(`[^`]*`)", question)  # prose and code spans, alternately
+    replaced = False
+    for n, part in enumerate(parts):
+        if replaced or not plain:
+            break
+        if part.startswith("`"):
+            if part.strip("`").lower() == plain.lower():
+                parts[n], replaced = reference, True
+        elif named.search(part):
+            parts[n], replaced = named.sub(reference, part, count=1), True
+    if replaced:
+        leaned = "".join(parts)
+        leaned = leaned[:1].upper() + leaned[1:]
+    else:
+        body = question.rstrip("?").rstrip()
+        lower = body if body[:2].isupper() or body.startswith("`") else body[:1].lower() + body[1:]
+        leaned = _PHRASINGS[(number >> 4) % len(_PHRASINGS)].format(ref=reference, lower=lower, question=body)
+    own = set(words(leaned)) - set(words(reference)) - {"case"}
+    return leaned if own else None
