@@ -65,6 +65,8 @@ def check(
 
     Every problem of the file is reported in one pass: errors (the file cannot run)
     together, and warnings (it runs, but a number is weaker for it) apart, on stderr.
+    A conversation (a record with turns:) is checked turn by turn, each problem naming
+    its turn, and the summary counts its turns beside the single questions.
     With a lock beside the set (golden.lock, written by `docpilot golden lock`), it also
     names each record whose gold moved, changed or is gone since, and each page entry
     whose page gained or lost sections; --fix rewrites the moved ones in place.
@@ -439,7 +441,8 @@ def lock(ids: tuple[str, ...], golden_path: Path | None, docs: Path | None, conf
     heading path, and for every record with a gold answer whether its identifiers and
     words are in that text; `docpilot golden check` then names each record whose gold
     moved, changed or went since. Commit it beside the set. IDS lock only those records
-    again (after reading them against the docs); every other record keeps its lock.
+    again (after reading them against the docs); every other record keeps its lock. A
+    conversation's id locks each of its turns, `<id>/<turn>` one turn.
     Exit status: 0; 2 when a gold entry names nothing in the docs, an id names no
     record, or a file has an error (nothing is written then).
     """

@@ -313,3 +313,18 @@ def test_a_turns_gold_is_locked_by_its_id_and_a_moved_entry_is_fixed_in_place(tm
     after = golden.read_text(encoding="utf-8")
     assert after == before.replace("metrics/retrieval#mrr", "metrics/retrieval#mean-reciprocal-rank")
     assert load_golden(golden)[1].gold == ["metrics/retrieval#mean-reciprocal-rank"]
+
+
+def test_golden_check_json_counts_conversations_and_turns(tmp_path):
+    from click.testing import CliRunner
+
+    from docpilot.cli import main
+
+    path = _write(tmp_path, "golden.yaml", YAML)
+    shown = CliRunner().invoke(main, ["golden", "check", "--golden", str(path), "--docs", str(DATA / "docs"),
+                                      "--json"])
+    assert shown.exit_code == 0, shown.output
+    facts = json.loads(shown.stdout)
+    assert (facts["records"], facts["conversations"], facts["turns"]) == (4, 1, 3)
+    assert facts["splits"]["test"] == {"positives": 2, "negatives": 1}  # turns count as records do in a run
+    assert {r["id"] for r in facts["bias"]["records"]} == {"install", "auth-chat/1", "auth-chat/2"}
