@@ -18,12 +18,14 @@ the others still run.
     python -m benchmarks.followups                 # a table, as docs/retrieval.md#follow-ups shows it
     python -m benchmarks.followups --json
     python -m benchmarks.followups --data PATH
+    python -m benchmarks.followups --alternatives  # and each other way the rule was chosen against
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +42,7 @@ from docpilot.config.loading import load_config  # noqa: E402
 from docpilot.corpus.pages import load_corpus  # noqa: E402
 from docpilot.golden.loading import load_golden  # noqa: E402
 from docpilot.retrieval.rankers import Retriever  # noqa: E402
+from docpilot.retrieval.tokens import words  # noqa: E402
 from docpilot.schema import GoldenRecord  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,25 +92,58 @@ def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 3) if values else None
 
 
-def split_figures(records: list[GoldenRecord], rank: Callable[[str, list[str] | None], list[str]]) -> dict:
-    """recall@8 of a split's positive turns: first turns, and follow-ups plain and rewritten."""
+def _words_of(texts: list[str]) -> str:
+    return " ".join(word for text in texts for word in words(text))
+
+
+ALTERNATIVES: dict[str, Callable[[str, list[tuple[str, str | None]]], str]] = {
+    "previous question, repeats kept": lambda q, e: f"{q} {_words_of([e[-1][0]])}",
+    "first question": lambda q, e: f"{q} {_words_of([e[0][0]])}",
+    "every earlier question": lambda q, e: f"{q} {_words_of([p for p, _ in e])}",
+    "previous question when referential": lambda q, e: f"{q} {_words_of([e[-1][0]])}" if _referential(q) else q,
+    "follow-up twice, previous question": lambda q, e: f"{q} {q} {_words_of([e[-1][0]])}",
+    "previous question and answer": lambda q, e: f"{q} {_words_of([e[-1][0], e[-1][1] or ''])}",
+}
+"""The other ways of searching a follow-up that the rule was chosen against (``--alternatives``), each given a
+follow-up and its earlier (question, answer) turns: the follow-up followed by the content words of the turns named,
+every word kept (the rule adds only the previous question's words the follow-up lacks)."""
+
+_POINTING = frozenset("it its that this these those them they one ones other same there then too also another".split())
+
+
+def _referential(question: str) -> bool:
+    """A follow-up that looks as if it leans on an earlier turn: a pointing word, or at most three content words."""
+    return bool(_POINTING.intersection(re.findall(r"[a-z']+", question.lower()))) or len(words(question)) <= 3
+
+
+def split_figures(records: list[GoldenRecord], rank: Callable[[str, list[str] | None], list[str]], *,
+                  alternatives: bool = False) -> dict:
+    """recall@8 of a split's positive turns: first turns, and follow-ups plain and rewritten (and searched each
+    other way of ``ALTERNATIVES``, with ``alternatives``)."""
     first, plain, rewritten, changed = [], [], [], 0
+    other: dict[str, list[float]] = {name: [] for name in ALTERNATIVES} if alternatives else {}
     for record in records:
         if not record.gold:
             continue
-        query = retrieval_query(record.question, earlier_of(record))
+        earlier = earlier_of(record)
+        query = retrieval_query(record.question, earlier)
         found = recall_at_k(rank(query, record.scope), record.gold, K)
-        if not record.earlier:
+        if not earlier:
             first.append(found)
             continue
         rewritten.append(found)
         plain.append(recall_at_k(rank(record.question, record.scope), record.gold, K))
         changed += query != record.question
-    return {
+        for name, found_by in other.items():
+            found_by.append(recall_at_k(rank(ALTERNATIVES[name](record.question, earlier), record.scope), record.gold, K))
+    figures = {
         "first_turns": len(first), "first_recall@8": _mean(first),
         "follow_ups": len(plain), "follow_ups_rewritten": changed,
         "plain_recall@8": _mean(plain), "rewritten_recall@8": _mean(rewritten),
     }
+    if alternatives:
+        figures["alternatives_recall@8"] = {name: _mean(values) for name, values in other.items()}
+    return figures
 
 
 def _retriever(chosen: ConversationSet) -> Retriever:
@@ -118,7 +154,7 @@ def _retriever(chosen: ConversationSet) -> Retriever:
     return Retriever(load_corpus(chosen.docs), config.retrieval)
 
 
-def measure_set(chosen: ConversationSet) -> dict:
+def measure_set(chosen: ConversationSet, *, alternatives: bool = False) -> dict:
     """Each split's figures for one conversation set; ``absent`` when its docs are not on this machine."""
     if not chosen.docs.is_dir():
         return {"set": chosen.name, "absent": str(chosen.docs)}
@@ -132,13 +168,14 @@ def measure_set(chosen: ConversationSet) -> dict:
         "set": chosen.name,
         "conversations": str(chosen.conversations.relative_to(ROOT)),
         "retriever": retriever.settings.retriever,
-        "splits": {split: split_figures([r for r in turns if r.split == split], rank) for split in SPLITS},
+        "splits": {split: split_figures([r for r in turns if r.split == split], rank, alternatives=alternatives)
+                   for split in SPLITS},
     }
 
 
-def run(data: Path) -> dict:
+def run(data: Path, *, alternatives: bool = False) -> dict:
     """Every figure of the table, as one JSON-ready object."""
-    return {"k": K, "sets": [measure_set(s) for s in sets(data)]}
+    return {"k": K, "sets": [measure_set(s, alternatives=alternatives) for s in sets(data)]}
 
 
 def _cell(value: float | None) -> str:
@@ -160,15 +197,30 @@ def table(result: dict) -> str:
                 f"| {measured['set']} | {split} | {f['first_turns']} | {_cell(f['first_recall@8'])} "
                 f"| {f['follow_ups']} | {_cell(f['plain_recall@8'])} | {_cell(f['rewritten_recall@8'])} |"
             )
+    if any("alternatives_recall@8" in f for m in result["sets"] for f in m.get("splits", {}).values()):
+        lines += ["", "| follow-ups searched with | " + " | ".join(_columns(result)) + " |",
+                  "|---|" + "---|" * len(_columns(result))]
+        lines += [f"| {name} | " + " | ".join(_cell(f["alternatives_recall@8"][name]) for f in _splits(result)) + " |"
+                  for name in ALTERNATIVES]
     return "\n".join(lines)
+
+
+def _splits(result: dict) -> list[dict]:
+    return [f for m in result["sets"] for f in m.get("splits", {}).values()]
+
+
+def _columns(result: dict) -> list[str]:
+    return [f"{m['set']} {split}" for m in result["sets"] for split in m.get("splits", {})]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding fastapi-docs/ and prefect-docs/")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--alternatives", action="store_true",
+                        help="also search follow-ups each other way the rule was chosen against")
     args = parser.parse_args(argv)
-    result = run(args.data)
+    result = run(args.data, alternatives=args.alternatives)
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0
 
