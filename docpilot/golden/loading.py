@@ -233,10 +233,10 @@ def _check_file(path: Path, model: type[_Record], checks: Callable[[Any], list[_
             records += turns
             problems += found_problems
             warnings += found_warnings
-            problems += ids.add(record_id, item.line, "conversation")
-            for number, line in enumerate(_turn_lines(item), start=1):
-                if record_id is not None:
-                    problems += ids.add(turn_id(record_id, number), line, f"turn {number} of conversation {record_id!r}")
+            clash = ids.add(record_id, item.line, "conversation")
+            problems += clash
+            for number, line in enumerate(_turn_lines(item) if record_id is not None and not clash else [], 1):
+                problems += ids.add(turn_id(record_id, number), line, f"turn {number} of conversation {record_id!r}")
             continue
         found = _check_item(item, model, fmt)
         issues = found if isinstance(found, list) else checks(found)
@@ -269,8 +269,10 @@ class _Ids:
             hint = "give each record its own id; reports find records by id"
         else:
             message = f"duplicate id {record_id!r}: the {held} on line {earlier} and the {what} on line {line} both use it"
-            hint = ("give each its own id; a turn's id is its conversation's id, '/', and its number, so a record "
-                    "may not take the id of a conversation's turn")
+            hint = "give each its own id; reports and --id find records and conversations by id"
+            if "turn " in held + what:
+                hint = ("give each its own id; a turn's id is its conversation's id, '/' and its number, so a record "
+                        "may not take the id of a conversation's turn")
         conversation = record_id.rpartition("/")[0] if what.startswith("turn ") else record_id
         return [Problem(message, hint, self.path, line, conversation)]
 

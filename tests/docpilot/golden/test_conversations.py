@@ -328,3 +328,10 @@ def test_golden_check_json_counts_conversations_and_turns(tmp_path):
     assert (facts["records"], facts["conversations"], facts["turns"]) == (4, 1, 3)
     assert facts["splits"]["test"] == {"positives": 2, "negatives": 1}  # turns count as records do in a run
     assert {r["id"] for r in facts["bias"]["records"]} == {"install", "auth-chat/1", "auth-chat/2"}
+
+
+def test_two_conversations_with_one_id_are_one_error_not_one_per_turn(tmp_path):
+    path = _write(tmp_path, "golden.yaml", "- id: a\n  turns:\n    - question: One?\n- id: a\n  turns:\n"
+                                           "    - question: Two?\n")
+    assert _error(path).startswith(f"{path}:4, record 'a': duplicate id 'a': the conversation on line 1 and the "
+                                   "conversation on line 4 both use it")
