@@ -6,6 +6,8 @@ import pytest
 
 from benchmarks import followups
 from docpilot.assistant.followup import retrieval_query
+from docpilot.corpus.pages import load_corpus
+from docpilot.golden.loading import validate_against_corpus
 from docpilot.retrieval.tokens import terms
 from tests.conftest import SHARED_DATA
 
@@ -71,3 +73,21 @@ def test_a_set_whose_docs_are_missing_is_reported_absent(tmp_path):
     fastapi = followups.sets(tmp_path)[1]
     assert followups.measure_set(fastapi) == {"set": "fastapi", "absent": str(fastapi.docs)}
     assert "| fastapi | – | absent:" in followups.table({"sets": [followups.measure_set(fastapi)]})
+
+
+def test_alternatives_are_measured_beside_the_rule_and_shown_as_a_second_table(tmp_path, capsys):
+    assert followups.main(["--alternatives", "--data", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "| demo | dev |" in text and "| fastapi | – | absent:" in text and "| prefect | – | absent:" in text
+    assert all(f"| {name} | " in text for name in followups.ALTERNATIVES)
+
+
+@pytest.mark.slow  # reads the FastAPI and Prefect docs (955 pages)
+@pytest.mark.parametrize("name", ["fastapi", "prefect"])
+def test_the_conversations_over_real_docs_name_sections_those_docs_hold(name):
+    chosen = next(s for s in followups.sets(SHARED_DATA) if s.name == name)
+    if not chosen.docs.is_dir():
+        pytest.skip(f"the {name} docs beside the project are absent")
+    turns = followups.load_turns(chosen.conversations)
+    assert len({t.conversation for t in turns}) >= 15 and {t.split for t in turns} == {"dev", "test"}
+    validate_against_corpus(turns, load_corpus(chosen.docs), chosen.conversations)
