@@ -93,19 +93,23 @@ def check(
     from docpilot.reports.detectable import detectable_figures, detectable_lines
     from docpilot.retrieval.bias import BiasMeter
 
-    bias = BiasMeter(corpus, config.retrieval).measure_set(checked.records)
+    meter = BiasMeter(corpus, config.retrieval)
+    bias = meter.measure_set(checked.records)
+    by_turn = _bias_by_turn(meter, checked.records) if shape.conversations else None
     sample = _target_sample(config, target_name, checked.records, corpus) if target_name else None
     findings = _lock_findings(Path(config.golden), checked.records, corpus)
     if as_json:
         locked = None if findings is None else {"path": str(lock_path(config.golden)), "fixed": fixed or {},
                                                 "records": [f.as_json() for f in findings if f.state != "ok"]}
-        shown = shape.model_copy(update={"bias": bias.model_dump(mode="json"), "lock": locked,
+        turns = None if by_turn is None else {name: b.model_dump(mode="json", exclude={"records"})
+                                              for name, b in by_turn.items()}
+        shown = shape.model_copy(update={"bias": bias.model_dump(mode="json"), "bias_by_turn": turns, "lock": locked,
                                          "detectable": detectable_figures(checked.records)}).model_dump(mode="json")
         click.echo(json.dumps({**shown, "target": sample} if sample is not None else shown, indent=2))
     else:
         missing = sum(not corpus.has_entry(entry) for record in checked.records for entry in record.gold)
         _show_shape(config.golden, config.corpus.docs, shape, missing)
-        _show_bias(bias)
+        _show_bias(bias, by_turn)
         click.echo("\n".join(detectable_lines(checked.records)))
         if sample is not None:
             _show_sample(target_name, sample)
@@ -258,13 +262,21 @@ def _show_findings(path: Path, findings: list, fixed: dict | None) -> None:
         click.echo(clean(f"  not locked: {', '.join(unlocked[:10])}{more}: `docpilot golden lock ID...` locks them"))
 
 
-def _show_bias(bias) -> None:
-    """The set's bias figures and the positives that borrow most from their sections."""
+def _bias_by_turn(meter, records: list) -> dict:
+    """The bias figures of first turns (single questions with them) and of follow-ups, apart."""
+    return {"first turns": meter.measure_set([r for r in records if (r.turn or 1) == 1]),
+            "follow-ups": meter.measure_set([r for r in records if (r.turn or 1) > 1])}
+
+
+def _show_bias(bias, by_turn: dict | None = None) -> None:
+    """The set's bias figures (and, with conversations, per turn) and the positives that borrow most."""
     from docpilot.cli.drafts import bias_line
 
     console = Console(highlight=False, soft_wrap=True)
     console.print("question bias (how much each question borrows from its gold section; users' questions borrow "
                   f"less): {escape(bias_line(bias))}")
+    for name, figures in (by_turn or {}).items():
+        console.print(f"  {name}: {escape(bias_line(figures))}")
     borrowed = sorted((r for r in bias.records if r.overlap is not None), key=lambda r: (-r.overlap, r.id))
     if not borrowed:
         return

@@ -36,7 +36,7 @@ from docpilot.errors import InputError
 from docpilot.golden.csvfile import conversation_rows, parse_csv
 from docpilot.golden.docs_folder import misplaced_docs
 from docpilot.golden.probe_example import missing_probe_file
-from docpilot.golden.warnings import GoldenWarning, Warned, golden_warnings
+from docpilot.golden.warnings import GoldenWarning, Warned, conversation_warnings, golden_warnings
 from docpilot.metrics.gold import TOP, scope_prefix
 from docpilot.schema import AttackProbe, Conversation, ConversationTurn, GoldenRecord, turn_id
 from docpilot.userfiles.intake import GOLDEN_SET, PROBE_FILE, read_text
@@ -297,8 +297,9 @@ def _read_conversation(item: _Item, fmt: _Format, path: Path) -> tuple[
     for record in records:
         problems += [_turn_problem(path, item, found.id, record.turn, message, hint)
                      for message, hint in _question_issues(record)]
+        warned = golden_warnings(record) + (conversation_warnings(record) if record is records[-1] else [])
         warnings += [GoldenWarning(kind, _turn_problem(path, item, found.id, record.turn, message, hint), record.turn)
-                     for kind, message, hint in golden_warnings(record)]
+                     for kind, message, hint in warned]
     return ([] if problems else records), problems, warnings
 
 

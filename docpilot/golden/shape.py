@@ -57,6 +57,10 @@ class GoldenShape(_Strict):
     bias: dict[str, Any] | None = None
     """How much the questions borrow from their gold sections (``docpilot.retrieval.bias.SetBias``), per record
     and for the set; None when not measured."""
+    bias_by_turn: dict[str, Any] | None = None
+    """For a set with conversations: the bias summary of ``first turns`` (single questions with them) and of
+    ``follow-ups``, apart (a follow-up leans on the turns before it, so it names less of its section); None
+    without conversations."""
     detectable: dict[str, Any] | None = None
     """What each split can detect: the smallest change in an outcome's rate the paired test calls at α 0.05 with
     power 0.8, and the records a ten-point change needs (``docpilot.reports.detectable.detectable_figures``)."""

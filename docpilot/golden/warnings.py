@@ -22,6 +22,8 @@ WARNING_KINDS: dict[str, str] = {
     "negative-with-answer": "negatives carry a gold_answer: kept and shown with the record, never scored",
     "positive-without-answer": "positives have no gold_answer: answer_f1 leaves them out",
     "negative-without-cause": "negatives have no expected_cause: no_answer_precision cannot judge their refusals",
+    "answer-given-unused": "conversations give an answer_given on their last turn: no turn follows, so it is "
+                           "never used",
 }
 """Warning kind → what it means, in the words a run's one-line summary of it uses."""
 
@@ -60,6 +62,15 @@ def golden_warnings(record: GoldenRecord) -> list[Warned]:
                  "a negative has no expected_cause, so no_answer_precision cannot judge its refusal",
                  "add `expected_cause:` not-answerable, out-of-scope or unsafe")]
     return []
+
+
+def conversation_warnings(last: GoldenRecord) -> list[Warned]:
+    """What weakens a conversation as a whole, read from its last turn: a reply fixed that nothing follows."""
+    if last.answer_given is None:
+        return []
+    return [("answer-given-unused",
+             "the last turn has an answer_given, but no turn is asked after it, so it is never used",
+             "remove it, or add the turn it was meant to come before")]
 
 
 def warning_lines(warnings: Sequence[GoldenWarning], path: str | Path, shown: int = 5) -> list[str]:

@@ -328,6 +328,28 @@ def test_golden_check_json_counts_conversations_and_turns(tmp_path):
     assert (facts["records"], facts["conversations"], facts["turns"]) == (4, 1, 3)
     assert facts["splits"]["test"] == {"positives": 2, "negatives": 1}  # turns count as records do in a run
     assert {r["id"] for r in facts["bias"]["records"]} == {"install", "auth-chat/1", "auth-chat/2"}
+    by_turn = facts["bias_by_turn"]
+    assert (by_turn["first turns"]["positives"], by_turn["follow-ups"]["positives"]) == (2, 1)
+
+
+def test_a_set_without_conversations_has_no_bias_by_turn(tmp_path):
+    from click.testing import CliRunner
+
+    from docpilot.cli import main
+
+    shown = CliRunner().invoke(main, ["golden", "check", "--golden", str(DATA / "valid.yaml"), "--docs",
+                                      str(DATA / "docs"), "--json"])
+    facts = json.loads(shown.stdout)
+    assert facts["bias_by_turn"] is None and (facts["conversations"], facts["turns"]) == (0, 0)
+
+
+def test_an_answer_given_on_the_last_turn_is_a_warning_that_it_is_never_used(tmp_path):
+    path = _write(tmp_path, "golden.yaml", YAML.replace("      expected_cause: not-answerable\n",
+                                                        "      expected_cause: not-answerable\n"
+                                                        "      answer_given: No.\n"))
+    [warning] = read_golden(path).warnings
+    assert warning.kind == "answer-given-unused" and warning.record_id == "auth-chat/3"
+    assert warning.problem.message.startswith("turn 3: the last turn has an answer_given")
 
 
 def test_two_conversations_with_one_id_are_one_error_not_one_per_turn(tmp_path):
