@@ -51,19 +51,12 @@ def primed(ws: Workspace, question: str, hits: Sequence[Hit], *,
 def search_query(question: str, earlier: Sequence[tuple[str, str | None]]) -> str:
     """What the docs are searched with for a question asked after ``earlier`` (question, answer) turns.
 
-    A first question is searched as asked. A follow-up ("and how do I rotate it?") leans
-    on the turns before it, so it is rewritten by ``followup.retrieval_query`` of this
-    package; until that module is present the question is searched as asked. This is
-    the one place either is decided, for the server and the eval alike.
+    A first question is searched as asked. A follow-up ("and does that need a model?")
+    leans on the turns before it, so it is rewritten by ``followup.retrieval_query`` of
+    this package, the one rule for the server and the eval alike.
     """
-    if not earlier:
-        return question
-    try:
-        from docpilot.assistant.followup import retrieval_query  # type: ignore[import-not-found]
-    except ModuleNotFoundError as missing:
-        if missing.name != "docpilot.assistant.followup":
-            raise
-        return question
+    from docpilot.assistant.followup import retrieval_query  # only a turn of a conversation needs the rule
+
     return retrieval_query(question, list(earlier))
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from docpilot.api.client import ask
 from docpilot.api.schema import MAX_HISTORY_MESSAGE_CHARS, MAX_HISTORY_MESSAGES
+from docpilot.assistant.followup import retrieval_query
 from docpilot.assistant.primer import SYSTEM, earlier_turns, history_messages
 from docpilot.assistant.turn import search_query
 from docpilot.assistant.workspace import Workspace, open_workspace
@@ -176,9 +177,8 @@ def test_a_docpilot_serve_process_takes_history_to_the_search_and_the_prompt(ser
 
 @pytest.mark.slow
 def test_a_docpilot_serve_process_searches_a_follow_up_with_its_rewrite(serve_process):
-    followup = pytest.importorskip("docpilot.assistant.followup", reason="the follow-up rewrite is not in this tree")
     base, _ = serve_process
-    rewritten = followup.retrieval_query(FOLLOW_UP, EARLIER)
+    rewritten = retrieval_query(FOLLOW_UP, EARLIER)
     assert rewritten != FOLLOW_UP  # the follow-up leans on the turn before: "it" is Acme
     response = httpx.post(f"{base}/v1/ask", json={"question": FOLLOW_UP, "history": HISTORY, "stream": False})
     assert response.json()["retrieval"]["query"] == rewritten
