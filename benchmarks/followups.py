@@ -8,12 +8,12 @@ question ``docpilot.assistant.followup.retrieval_query`` makes of it and the tur
 before ("rewritten"). An earlier turn's answer is its ``answer_given``, else None (no
 model runs here; the rewrite reads no answer anyway).
 
-Three sets: the demo conversations over DocPilot's own manual (those of ``evals/golden.yaml``),
-which the rule was chosen on (dev) and proven on (test), and conversations over the
-FastAPI and Prefect docs (``benchmarks/data/conversations/``), written before the rule
-was measured on them. Those docs live outside the repository (``--data``, by default
-``../shared/data`` beside it); a set whose docs are missing is reported as absent and
-the others still run.
+Four sets: the demo conversations over DocPilot's own manual (those of ``evals/golden.yaml``),
+and conversations over the FastAPI, Prefect and httpx docs (``benchmarks/data/conversations/``),
+each written before any rewrite was measured on it; docs/retrieval.md#follow-ups says
+which of them chose the rule. Those docs live outside the repository (``--data``, by
+default ``../shared/data`` beside it); a set whose docs are missing is reported as
+absent and the others still run.
 
     python -m benchmarks.followups                 # a table, as docs/retrieval.md#follow-ups shows it
     python -m benchmarks.followups --json
@@ -62,7 +62,8 @@ class ConversationSet:
 
 
 def sets(data: Path) -> list[ConversationSet]:
-    """The demo conversations over the project's manual, and the FastAPI and Prefect ones over docs written elsewhere."""
+    """The demo conversations over the project's manual, and the FastAPI, Prefect and httpx ones over docs written
+    elsewhere."""
     return [
         ConversationSet("demo", ROOT / "docs", ROOT / "evals" / "golden.yaml"),
         ConversationSet(
@@ -75,6 +76,7 @@ def sets(data: Path) -> list[ConversationSet]:
             data / "prefect-docs" / "docs",
             ROOT / "benchmarks" / "data" / "conversations" / "prefect.yaml",
         ),
+        ConversationSet("httpx", data / "httpx-docs" / "docs", ROOT / "benchmarks" / "data" / "conversations" / "httpx.yaml"),
     ]
 
 
@@ -97,16 +99,18 @@ def _words_of(texts: list[str]) -> str:
 
 
 ALTERNATIVES: dict[str, Callable[[str, list[tuple[str, str | None]]], str]] = {
+    "previous question, new words": lambda q, e: retrieval_query(q, e[-1:]),
     "previous question, repeats kept": lambda q, e: f"{q} {_words_of([e[-1][0]])}",
-    "first question": lambda q, e: f"{q} {_words_of([e[0][0]])}",
-    "every earlier question": lambda q, e: f"{q} {_words_of([p for p, _ in e])}",
+    "first question, repeats kept": lambda q, e: f"{q} {_words_of([e[0][0]])}",
+    "every earlier question, new words": lambda q, e: retrieval_query(q, [(" ".join(p for p, _ in e), None)]),
+    "every earlier question, repeats kept": lambda q, e: f"{q} {_words_of([p for p, _ in e])}",
     "previous question when referential": lambda q, e: f"{q} {_words_of([e[-1][0]])}" if _referential(q) else q,
     "follow-up twice, previous question": lambda q, e: f"{q} {q} {_words_of([e[-1][0]])}",
     "previous question and answer": lambda q, e: f"{q} {_words_of([e[-1][0], e[-1][1] or ''])}",
 }
 """The other ways of searching a follow-up that the rule was chosen against (``--alternatives``), each given a
 follow-up and its earlier (question, answer) turns: the follow-up followed by the content words of the turns named,
-every word kept (the rule adds only the previous question's words the follow-up lacks)."""
+either only those it lacks ("new words", as the rule adds the first question's) or every one ("repeats kept")."""
 
 _POINTING = frozenset("it its that this these those them they one ones other same there then too also another".split())
 
@@ -215,7 +219,7 @@ def _columns(result: dict) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding fastapi-docs/ and prefect-docs/")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder holding fastapi-docs/, prefect-docs/ and httpx-docs/")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--alternatives", action="store_true",
                         help="also search follow-ups each other way the rule was chosen against")
