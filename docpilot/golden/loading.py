@@ -70,6 +70,8 @@ _EXAMPLES = {
 }
 _FROM_TURNS = ("conversation", "turn", "earlier")
 """Fields of a turn's record that reading a conversation sets; a golden set never writes them."""
+_PLAIN_FIELDS = tuple(name for name in GoldenRecord.model_fields if name not in (*_FROM_TURNS, "answer_given"))
+"""What a single question may hold."""
 _TURN_FIELDS = tuple(ConversationTurn.model_fields)
 """What each turn of a conversation holds."""
 _CONVERSATION_FIELDS = tuple(name for name in Conversation.model_fields if name != "turns")
@@ -370,7 +372,9 @@ def _yaml_items(text: str, path: Path) -> list[_Item]:
 
 def _yaml_item(node: yaml.Node, value: Any) -> _Item:
     """One record of a YAML file, with the line and repeated keys of each turn when it is a conversation."""
-    turns = next((child for key, child, _ in mapping_entries(node) if key == "turns"), None)
+    turns = None
+    if is_conversation(value):  # a single question needs no look at its nodes beyond its own keys
+        turns = next((child for key, child, _ in mapping_entries(node) if key == "turns"), None)
     if not isinstance(turns, yaml.SequenceNode):
         return _Item(line_of(node), value, repeated_keys(node))
     return _Item(line_of(node), value, repeated_keys(node), [line_of(turn) for turn in turns.value],
@@ -404,8 +408,7 @@ def _check_item(item: _Item, model: type[_Record], fmt: _Format) -> _Record | li
         example = '{"id": "q1", "question": "..."}' if fmt == "jsonl" else "`- id: q1` with `question: ...` below it"
         return [(f"a record must be a mapping of fields, not {describe(raw)}", f"write the record as {example}")]
     if model is GoldenRecord:
-        fields = [name for name in model.model_fields if name not in (*_FROM_TURNS, "answer_given")]
-        return _validated(raw, model, fmt, item.repeated_keys, fields, _plain_field_issue)
+        return _validated(raw, model, fmt, item.repeated_keys, _PLAIN_FIELDS, _plain_field_issue)
     return _validated(raw, model, fmt, item.repeated_keys, list(model.model_fields))
 
 
