@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from docpilot.corpus.pages import load_corpus
 from docpilot.errors import InputError
@@ -357,3 +362,41 @@ def test_two_conversations_with_one_id_are_one_error_not_one_per_turn(tmp_path):
                                            "    - question: Two?\n")
     assert _error(path).startswith(f"{path}:4, record 'a': duplicate id 'a': the conversation on line 1 and the "
                                    "conversation on line 4 both use it")
+
+
+# Every format, one reading ---------------------------------------------------------
+
+_TEXT = st.text(alphabet=st.sampled_from("abcXYZ ,.?'\"-é"), min_size=1, max_size=20).map(str.strip).filter(bool)
+_GOLD = st.lists(st.sampled_from(["index", "guide/auth#", "guide/deploy#rollback"]), max_size=2, unique=True)
+_TURN = st.fixed_dictionaries({"question": _TEXT, "gold": _GOLD},
+                              optional={"gold_answer": _TEXT, "answer_given": _TEXT})
+_SHARED = {"split": st.sampled_from(["dev", "test"]), "tags": st.lists(st.sampled_from(["x", "y"]), min_size=1,
+                                                                        max_size=2, unique=True)}
+_PLAIN = st.fixed_dictionaries({"question": _TEXT, "gold": _GOLD}, optional={"gold_answer": _TEXT, **_SHARED})
+_CHAT = st.fixed_dictionaries({"turns": st.lists(_TURN, min_size=1, max_size=3)}, optional=_SHARED)
+
+
+def _csv_rows(records: list[dict]) -> str:
+    columns = ["id", "conversation", "turn", "question", "gold", "gold_answer", "answer_given", "split", "tags"]
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(columns)
+    for record in records:
+        shared = {name: record[name] for name in ("split", "tags") if name in record}
+        turns = record.get("turns")
+        rows = [{"id": record["id"], **record} | shared] if turns is None else [
+            {"conversation": record["id"], "turn": n, **turn, **shared} for n, turn in enumerate(turns, 1)]
+        for row in rows:
+            writer.writerow([";".join(v) if isinstance(v := row.get(c, ""), list) else v for c in columns])
+    return out.getvalue()
+
+
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(_PLAIN, _CHAT), min_size=1, max_size=5))
+def test_yaml_jsonl_and_csv_read_any_mix_of_questions_and_conversations_alike(tmp_path, drawn):
+    records = [{"id": f"r{n}", **record} for n, record in enumerate(drawn)]
+    from_yaml = load_golden(_write(tmp_path, "golden.yaml", yaml.safe_dump(records, allow_unicode=True)))
+    jsonl = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+    assert load_golden(_write(tmp_path, "golden.jsonl", jsonl)) == from_yaml
+    assert load_golden(_write(tmp_path, "golden.csv", _csv_rows(records))) == from_yaml
+    assert len(from_yaml) == sum(len(r.get("turns", [None])) for r in records)
