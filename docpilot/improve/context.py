@@ -1,10 +1,11 @@
 """Follow-ups that lost the conversation: a turn whose gold its search missed, and an earlier turn would have reached.
 
-A follow-up leans on the turns before it ("How do I clear the stage cache?", then, two
-turns on, "How do I delete it safely?"): searched without the turn that named its
-subject, it names nothing the docs can be found by. ``needed_turns`` ranks each such
-miss again, read with one earlier turn at a time, the way DocPilot's assistant reads a
-follow-up with the turn before it (``docpilot.assistant.turn.search_query``):
+A follow-up leans on the turns before it ("Where are reports written?", "How do I
+clear the stage cache?", then "How do I delete it safely?"): searched without the turn
+that named its subject (DocPilot's assistant adds the words of one earlier question, the
+conversation's first), it names nothing the docs can be found by. ``needed_turns`` ranks
+each such miss again, read with one earlier turn at a time by the assistant's own rule
+(``docpilot.assistant.turn.search_query`` given that one turn):
 
     for a failing follow-up positive f (turn > 1, no gold section in the top 8),
     searched now as the run searched it (its retrieval_query, else its question)

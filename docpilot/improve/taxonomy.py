@@ -160,8 +160,8 @@ CAUSES: tuple[CauseCheck, ...] = (
                "the record again once its gold and gold answer hold."),
     CauseCheck("lost-context", lambda r, run: r.id in run.needed,
                "Search with the conversation: the follow-up names its subject only in the earlier turn its detail "
-               "names, so the search must carry that turn's words (the rewriting of a follow-up's search reads the "
-               "turn before it only); no vocabulary entry or heading supplies a subject the question never names."),
+               "names, so the search must carry that turn's words (the rewriting of a follow-up's search reads one "
+               "earlier question only); no vocabulary entry or heading supplies a subject the question never names."),
     CauseCheck("not-retrieved", _not_retrieved,
                "Close the gap between the user's words and the docs' words: a vocabulary.json entry, "
                "the user's words in the gold section's heading or keywords, or a page that answers it "
@@ -285,7 +285,7 @@ def _describe_before_the_answer(row: Row, cause: str, run: RunSettings, top: str
             if run.target is not None:
                 return f"the target {run.target} returned no sources for it"
             return "retrieval returned nothing (no question word is in the index)"
-        # A follow-up searched with words of the turn before it says so: those words may be what ranked rank 1.
+        # A follow-up searched with words of an earlier turn says so: those words may be what ranked rank 1.
         searched = f"; searched with {row.retrieval_query!r}" if row.retrieval_query else ""
         return f"{gold_depth_note(row, run)}; rank 1 is {row.retrieved[0]}{searched}"
     if cause == "gold-below-primed":
