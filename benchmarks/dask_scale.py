@@ -5,8 +5,8 @@ docs in ../shared/data when present, else this project's docs/), builds the inde
 once, then runs the same eval twice, each in a fresh process with an empty stage
 cache:
 
-- inline: `run_eval(job, "inline")`, every shard in the one process;
-- dask: `run_eval(job, runner="dask")`, the shards on a local cluster of two worker
+- inline: `evaluate(job, plan(config, Options(orchestrator="inline")).executor)`, every shard in the one process;
+- dask: `evaluate(job, plan(config, Options(runner="dask")).executor)`, the shards on a local cluster of two worker
   processes, under Prefect. With no PREFECT_API_URL the run starts (and stops) its own
   Prefect server, as `docpilot eval --runner dask` does, and that is in the figures.
 
@@ -74,15 +74,14 @@ def _config(work: Path, docs: Path, golden: Path, variant: str, shard_size: int)
 
 def run_variant(work: Path, docs: Path, golden: Path, variant: str, shard_size: int) -> dict:
     """One run, in this process: the report's figures as JSON-ready data."""
-    from docpilot.flows.eval import run_eval
+    from docpilot.flows.plan import Options, plan
 
+    from docpilot.run.evaluation import evaluate
     from docpilot.run.job import EvalJob
 
     job = EvalJob(config=_config(work, docs, golden, variant, shard_size), golden=str(golden), gate_only=True)
-    if variant == "dask":
-        report = run_eval(job, runner="dask")
-    else:
-        report = run_eval(job, "inline")
+    options = Options(runner="dask") if variant == "dask" else Options(orchestrator="inline")
+    report = evaluate(job, plan(job.config, options).executor)
     summary = {k: v for k, v in report.summary.items() if not k.startswith(TIMING_METRICS)}
     return {"pipeline_wall_s": round(report.wall_ms / 1000, 2), "rows": len(report.rows),
             "computed": sum(not r.cached for r in report.rows), "summary": summary}
@@ -133,8 +132,9 @@ def main() -> None:
     docs = (args.docs or (PREFECT_DOCS if PREFECT_DOCS.is_dir() else ROOT / "docs")).resolve()
 
     if args.variant:
-        import docpilot.tasks  # noqa: F401  (quiets Prefect before it is imported)
+        from docpilot.tasks import quiet_prefect
 
+        quiet_prefect()
         print(json.dumps(run_variant(args.work, docs, args.work / "golden.yaml", args.variant, args.shard_size)))
         return
 

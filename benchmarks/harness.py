@@ -7,7 +7,7 @@ after it arrived (``tests.support.latency_server``), and runs `docpilot eval` ag
 1. the whole command, cold cache, in a fresh process with the default flags (no Prefect
    API configured, so ``auto`` runs inline), as a user types it: its wall time from
    start to exit against the ideal N × latency / concurrency, beside the stages' own
-   wall time from the report, when its first request (the endpoint's probe) arrived
+   wall time from the report, when its first request (the first turn) arrived
    and how long it ran on after the last reply; the median of ``--commands`` (3) such
    commands, each listed;
 2. with --prefect-server (start one for the run, with its services, as `prefect server
@@ -136,7 +136,7 @@ def whole_command(golden: Path, cache: Path, base_url: str, concurrency: int, ap
     report = json.loads(out.read_text())
     stats = server_stats(base_url)
     return {"command_s": seconds, "wall_s": report["wall_ms"] / 1000, "orchestrator": report["orchestrator"],
-            # The endpoint's probe is the first request; the last reply is the last turn's.
+            # The first request is the first turn; the last reply is the last turn's.
             "first_request_s": stats["first_request_at"] - wall, "after_last_reply_s": ended - stats["last_reply_at"]}
 
 
@@ -184,11 +184,11 @@ def recorded_run(api: str, expected_task_runs: int, timeout_s: float = 60.0) -> 
 
 
 def expected_task_runs(records: int, concurrency: int) -> int:
-    """Task runs of one eval: five stages per shard, then the report and the scorecard."""
+    """Task runs of one eval: one per shard (every step of it inside), then the scorecard's."""
     from docpilot.config.model import Config
     from docpilot.run.job import shards
 
-    return 5 * len(list(shards(range(records), Config().shard_size, first=concurrency))) + 2
+    return len(list(shards(range(records), Config().shard_size, first=concurrency))) + 1
 
 
 def _arguments() -> argparse.Namespace:

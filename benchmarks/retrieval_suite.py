@@ -143,13 +143,22 @@ class PlainBM25:
     def rank(self, record: GoldenRecord) -> list[str]:
         """The record's best sections by their best chunk, within its scope."""
         depth = min(len(self._chunks), 200)
-        found, scores = self._model.retrieve(self._tokens([record.question]), k=depth, show_progress=False)
+        found, scores = self._model.retrieve(self._tokens([query_of(record)]), k=depth, show_progress=False)
         sections: list[str] = []
         for index, value in zip(found[0], scores[0], strict=True):
             chunk = self._chunks[int(index)]
             if value > 0 and in_scope(chunk.page_id, record.scope) and chunk.section_id not in sections:
                 sections.append(chunk.section_id)
         return sections
+
+
+def query_of(record: GoldenRecord) -> str:
+    """What a record is searched with, as an eval searches it: a follow-up read with the turns before it."""
+    if not record.earlier:
+        return record.question
+    from docpilot.assistant.turn import search_query
+
+    return search_query(record.question, [(turn.question, turn.answer_given) for turn in record.earlier])
 
 
 def measure_suite(suite: Suite, settings: RetrievalConfig, *, minilm: bool = False) -> dict:
@@ -174,7 +183,7 @@ def measure_suite(suite: Suite, settings: RetrievalConfig, *, minilm: bool = Fal
 
         def ranked(record: GoldenRecord) -> list[str]:
             if record.id not in cache:
-                cache[record.id] = [h.section_id for h in chosen.search(record.question, scope=record.scope, k=k)]
+                cache[record.id] = [h.section_id for h in chosen.search(query_of(record), scope=record.scope, k=k)]
             return cache[record.id]
 
         return ranked

@@ -13,7 +13,7 @@ process with a fresh cache, as a user runs it. Figures (the issue's targets):
 - ``retrieval_runs``: how many variants ranked the records themselves, of the three
   that share retrieval settings (target 1), and ``rankings_computed`` (= records);
 - ``rerun_model_calls``: turns sent by the same command run again (target 0), counted
-  by the servers (a variant that sends a turn probes its endpoint first; the probe is not a turn);
+  by the servers;
 - ``added_variant_model_calls``: a fourth variant added to the config file, run again:
   turns sent (target: that variant's records only, = records).
 
@@ -68,9 +68,9 @@ def eval_command(args: list[str], cache: Path, out: Path) -> tuple[float, dict]:
     return seconds, json.loads(out.read_text())
 
 
-def turns_sent(urls: list[str], before: list[int], probes: int) -> int:
-    """Completions the servers answered since ``before``, less the endpoint probes (one per variant that sent a turn)."""
-    return sum(requests_seen(url) for url in urls) - sum(before) - probes
+def turns_sent(urls: list[str], before: list[int]) -> int:
+    """Completions the servers answered since ``before``: every one a turn (a run sends no probe)."""
+    return sum(requests_seen(url) for url in urls) - sum(before)
 
 
 def measure(records: int = 1000, latency_s: float = 0.2, concurrency: int = 32, repeat: int = 3) -> dict[str, object]:
@@ -93,11 +93,11 @@ def measure(records: int = 1000, latency_s: float = 0.2, concurrency: int = 32, 
         ranked = [v["cache_stats"]["retrieve"]["computed"] for v in three["variants"]]
         before = [requests_seen(url) for url in urls]
         rerun_s, _ = eval_command(["--config", str(config)], cache, work / "rerun.json")
-        rerun_calls = turns_sent(urls, before, probes=0)  # no turn to send: no probe either
+        rerun_calls = turns_sent(urls, before)
         config = variants_config(work / "variants.yaml", golden, urls, concurrency, extra=True)
         before = [requests_seen(url) for url in urls]
         _, added = eval_command(["--config", str(config)], cache, work / "added.json")
-        added_calls = turns_sent(urls, before, probes=1)  # the added variant's alone
+        added_calls = turns_sent(urls, before)  # the added variant's alone
     return {
         "records": records,
         "latency_s": latency_s,

@@ -90,6 +90,10 @@ class ModelError(DocpilotError):
         """The failed turn's error code (``docpilot.schema.ErrorCode``), when a turn failed."""
 
 
+class UsageError(DocpilotError):
+    """Options of a command that cannot go together (``--url`` without ``--runtime server``, say)."""
+
+
 class OrchestratorError(DocpilotError):
     """Prefect's API could not be reached, or its temporary server did not start."""
 

@@ -1,3 +1,1 @@
-"""Prefect flows that wire the stage tasks together."""
-
-import docpilot.tasks  # noqa: F401  -- quiets Prefect before it is first imported
+"""Prefect flows: the eval flow, its executors on Prefect and Dask, the planner, the schedules."""

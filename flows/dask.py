@@ -13,35 +13,29 @@ can reach: the configured one, or a server started for the run (``tasks.prefect_
 first shard is sent, the run notes the workers connected then and splits the bound
 between them (``tasks.dask.turn_shares``); each shard is held to those workers and
 carries their shares, so the endpoint never sees more than the configured number.
-The split is the run's, kept on its task runner. Workers probe no endpoint: the
-local provider's server is started here, before the first shard is sent, and an
-endpoint that cannot answer shows as errored rows.
+The split is the run's, kept on its task runner. The local provider's server is
+started here, before the first shard is sent; each worker reads its first reply
+strictly, as an inline run does.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import socket
 from collections.abc import Iterator
 
-# Read when distributed is first imported, in this process and in the worker
-# processes it starts: without it, closing a cluster logs a page of worker shutdowns.
-os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
+import dask
+from docpilot.tasks.dask import Parcel, shard_on_worker, turn_shares
+from docpilot.tasks.prefect_server import prefect_api
+from prefect import Flow
+from prefect.context import FlowRunContext
+from prefect_dask import DaskTaskRunner
 
-import dask  # noqa: E402
-from docpilot.tasks.dask import Parcel, shard_on_worker, turn_shares  # noqa: E402
-from docpilot.tasks.prefect_server import prefect_api  # noqa: E402
-from prefect import Flow  # noqa: E402
-from prefect.context import FlowRunContext  # noqa: E402
-from prefect_dask import DaskTaskRunner  # noqa: E402
-
-from docpilot.assistant.workspace import open_workspace  # noqa: E402
-from docpilot.errors import OrchestratorError  # noqa: E402
-from docpilot.run.context import RunContext  # noqa: E402
-from docpilot.run.job import EvalJob  # noqa: E402
-from docpilot.run.orchestrator import Orchestration  # noqa: E402
-from docpilot.schema import Row  # noqa: E402
+from docpilot.assistant.workspace import open_workspace
+from docpilot.errors import OrchestratorError
+from docpilot.run.context import RunContext
+from docpilot.run.job import EvalJob
+from docpilot.schema import Row
 
 LOCAL_WORKERS = 2
 """Worker processes of the cluster started when no address is given."""
@@ -52,7 +46,7 @@ def dask_shards(run: RunContext, shards: Iterator[list]) -> Iterator[list[Row]]:
     job = run.job
     if not job.gate_only:
         # The config the workers send turns with: for the local provider, pointing at its server.
-        job = job.model_copy(update={"config": job.config.model_copy(update={"model": run.model_settings()})}) \
+        job = job.model_copy(update={"config": job.config.model_copy(update={"model": run.assistant.endpoint(run)})}) \
             if _starts_a_server(job) else job
     shares = FlowRunContext.get().task_runner.turn_shares(job.config.model.concurrency)
     # Only the workers given a share answer: a worker outside the split would add turns of its own.
@@ -118,14 +112,8 @@ def local_cluster_options(workers: int = LOCAL_WORKERS) -> dict:
     }
 
 
-def run_on_dask(flow: Flow, job: EvalJob, address: str | None = None, orchestration: Orchestration | None = None,
-                **parameters):
+def run_on_dask(flow: Flow, job: EvalJob, address: str | None = None):
     """Run ``flow`` (the eval flow) with its shards on Dask, against a Prefect API every worker reaches."""
-    if job.runtime != "local":
-        raise OrchestratorError(
-            f"--runner dask runs the stages in worker processes; with --runtime {job.runtime} a server runs them\n"
-            "  fix: drop --runner dask, or use --runtime local"
-        )
     if address:
         _check_reachable(address)
     logging.getLogger("distributed").setLevel(logging.ERROR)
@@ -133,8 +121,7 @@ def run_on_dask(flow: Flow, job: EvalJob, address: str | None = None, orchestrat
     # and the workers load it.
     open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
     with prefect_api():
-        return flow.with_options(task_runner=dask_task_runner(address))(job, runner="dask",
-                                                                          orchestration=orchestration, **parameters)
+        return flow.with_options(task_runner=dask_task_runner(address))(job, runner="dask")
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:

@@ -1,18 +1,18 @@
-"""The eval flow: ``evaluate`` with every shard a Prefect task run, then the scorecard artifact.
+"""The eval under Prefect: ``evaluate``'s run inside the eval flow, a task run per shard.
 
-The order of the stages is written once, in ``docpilot.run.road``; this module hands
-``evaluate`` an executor whose shards are task runs (one per shard, every stage inside
-it) and publishes the scorecard. ``run_eval`` runs one eval under the orchestrator
-``docpilot.run.orchestrator`` chooses; an inline run never needs this module. A Dask
-run (``flows.dask``) sends the shards to the cluster's workers instead.
+The order of the steps is written once, in ``docpilot.run.road``; ``evaluate(job,
+executor)`` is the one way into an eval. The planner (``flows.plan``) hands it a
+``PrefectExecutor`` when the run is to show up in Prefect, whose run happens inside the
+``docpilot-eval`` flow (``flow_around``), each shard a task run (``prefect_shards``), on
+this process or on a Dask cluster's workers (``flows.dask``); the scorecard is
+published as the flow's artifact.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Literal
 
 from docpilot.tasks.artifacts import publish_scorecard, run_tags
@@ -26,21 +26,27 @@ from prefect.settings import (
 )
 from prefect.utilities.annotations import quote
 
-from docpilot import progress as progress_module
 from docpilot.errors import OrchestratorError
-from docpilot.progress import Progress
 from docpilot.run.context import RunContext
-from docpilot.run.evaluation import SHARDS_AT_ONCE, evaluate
+from docpilot.run.evaluation import SHARDS_AT_ONCE
 from docpilot.run.job import EvalJob
-from docpilot.run.orchestrator import Choice, Orchestration, choose
 from docpilot.schema import Report, Row
 
-Orchestrator = Choice
 Runner = Literal["local", "dask"]
+
+_RUN: ContextVar[Callable[[], Report]] = ContextVar("docpilot_eval_run")
+"""The run the eval flow runs: set by ``PrefectExecutor.around`` around the flow's call. Not a flow
+parameter, so Prefect neither records it nor (on Dask) pickles its locks and progress."""
+
+
+def current_run() -> Callable[[], Report]:
+    """The run the eval flow is to run. (Dask pickles the flow's function by value, with what it names: it
+    names this function, which pickles by reference, and never the context variable itself.)"""
+    return _RUN.get()
 
 
 def prefect_shards(run: RunContext, shards: Iterator[list]) -> Iterator[list[Row]]:
-    """The Prefect executor: a task run per shard, ``SHARDS_AT_ONCE`` submitted at once, rows in shard order."""
+    """A task run per shard, ``SHARDS_AT_ONCE`` submitted at once, rows in shard order."""
     pending: deque = deque()
     try:
         for records in shards:
@@ -58,60 +64,30 @@ def prefect_shards(run: RunContext, shards: Iterator[list]) -> Iterator[list[Row
 
 
 @flow(name="docpilot-eval", validate_parameters=False)
-def eval_flow(job: EvalJob, runner: Runner = "local", orchestration: Orchestration | None = None,
-              progress: Progress | None = None, interrupt: threading.Event | None = None) -> quote:
-    """Evaluate a golden set, one Prefect task run per shard; publish the scorecard.
-
-    ``runner="dask"`` sends the shards to the flow's Dask task runner (``flows.dask``).
-    """
+def eval_flow(job: EvalJob, runner: Runner = "local") -> quote:
+    """Evaluate a golden set, one Prefect task run per shard (on Dask's workers with ``runner="dask"``);
+    publish the scorecard."""
     # The run's tags mark the flow run. Its task runs go untagged: Prefect asks its API for
     # concurrency slots for the tags of every task run as it starts, a round trip per
     # shard that the server, busy with the run's events, answers slowly.
-    orchestration = orchestration or choose("prefect", runner=runner)
     with TagsContext(current_tags=set()):
-        if runner == "dask":
-            from docpilot.flows.dask import dask_shards
-
-            executor = dask_shards
-        else:
-            executor = prefect_shards
-        report = evaluate(job, progress=progress, orchestration=orchestration, executor=executor,
-                          interrupt=interrupt)
+        report = current_run()()
         publish_scorecard(quote(report), report.path)  # quote: Prefect would walk every row
     # quote: Prefect would otherwise walk every row of the returned report (seconds at 10,000).
     return quote(report)
 
 
-def run_eval(
-    job: EvalJob, orchestrator: Orchestrator | Orchestration = "auto", *, runner: Runner = "local",
-    dask_address: str | None = None, progress: Progress | None = None, interrupt: threading.Event | None = None,
-) -> Report:
-    """Run one eval under the chosen orchestrator; its report (``report.path`` says where it is written).
-
-    ``orchestrator`` is a choice (``auto`` picks as ``docpilot.run.orchestrator.choose``
-    does) or an orchestration already chosen. ``runner="dask"`` runs the shards on the
-    Dask scheduler at ``dask_address``, or on a local cluster of two worker processes;
-    it always runs under Prefect. An inline run is ``evaluate`` alone.
-    """
-    orchestration = orchestrator if isinstance(orchestrator, Orchestration) else choose(orchestrator, runner=runner)
-    if runner == "dask" and orchestration.orchestrator == "inline":
-        raise OrchestratorError(
-            "--runner dask runs the shards as Prefect task runs, so it cannot run inline\n"
-            "  fix: drop --orchestrator inline, or drop --runner dask"
-        )
-    if orchestration.orchestrator == "inline":
-        return evaluate(job, progress=progress, orchestration=orchestration, interrupt=interrupt)
-    from docpilot.run.orchestrator import configured_api
-
-    if runner == "dask" or not configured_api():
-        from docpilot.run.reaper import watch_children
-
-        watch_children()  # Prefect's temporary server or a Dask cluster: gone if this process is killed
-    return _run_flow(job, orchestration, runner, dask_address, progress, interrupt)
+def flow_around(job: EvalJob, body: Callable[[], Report], *, runner: Runner = "local",
+                dask_address: str | None = None) -> Report:
+    """Run ``body`` (``evaluate``'s run) inside the eval flow, its shards on Dask's workers with ``runner="dask"``."""
+    token = _RUN.set(body)
+    try:
+        return _flow(job, runner, dask_address)
+    finally:
+        _RUN.reset(token)
 
 
-def _run_flow(job: EvalJob, orchestration: Orchestration, runner: Runner, dask_address: str | None,
-              progress: Progress | None, interrupt: threading.Event | None) -> Report:
+def _flow(job: EvalJob, runner: Runner, dask_address: str | None) -> Report:
     # A heartbeat thread would hold the process up to a second at exit; a run of a
     # CLI process does not need crash detection by heartbeat.
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
@@ -120,13 +96,8 @@ def _run_flow(job: EvalJob, orchestration: Orchestration, runner: Runner, dask_a
                 if runner == "dask":
                     from docpilot.flows.dask import run_on_dask
 
-                    # Dask pickles the flow run's context, parameters included, with every task: a
-                    # progress or a stop flag (locks, thread-locals) cannot go. The flow counts into
-                    # this thread's progress (``docpilot.progress.current``).
-                    with progress_module.counting(progress) if progress else contextlib.nullcontext():
-                        return _unquoted(run_on_dask(eval_flow, job, dask_address, orchestration))
-                return _unquoted(eval_flow(job, orchestration=orchestration, progress=progress,
-                                           interrupt=interrupt))
+                    return _unquoted(run_on_dask(eval_flow, job, dask_address))
+                return _unquoted(eval_flow(job))
         except (RuntimeError, ValueError) as exc:
             if "Failed to reach API" in str(exc) or "No Prefect API URL" in str(exc):
                 raise OrchestratorError(

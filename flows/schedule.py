@@ -60,15 +60,17 @@ def nightly_eval(
     ``workdir`` is where relative paths in the configuration (docs, golden set, cache,
     reports) are read from; None keeps the process's working directory.
     """
-    from docpilot.flows.eval import run_eval
+    from docpilot.flows.plan import Options, plan
     from docpilot.tasks.artifacts import publish_trend
     from prefect.utilities.annotations import quote
 
-    from docpilot.run.orchestrator import choose
+    from docpilot.run.evaluation import evaluate
 
     with contextlib.chdir(workdir) if workdir else contextlib.nullcontext():
         job = build_job(config, record_set=record_set, split=split, gate_only=gate_only)
-        report = run_eval(job, choose(runner=runner, scheduled=True), runner=runner, dask_address=dask_address)
+        planned = plan(job.config, Options(runner=runner, dask_address=dask_address, gate_only=gate_only,
+                                           runtime=job.runtime, scheduled=True))
+        report = evaluate(job, planned.executor)
         path = report.path
         publish_trend(quote(report), path)  # beside the scorecard the eval flow published
     outcome = {"verdict": report.verdict, "run_id": report.run_id, "report": str(Path(workdir or ".", path))}

@@ -19,9 +19,10 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from docpilot.assistant.workspace import open_workspace
+from docpilot.run.assistants import OwnAssistant
 from docpilot.run.context import RunContext
 from docpilot.run.job import EvalJob
-from docpilot.run.lane import concurrency_share
+from docpilot.run.limiter import Limiter, split
 from docpilot.run.road import travel
 
 
@@ -44,10 +45,7 @@ def turn_shares(concurrency: int, workers: list[str]) -> dict[str, int]:
     order) get a share, one turn each; the others answer nothing.
     """
     chosen = sorted(workers)[: max(1, concurrency)]
-    return {
-        address: concurrency // len(chosen) + (1 if index < concurrency % len(chosen) else 0)
-        for index, address in enumerate(chosen)
-    }
+    return dict(zip(chosen, split(concurrency, len(chosen)), strict=True))
 
 
 @task(name="shard", cache_policy=NONE)
@@ -59,10 +57,9 @@ def shard_on_worker(job: EvalJob, parcel: Parcel) -> Parcel:
     if share is None:  # only the workers with a share are sent parcels
         raise RuntimeError(f"worker {get_worker().address} was sent a shard but has no share of the turns")
     workspace = open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint)
-    # The endpoint was checked by the eval's process when the job was sent: a worker probes nothing.
-    run = RunContext(job.run_key, job=job, workspace=workspace, endpoint_ready=True)
+    # The job's config points at the endpoint the eval's process started (the local provider's server).
+    run = RunContext(job, workspace, OwnAssistant(endpoint_ready=True), Limiter(share))
     try:
-        with concurrency_share(share):
-            return Parcel(travel(run, parcel.items))
+        return Parcel(travel(run, parcel.items))
     finally:
         run.close()

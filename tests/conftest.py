@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from docpilot.tasks import quiet_prefect
 
 from tests.support.scratch import scratch_folder
 
@@ -30,8 +31,7 @@ if TYPE_CHECKING:
 
 # Prefect reads its settings when first imported, so its home is set for the whole process.
 os.environ["PREFECT_HOME"] = scratch_folder("docpilot-prefect-")
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("DO_NOT_TRACK", "1")
+quiet_prefect()  # as the planner does before a run under Prefect: no telemetry, no chatter
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"

@@ -224,14 +224,23 @@ RUN = "docpilot/run"
 MEMOS = {"docpilot.run.job._PARSED": "record files parsed, by path and content digest: a memo of a pure read"}
 """Module-level containers of docpilot/run/ that are allowed, each a memo of a pure function, and why."""
 
-STEPS = {
-    "retrieve": ("retriev", "rank_shard", "lookup_rankings", "ask_server"),
-    "prime": ("prime",),
-    "model": ("answer", "send_turns", "model_shard", "lookup_turns"),
+ROAD = {
+    "ask": ("assistant.answer", "assistant.rank"),
     "render": ("render",),
     "score": ("score", "build_rows"),
 }
-"""The stages of a record's way, each by the names of the functions that do it (a name holding one of them)."""
+"""The steps of a record's way whoever answers, each by the names of the functions that do it."""
+
+IN_PROCESS = {
+    "retrieve": ("rank", "lookup_rankings", "retriev"),
+    "prime": ("prime",),
+    "model": ("lookup_turns", "send_turns", "model_shard"),
+}
+"""The steps DocPilot's own assistant takes in this process to answer (retrieve → prime → model)."""
+
+PLANNERS = ("docpilot.run.assistants.assistant_for", "docpilot.flows.plan.")
+"""Where a run's runtime may be read: who answers is chosen once (``assistant_for``), and the planner checks
+the user's options against it (``flows.plan``)."""
 
 _CONTAINERS = {"dict", "list", "set", "OrderedDict", "defaultdict", "deque", "WeakValueDictionary", "WeakSet",
                "WeakKeyDictionary", "ChainMap", "Counter"}
@@ -274,14 +283,46 @@ def run_registries(root: Path) -> list[str]:
     return found
 
 
-def stage_orders(root: Path) -> list[str]:
-    """Every function of the project that calls a step of each stage: each one writes the stage order."""
+def stage_orders(root: Path, steps: dict[str, tuple[str, ...]]) -> list[str]:
+    """Every function of the project that calls a function of each of ``steps``: each one writes their order."""
     found = []
     for module, path in sorted(modules_of(root).items()):
         for function in _functions(ast.parse(path.read_text(), str(path))):
-            called = {ast.unparse(n.func).rpartition(".")[2] for n in ast.walk(function) if isinstance(n, ast.Call)}
-            if all(any(word in name for name in called for word in words) for words in STEPS.values()):
+            called = {ast.unparse(n.func) for n in ast.walk(function) if isinstance(n, ast.Call)}
+            if all(any(word in name for name in called for word in words) for words in steps.values()):
                 found.append(f"{module}.{function.name}")
+    return found
+
+
+def runtime_tests(root: Path) -> list[str]:
+    """Functions of the eval, the CLI and the flows that compare a runtime to a string (``runtime == "server"``),
+    but the planners."""
+    found = []
+    for module, path in sorted(modules_of(root).items()):
+        if package_of(module) not in ("docpilot.run", "docpilot.cli", "docpilot.flows", "docpilot.tasks"):
+            continue
+        for function in _functions(ast.parse(path.read_text(), str(path))):
+            name = f"{module}.{function.name}"
+            for node in ast.walk(function):
+                if isinstance(node, ast.Compare) and "runtime" in ast.unparse(node.left) and any(
+                        isinstance(c, ast.Constant) and isinstance(c.value, str) for c in node.comparators):
+                    if not name.startswith(PLANNERS):
+                        found.append(name)
+                    break
+    return found
+
+
+def limiters(root: Path) -> list[str]:
+    """Where the eval bounds what is in flight: every semaphore made in docpilot/run/ or its integrations."""
+    found = []
+    for module, path in sorted(modules_of(root).items()):
+        if package_of(module) not in ("docpilot.run", "docpilot.flows", "docpilot.tasks"):
+            continue
+        for function in _functions(ast.parse(path.read_text(), str(path))):
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call) and ast.unparse(node.func).rpartition(".")[2] in (
+                        "Semaphore", "BoundedSemaphore"):
+                    found.append(f"{module}.{function.name}")
     return found
 
 
@@ -294,13 +335,20 @@ def test_no_module_of_the_eval_keeps_runs():
 
 
 def test_the_stage_order_is_written_once():
-    assert stage_orders(ROOT) == ["docpilot.run.road.travel"]
+    assert stage_orders(ROOT, ROAD) == ["docpilot.run.road.travel"]
+    assert stage_orders(ROOT, IN_PROCESS) == ["docpilot.run.assistants.answer"]
+
+
+def test_who_answers_is_chosen_once_and_every_question_holds_the_one_limiter():
+    assert runtime_tests(ROOT) == []
+    assert limiters(ROOT) == ["docpilot.run.limiter.loop"]
 
 
 def test_the_road_checks_fail_on_a_second_entry_point_a_registry_and_a_second_road_in_a_copy(tmp_path):
     tree = copy_tree(tmp_path / "tree")
-    assert (entry_points(tree), run_registries(tree), stage_orders(tree)) == (
-        ["evaluation.evaluate"], [], ["docpilot.run.road.travel"])  # the copy holds as the checkout does
+    assert (entry_points(tree), run_registries(tree), stage_orders(tree, ROAD), runtime_tests(tree),
+            limiters(tree)) == (["evaluation.evaluate"], [], ["docpilot.run.road.travel"], [],
+                                ["docpilot.run.limiter.loop"])  # the copy holds as the checkout does
     # A second way in: the variants' own evaluate, as run_variants was.
     edit_source(tree, "docpilot/run/variants.py", "from __future__ import annotations\n",
                 "from __future__ import annotations\n\n\ndef run_variants(job, variants) -> Report:\n"
@@ -313,10 +361,20 @@ def test_the_road_checks_fail_on_a_second_entry_point_a_registry_and_a_second_ro
     # A second road: the stage order written again, for the lead, as wiring.leading did.
     edit_source(tree, "docpilot/run/variants.py", "from __future__ import annotations\n",
                 "from __future__ import annotations\n\n\ndef _lead(ws, traces):\n"
-                "    pipeline.rank_shard(ws, traces)\n    pipeline.prime_shard(ws, traces)\n"
-                "    pipeline.answer_shard(ws, traces)\n    pipeline.render_shard(ws, traces)\n"
-                "    return pipeline.build_rows(traces)\n")
-    assert stage_orders(tree) == ["docpilot.run.road.travel", "docpilot.run.variants._lead"]
+                "    road.rank_shard(ws, traces)\n    road.prime_shard(ws, traces)\n"
+                "    road.lookup_turns(ws, traces)\n    run.assistant.answer(run, traces)\n    road.render_shard(ws, traces)\n"
+                "    return road.build_rows(traces)\n")
+    assert stage_orders(tree, ROAD) == ["docpilot.run.road.travel", "docpilot.run.variants._lead"]
+    assert stage_orders(tree, IN_PROCESS) == ["docpilot.run.assistants.answer",
+                                              "docpilot.run.variants._lead"]
+    # "Who answers" tested again outside the planner, as road.travel did.
+    edit_source(tree, "docpilot/run/road.py", "    check_running(run)\n",
+                "    check_running(run)\n    if run.job.runtime == \"server\":\n        pass\n")
+    assert runtime_tests(tree) == ["docpilot.run.road.travel"]
+    # A second limiter: a semaphore per shard, as the server runtime's was.
+    edit_source(tree, "docpilot/run/remote.py", "    async def one(trace: Trace)",
+                "    gate = asyncio.Semaphore(8)\n\n    async def one(trace: Trace)")
+    assert limiters(tree) == ["docpilot.run.limiter.loop", "docpilot.run.remote.ask_all"]
 
 
 def test_every_core_module_imports_without_prefect():

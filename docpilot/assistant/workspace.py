@@ -62,13 +62,21 @@ class Trace:
     turn: Turn | None = None
     """What the model produced."""
     turn_key: str | None = None
-    """The model-stage cache key of ``prompt``, once worked out (``pipeline.turn_key``)."""
+    """The model-stage cache key of ``prompt``, once worked out (``run.road.turn_key``)."""
     sample: int | None = None
     """Which sample of the record's turn this trace asks, in a run of several (``model.repeat``); None for one."""
     stages_ms: dict[str, float] | None = None
     """Stage timings a server reported (server runtime); None when the stages ran here."""
     languages: dict[str, str | None] = field(default_factory=dict)
     """Detected languages of the question and the answer, kept with the cached turn."""
+    earlier: list[tuple[str, str | None]] = field(default_factory=list)
+    """For a follow-up: the conversation's turns before it as asked, (question, the answer carried forward:
+    the golden set's ``answer_given``, else the assistant's own answer of this run, None when it had none)."""
+    query: str | None = None
+    """What the docs were searched with, when that was not the question alone (a follow-up, read with the
+    turns before it); None: the question."""
+    thread: str | None = None
+    """The conversation thread an assistant that keeps its own threads named (a target's ``reply.thread``)."""
     panel: Panel | None = None
     """The rendered answer."""
     cached: list[str] = field(default_factory=list)

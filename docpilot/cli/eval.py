@@ -102,40 +102,6 @@ def _warn_about(path: str) -> None:
         click.echo(f"warning: {line}", err=True)
 
 
-def _require_extras(choice: str, orchestration, runner: str, runtime: str, url: str | None) -> None:
-    """Stop in one line, before anything loads, when the run needs an extra that is not installed."""
-    from docpilot.errors import OrchestratorError
-    from docpilot.extras import require_extra
-
-    if runner == "dask":
-        if orchestration.orchestrator == "inline":
-            raise OrchestratorError("--runner dask runs the shards as Prefect task runs, so it cannot run inline; "
-                                    "fix: drop --orchestrator inline, or drop --runner dask")
-        require_extra("dask", "--runner dask", otherwise="drop --runner dask to run in this process")
-    elif orchestration.orchestrator == "prefect":
-        require_extra("prefect", f"running under Prefect ({orchestration.reason})",
-                      otherwise="run with --orchestrator inline" if choice == "auto" else None)
-    if runtime == "server" and not url:
-        require_extra("serve", "--runtime server without --url (it starts `docpilot serve` for the run)",
-                      otherwise="pass --url of a running server")
-
-
-def _run(job, *, variants, gate_variant, orchestration, runner, dask_address, progress, interrupt):
-    """The run: ``evaluate`` in this process, or under Prefect through its flow (imported only then)."""
-    if variants or (orchestration.orchestrator == "inline" and runner == "local"):
-        from docpilot.run.evaluation import evaluate
-
-        return evaluate(job, variants=variants, gate_variant=gate_variant, progress=progress,
-                        orchestration=orchestration, interrupt=interrupt)
-    from docpilot.cli._errors import signals_held
-
-    with signals_held():  # Prefect's import swallows an interrupt and prints it (see signals_held)
-        from docpilot.flows.eval import run_eval
-
-    return run_eval(job, orchestration, runner=runner, dask_address=dask_address, progress=progress,
-                    interrupt=interrupt)
-
-
 @main.command("eval")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Configuration file (YAML).")
 @click.option("--docs", type=click.Path(file_okay=False), help="Docs folder (overrides corpus.docs).")
@@ -213,52 +179,42 @@ def eval_command(
     input error.
     """
     outputs = chosen_outputs(formats)
-    if dask_address and runner != "dask":
-        raise click.UsageError("--dask-address names the scheduler of --runner dask; add --runner dask")
     from docpilot import progress
     from docpilot.config.loading import load_config
+    from docpilot.errors import UsageError
+    from docpilot.flows.plan import Options, plan, with_target
+    from docpilot.run.evaluation import evaluate
     from docpilot.run.job import build_job
-    from docpilot.run.orchestrator import choose
     from docpilot.schema import Selection
 
     config = load_config(config_path, overrides=_overrides(docs, golden, record_set, provider, model, base_url,
                                                              concurrency, repeat))
-    config = _with_target(config, target_name)
+    config = with_target(config, target_name)
     check_settings(config)
     variants = _variants(config, variant_options, models_option, gate_variant)
     if len(variants) == 1:  # a run of one, with the variant's settings
         config, variants = variants[0].config, []
-    named = _named_target(target_name, config, variants)
-    runtime = _target_runtime(named, runtime, url)
-    if runtime == "server" and gate_only and not _searchable(config, variants):
-        raise click.UsageError(_gate_only_refusal(named))
-    if url and runtime != "server":
-        raise click.UsageError("--url names the server of --runtime server; add --runtime server")
-    orchestration = choose(orchestrator, runner=runner)
-    _require_extras(orchestrator, orchestration, runner, runtime, url or named)
-    if variants:
-        orchestration = _inline_for_variants(orchestrator, orchestration, runner, runtime, variants)
-        config = _targets_of_variants(config, runtime, variants)
-    if runtime == "server" and url:
-        from docpilot.api.token import check_token
-
-        check_token(url)  # one request: a missing or wrong token stops the run before any question
+    try:
+        planned = plan(config, Options(orchestrator=orchestrator, runner=runner, dask_address=dask_address,
+                                       runtime=runtime, url=url, target=target_name, gate_only=gate_only,
+                                       variants=variants))
+    except UsageError as exc:
+        raise click.UsageError(str(exc)) from None
     # Progress shows from the start: preparing the job opens the retriever, and building a
-    # missing index with an embedder can take minutes. The model endpoint is asked nothing
-    # until the run's first turn is about to be sent.
+    # missing index with an embedder can take minutes. The assistant is asked nothing
+    # until the run's first question is sent.
     with progress.shown() as shown:
         job = build_job(
-            config, record_set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
+            planned.config, record_set=record_set, split=split, gate_only=gate_only, use_cache=not no_cache,
             refresh=["retrieve", "model"] if "all" in refresh else sorted(set(refresh)),
-            allow_errors=allow_errors, out=out, runtime=runtime, url=_job_url(config, url),
+            allow_errors=allow_errors, out=out, runtime=planned.runtime, url=planned.url,
             selection=Selection(ids=list(record_ids), tags=list(tags), limit=limit),
         )
         if record_set == "golden":
             _warn_about(job.golden)
         _check_outputs(out, job.config.reports_dir, outputs)
         with interrupts_resume() as interrupt:
-            report = _run(job, variants=variants, gate_variant=gate_variant, orchestration=orchestration,
-                          runner=runner, dask_address=dask_address, progress=shown, interrupt=interrupt)
+            report = _evaluated(evaluate, job, planned.executor, variants, gate_variant, shown, interrupt)
     path = report.path
     written = {}
     if outputs:
@@ -302,85 +258,17 @@ def _variants(config, options, models, gate_variant) -> list:
     return variants
 
 
-def _named_target(target_name, config, variants):
-    """Where the run names a target, for messages (``--target``, the config's `target:`, a variant's); else None.
+def _evaluated(evaluate, job, executor, variants, gate_variant, shown, interrupt):
+    """The run, where the plan runs it; Prefect's import holds signals back (see ``signals_held``)."""
+    if executor.orchestration.orchestrator == "inline":
+        return evaluate(job, executor, variants=variants, gate_variant=gate_variant, progress=shown,
+                        interrupt=interrupt)
+    from docpilot.cli._errors import signals_held
 
-    A target in the config is measured as ``--target`` measures it, over HTTP: it is never ignored.
-    """
-    if target_name is not None:
-        return f"--target {target_name}"
-    if config.target is not None:
-        return f"the config's target {config.target}"
-    return next((f"variant {v.name}'s target {v.config.target}" for v in variants if v.config.target), None)
+    with signals_held():  # Prefect's import swallows an interrupt and prints it
+        import docpilot.flows.eval  # noqa: F401  (imported here, where an interrupt is held back)
 
-
-def _target_runtime(named, runtime, url):
-    """The run's runtime: the server runtime when a target is ``named`` (it is measured over HTTP), else the
-    chosen one or ``local``; exit 2 for a target with ``--runtime local`` or ``--url``."""
-    if not named:
-        return runtime or "local"
-    if runtime == "local":
-        raise click.UsageError(f"{named} is measured over HTTP, by the server runtime, and --runtime local runs "
-                               "DocPilot's own assistant in this process; drop --runtime local, or the target")
-    if url:
-        raise click.UsageError(f"--url names DocPilot's own server, and {named} has its URL in the config; "
-                               "drop --url, or the target")
-    return "server"
-
-
-def _searchable(config, variants) -> bool:
-    """Whether every target the run asks offers a search endpoint (``targets.NAME.search``) for --gate-only."""
-    names = [v.config.target for v in variants] if variants else [config.target]
-    return all(name is not None and config.targets[name].search is not None for name in names)
-
-
-def _gate_only_refusal(named):
-    """Why --gate-only cannot run with the server runtime, naming what chose it: a target ``named``, else the flag."""
-    if named:
-        return (f"--gate-only measures retrieval alone, and {named} answers over HTTP with no search endpoint "
-                "to rank by: give it one (targets.NAME.search: url, body, sources), or run without --gate-only")
-    return "--gate-only measures retrieval in this process; it does not apply to --runtime server"
-
-
-def _targets_of_variants(config, runtime, variants):
-    """With every variant naming a target, the run's config names the first: no DocPilot server is started."""
-    if runtime == "server" and config.target is None:
-        return config.model_copy(update={"target": variants[0].config.target})
-    return config
-
-
-def _job_url(config, url):
-    """The URL the server runtime asks: a target's own when the run measures targets (no DocPilot server is started)."""
-    return config.targets[config.target].url if config.target is not None and not url else url
-
-
-def _with_target(config, name):
-    """The config measuring its target ``name`` alone, without the config file's variants (None: as it is);
-    exit 2 naming the config's targets when it has no such one."""
-    from docpilot.errors import ConfigError
-
-    if name is None:
-        return config
-    if name not in config.targets:
-        raise ConfigError(f"--target {name}: the config has no such target",
-                          hint=f"the config's targets: {', '.join(config.targets) or 'none; add a targets: section'}")
-    return config.model_copy(update={"target": name, "variants": {}})  # one target alone (--variant still adds)
-
-
-def _inline_for_variants(choice, orchestration, runner, runtime, variants=()):
-    """The orchestration of a run of several variants: inline, in this process; exit 2 for what cannot be."""
-    from docpilot.run.orchestrator import Orchestration
-
-    if runner == "dask" or choice == "prefect":
-        raise click.UsageError("several variants run in this process, inline; "
-                               "drop --runner dask and --orchestrator prefect, or run one variant")
-    if runtime == "server" and not all(v.config.target is not None for v in variants):
-        raise click.UsageError("--runtime server measures one server, with one configuration; "
-                               "drop --variant and --models, or --runtime server, "
-                               "or give every variant a target (target=NAME)")
-    if orchestration.orchestrator == "inline":
-        return orchestration
-    return Orchestration("inline", "a run of several variants runs inline", "run one variant to run under Prefect")
+    return evaluate(job, executor, progress=shown, interrupt=interrupt)
 
 
 def _check_outputs(out, reports_dir, outputs: dict[str, str]) -> None:

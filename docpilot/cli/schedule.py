@@ -46,6 +46,9 @@ def schedule_command(
     require_extra("prefect", "docpilot schedule (a Prefect deployment)")
     if runner == "dask":
         require_extra("dask", "docpilot schedule --runner dask")
+    from docpilot.tasks import quiet_prefect
+
+    quiet_prefect()  # before Prefect is first imported
     from docpilot.flows.schedule import (
         configured_deployment,
         register_deployment,

@@ -1,11 +1,13 @@
-"""Making sure a run's model endpoint can answer before the run spends its golden set on it.
+"""Making sure a model endpoint can answer before its answers are trusted.
 
-A wrong key, a wrong URL or a server that is not running would fail every turn of a
-run in the same way, and the run would score nothing but errors. ``probe_endpoint``
-asks for one token first: a 401, 403 or 404, or a refused connection, stops the run
-with exit 2 before the first record, with the service's own reason (the key never
-shown) and the fix. Anything else (an answer, a 429, a 5xx) lets the run go on: the
-run's own retries and error rows deal with a service that is only busy.
+A wrong key, a wrong URL or a server that is not running would fail every turn in the
+same way, and a run would score nothing but errors. An eval reads its first reply
+strictly instead (``fault_of``): a 401, 403 or 404, or a refused connection, stops the
+run with exit 2 and the service's own reason (the key never shown) and the fix, and no
+extra request is sent. A process with no first reply to read (``docpilot serve`` as it
+starts, a drafting run) asks for one token first (``probe_endpoint``). Anything else
+(an answer, a 429, a 5xx) lets the run go on: the run's retries and error rows deal
+with a service that is only busy.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import aiohttp
 
 from docpilot.config.model import Config
 from docpilot.errors import ConfigError
+from docpilot.models.base import Turn
 from docpilot.models.openai import OpenAIModel
 from docpilot.models.wire import excerpt
 from docpilot.net.keys import api_key_from_env
@@ -76,6 +79,39 @@ def _service_reason(text: str) -> str:
     if isinstance(error, str):
         return excerpt(error)
     return excerpt(text) or "(an empty body)"
+
+
+def fault_of(turn: Turn, url: str | None) -> ConfigError | None:
+    """What a run's first reply says about its endpoint: a ConfigError when no turn of the run could be
+    answered (no connection, a key refused, no such model or path), else None (an answer, or a fault a
+    later turn may not share: it becomes that turn's error row)."""
+    fatal = turn.error_code in ("connect", "auth") or (
+        turn.error_code == "http_status" and (turn.error or "").startswith("HTTP 404"))
+    if turn.error is None or not fatal:
+        return None
+    message, _, hint = turn.error.partition("; fix: ")
+    where = f"the model endpoint {url}" if url else "the model endpoint"
+    if turn.error_code == "connect":
+        return ConfigError(f"cannot connect to {where} ({message})",
+                           hint="start the server, or pass the right --base-url (such as http://127.0.0.1:8080/v1)")
+    return ConfigError(f"{where} cannot answer the run: {message}", hint=hint or _FATAL.get(404))
+
+
+@contextlib.contextmanager
+def served_endpoint(config: Config) -> Iterator[Config]:
+    """The config a run sends its turns with: for the ``local`` provider without a ``base_url``, pointing at
+    its server, started for the block; else the config as it is (nothing is asked: ``fault_of`` reads the
+    run's first reply)."""
+    from docpilot.models.registry import provider_of
+
+    settings = config.model
+    if provider_of(settings).endpoint != "served" or settings.base_url:
+        yield config
+        return
+    from docpilot.models.local import serve_local
+
+    with serve_local(settings.path, name=settings.name, seed=settings.seed) as url:
+        yield config.model_copy(update={"model": settings.model_copy(update={"base_url": url})})
 
 
 @dataclass(frozen=True)

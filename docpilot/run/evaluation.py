@@ -1,21 +1,22 @@
-"""One eval from start to report: ``evaluate(job) -> Report``, for the CLI, the Prefect flow and Python callers.
+"""One eval from start to report: ``evaluate(job, executor) -> Report``, the one way into an eval.
 
-``evaluate`` opens the run (its ``RunContext``: workspace, model lane, scores so far),
-cuts the job's records into shards and hands them to an *executor*, which sends each
-shard down the road (``run.road.travel``) where and as many at once as it chooses:
+``evaluate`` opens the run (its ``RunContext``: workspace, assistant, limiter, scores so
+far), cuts the job's records into shards and hands them to an *executor*, which sends
+each shard down the road (``run.road.travel``) where and as many at once as it chooses:
 
-- ``inline`` (the default): ``SHARDS_AT_ONCE`` shards on threads of this process, so the
-  next shard is ranked while the model answers the one before; the run's model lane
-  keeps ``model.concurrency`` turns in flight across them;
-- ``flows.eval``: a Prefect task run per shard; ``flows.dask``: a shard per Dask task, on
-  the cluster's workers;
-- a run of several variants (``variants``): each variant's run inline, all at once, on
-  threads of this process, sharing the docs, the index and each retrieval setting's
-  rankings (``run.variants``).
+- ``Inline`` (the default): ``SHARDS_AT_ONCE`` shards on threads of this process, so the
+  next shard is ranked while the model answers the one before; the run's limiter keeps
+  ``model.concurrency`` questions in flight across them;
+- ``flows.eval.PrefectExecutor``: the run inside the eval flow, a Prefect task run per
+  shard, in this process or on a Dask cluster's workers;
+- a run of several variants: each variant's run inline, all at once, on threads of this
+  process, sharing the docs, the index and each retrieval setting's rankings
+  (``run.variants``).
 
-Then the rows are summarised, the gates checked and the report written; the report
-knows its path (``Report.path``). How the process ends and what Ctrl-C prints are the
-CLI's business; the core never imports an orchestrator.
+The planner (``flows.plan``) chooses the executor from the user's options. Then the
+rows are summarised, the gates checked and the report written; the report knows its
+path (``Report.path``). How the process ends and what Ctrl-C prints are the CLI's
+business; the core never imports an orchestrator.
 """
 
 from __future__ import annotations
@@ -24,16 +25,17 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from docpilot import progress as progress_module
-from docpilot.errors import OrchestratorError
 from docpilot.progress import Progress, current
+from docpilot.run.assistants import assistant_for
 from docpilot.run.context import RunContext
 from docpilot.run.job import EvalJob, job_records, shards
-from docpilot.run.lane import Interrupted
+from docpilot.run.limiter import Interrupted, Limiter
 from docpilot.run.orchestrator import Orchestration, choose
 from docpilot.run.road import travel
 from docpilot.telemetry.settings import tracing_settings
@@ -43,112 +45,107 @@ if TYPE_CHECKING:
     from docpilot.run.variants import SharedRanking
     from docpilot.schema import Report, Row
 
-Executor = Callable[[RunContext, Iterator[list]], Iterable[list["Row"]]]
-"""Sends each shard of a run down the road (``travel(run, shard)``) and yields each shard's rows, in shard order."""
-
 SHARDS_AT_ONCE = 3
 """Shards an inline run has on the road at once: one being answered, the next ones ranked and primed, so
-the model lane never runs dry at a shard's end (one shard at a time left the lane idle while the next was
-ranked; two ahead kept ``model.concurrency`` turns in flight through the language model's first load)."""
+the model never runs dry at a shard's end."""
+
+
+class Executor(Protocol):
+    """Where a run runs (``around``) and where each of its shards travels (``shards``)."""
+
+    orchestration: Orchestration
+    """What the report says ran it."""
+
+    def around(self, job: EvalJob, body: Callable[[], Report]) -> Report:
+        """Run ``body``, the whole run, where the executor runs runs (inside a Prefect flow, say)."""
+        ...
+
+    def shards(self, run: RunContext, shards: Iterator[list]) -> Iterator[list[Row]]:
+        """Send each shard down the road (``travel(run, shard)``) and yield each shard's rows, in shard order."""
+        ...
+
+
+@dataclass(frozen=True)
+class Inline:
+    """The inline executor: the run in this process, ``SHARDS_AT_ONCE`` shards on the road at once on threads."""
+
+    orchestration: Orchestration = field(default_factory=lambda: choose("inline"))
+
+    def around(self, job: EvalJob, body: Callable[[], Report]) -> Report:
+        return body()
+
+    def shards(self, run: RunContext, shards: Iterator[list]) -> Iterator[list[Row]]:
+        with ThreadPoolExecutor(max_workers=SHARDS_AT_ONCE, thread_name_prefix="docpilot-shard") as pool:
+            pending: deque = deque()
+            try:
+                for shard in shards:
+                    pending.append(pool.submit(travel, run, shard))
+                    if len(pending) >= SHARDS_AT_ONCE:
+                        yield pending.popleft().result()
+                while pending:
+                    yield pending.popleft().result()
+            except BaseException:
+                run.cancel()  # the shards still on the road stop now; the turns answered stay stored
+                for future in pending:
+                    future.cancel()
+                raise
 
 
 def evaluate(
     job: EvalJob,
+    executor: Executor | None = None,
     *,
     variants: Sequence[Variant] = (),
     gate_variant: str | None = None,
     progress: Progress | None = None,
-    orchestration: Orchestration | None = None,
-    executor: Executor | None = None,
     interrupt: threading.Event | None = None,
 ) -> Report:
     """Run the eval ``job`` describes, write its report and return it (``report.path`` says where).
 
-    ``variants`` run side by side and their reports are joined into one (``gate_variant``:
-    the verdict reads that variant's gates only). ``progress`` counts the run's records (by
-    default the calling thread's, see ``docpilot.progress``); ``orchestration`` is what the
-    report says ran it; ``executor`` sends the shards down the road (by default ``inline``);
+    ``executor`` is where it runs (``flows.plan.plan`` chooses; by default ``Inline``).
+    ``variants`` run side by side, inline, and their reports are joined into one
+    (``gate_variant``: the verdict reads that variant's gates only). ``progress`` counts
+    the run's records (by default the calling thread's, see ``docpilot.progress``);
     ``interrupt``, when set, stops the run (the command line's signal handler sets it).
     """
-    orchestration = orchestration or choose("inline")
-    if orchestration.orchestrator != "inline" and executor is None and not variants:
-        raise OrchestratorError(f"a run under Prefect ({orchestration.reason}) needs its flow; "
-                                "fix: run it through docpilot.flows.eval.run_eval, or choose the inline orchestrator")
+    executor = executor or Inline()
     progress = progress or current()
     interrupt = interrupt or threading.Event()
     if variants:
-        return _evaluate_variants(job, list(variants), gate_variant, progress, orchestration, interrupt)
-    with served(job) as job, _opened(job, progress, interrupt) as run:
-        return _run(run, executor or inline, orchestration)
+        return executor.around(job, lambda: _evaluate_variants(job, list(variants), gate_variant, progress,
+                                                               executor, interrupt))
 
+    def run() -> Report:
+        with _opened(job, progress, interrupt) as opened:
+            return _run(opened, executor)
 
-def calls_model(job: EvalJob) -> bool:
-    """Whether this process calls the model: not for ``gate_only``, nor when a server is measured."""
-    return not job.gate_only and job.runtime != "server"
-
-
-def inline(run: RunContext, shards: Iterator[list]) -> Iterator[list[Row]]:
-    """The inline executor: ``SHARDS_AT_ONCE`` shards on the road at once, on threads of this process."""
-    with ThreadPoolExecutor(max_workers=SHARDS_AT_ONCE, thread_name_prefix="docpilot-shard") as pool:
-        pending: deque = deque()
-        try:
-            for shard in shards:
-                pending.append(pool.submit(travel, run, shard))
-                if len(pending) >= SHARDS_AT_ONCE:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        except BaseException:
-            run.cancel()  # the shards still on the road stop now; the turns answered stay stored
-            for future in pending:
-                future.cancel()
-            raise
-
-
-@contextlib.contextmanager
-def served(job: EvalJob) -> Iterator[EvalJob]:
-    """The job itself, or for the server runtime without a URL, the job pointed at a server started for it."""
-    if job.runtime != "server" or job.url is not None:
-        yield job
-        return
-    from docpilot.run.reaper import watch_children
-    from docpilot.run.remote import local_server
-
-    watch_children()  # the local server (and its workers) go if this process is killed
-    with local_server(job.config) as url:
-        yield job.model_copy(update={"url": url})
+    return executor.around(job, run)
 
 
 @contextlib.contextmanager
 def _opened(job: EvalJob, progress: Progress, interrupt: threading.Event,
             shared_ranking: SharedRanking | None = None) -> Iterator[RunContext]:
-    """The run's context for the block: its workspace open, its endpoint not yet asked anything."""
+    """The run's context for the block: its workspace open, its assistant ready to be asked."""
     from docpilot.assistant.workspace import open_workspace
 
+    assistant = assistant_for(job, shared_ranking)
     with progress_module.counting(progress):  # building a missing index counts its chunks
-        # The server runtime's ranking is the server's (or the target's): no index opens here.
+        # An assistant that ranks elsewhere (a server, a target) needs no index here.
         workspace = open_workspace(job.config, use_cache=job.use_cache, fingerprint=job.corpus_fingerprint,
-                                   ranks=job.runtime != "server")
-    run = RunContext(job.run_key, job=job, workspace=workspace, progress=progress.shown_as(_stage_labels(job)),
-                     interrupt=interrupt, shared_ranking=shared_ranking, endpoint_ready=not calls_model(job))
+                                   ranks=assistant.ranks_here)
+    run = RunContext(job, workspace, assistant, Limiter(job.config.model.concurrency),
+                     progress=progress.shown_as(assistant.stage_labels), interrupt=interrupt)
     try:
+        assistant.open(run)
         yield run
     except BaseException:
-        run.cancel()  # the model stages still waiting return now; answered turns stay stored
+        run.cancel()  # the questions still in flight are dropped; answered turns stay stored
         raise
     finally:
         run.close()
 
 
-def _stage_labels(job: EvalJob) -> dict[str, str]:
-    """What the run's stages are shown as: a target is asked, and its replies scored, where DocPilot's
-    own assistant retrieves and calls a model (its stages keep their names)."""
-    if job.config.target is None:
-        return {}
-    return {"retrieve": f"ask {job.config.target}", "model": "score"}
-
-
-def _run(run: RunContext, executor: Executor, orchestration: Orchestration) -> Report:
+def _run(run: RunContext, executor: Executor) -> Report:
     """Every shard down the road through ``executor``, then the report."""
     job = run.job
     records = job_records(job)
@@ -164,14 +161,14 @@ def _run(run: RunContext, executor: Executor, orchestration: Orchestration) -> R
         run.trace = prepare_trace(job.config.telemetry)
     started = time.perf_counter()
     rows: list[Row] = []
-    for shard_rows in executor(run, shards(records, job.config.shard_size, first=job.config.model.concurrency)):
+    for shard_rows in executor.shards(run, shards(records, job.config.shard_size, first=job.config.model.concurrency)):
         _scored(run, shard_rows)
         rows.extend(shard_rows)
     if run.interrupt.is_set():  # stopped by a signal whose KeyboardInterrupt something on the way swallowed
         raise Interrupted("the run was interrupted; the turns answered so far are stored")
     wall_ms = (time.perf_counter() - started) * 1000
     report_started = time.time()
-    report = _report(run, rows, wall_ms, orchestration)
+    report = _report(run, rows, wall_ms, executor.orchestration)
     if traced:  # the run's trace, laid out from the times its rows carry
         from docpilot.telemetry.tracing import trace_run
 
@@ -210,7 +207,7 @@ def _report(run: RunContext, rows: list[Row], wall_ms: float, orchestration: Orc
 
 
 def _evaluate_variants(job: EvalJob, variants: list[Variant], gate_variant: str | None, progress: Progress,
-                       orchestration: Orchestration, interrupt: threading.Event) -> Report:
+                       executor: Executor, interrupt: threading.Event) -> Report:
     """Every variant's run at once, each inline on threads of its own; their joined report, written."""
     from docpilot.reports.report import write_report
     from docpilot.reports.variants import join_variants
@@ -224,7 +221,7 @@ def _evaluate_variants(job: EvalJob, variants: list[Variant], gate_variant: str 
                                             shared.get(one.variant or "")))
                 for one in jobs]
         with ThreadPoolExecutor(max_workers=len(runs), thread_name_prefix="docpilot-variant") as pool:
-            futures = [pool.submit(_run, run, inline, orchestration) for run in runs]
+            futures = [pool.submit(_run, run, executor) for run in runs]
             try:
                 wait(futures, return_when=FIRST_EXCEPTION)
             finally:  # one variant failed, or Ctrl-C: the others stop too; answered turns stay stored

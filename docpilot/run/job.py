@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import threading
 import uuid
@@ -16,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from docpilot.config.model import Config
 from docpilot.errors import InputError
 from docpilot.golden.loading import load_probes, read_golden
-from docpilot.golden.selection import check_ids_in_split
+from docpilot.golden.selection import check_ids_in_split, select_records
 from docpilot.schema import GoldenRecord, Selection
 from docpilot.userfiles.intake import GOLDEN_SET, PROBE_FILE, read_bytes
 
@@ -113,42 +112,6 @@ def job_records(job: EvalJob) -> list[GoldenRecord]:
     return select_records(records, job.selection, job.golden)
 
 
-def select_records(records: list, selection: Selection, path: str | None = None) -> list:
-    """The records a selection keeps, in file order: any of its ids, then any of its tags, then the first N.
-
-    An id the records do not hold, a tag none of them carries, or a selection that
-    keeps nothing is an InputError naming what to choose from.
-    """
-    if selection.everything:
-        return records
-    kept = records
-    if selection.ids:
-        known = {r.id for r in records}
-        missing = [i for i in selection.ids if i not in known]
-        if missing:
-            near = difflib.get_close_matches(missing[0], sorted(known), n=3)
-            raise InputError(f"--id {', '.join(missing)}: no such record in this split", path=path,
-                             hint=(f"did you mean {', '.join(near)}? " if near else "")
-                             + "ids are the records' `id` fields; `docpilot golden check` lists the set")
-        chosen = set(selection.ids)
-        kept = [r for r in kept if r.id in chosen]
-    if selection.tags:
-        known_tags = sorted({t for r in records for t in r.tags})
-        missing = [t for t in selection.tags if t not in known_tags]
-        if missing:
-            shown = ", ".join(known_tags[:20]) or "none: no record has tags"
-            raise InputError(f"--tag {', '.join(missing)}: no record in this split carries it", path=path,
-                             hint=f"tags in use: {shown}")
-        wanted = set(selection.tags)
-        kept = [r for r in kept if wanted.intersection(r.tags)]
-    if selection.limit is not None:
-        kept = kept[: selection.limit]
-    if not kept:
-        raise InputError(f"the selection {selection.describe()} keeps no record", path=path,
-                         hint="an --id and a --tag both apply: choose records that match both, or drop one")
-    return kept
-
-
 def shards(items: Sequence, size: int, *, first: int | None = None) -> Iterator[list]:
     """Consecutive slices of at most ``size`` items; the first one, and the last, hold at most ``first``.
 
@@ -157,16 +120,29 @@ def shards(items: Sequence, size: int, *, first: int | None = None) -> Iterator[
     and a shard: the shard before it is then answered a round before the run ends, and
     is rendered and scored while the model answers that last round, not after it.
     """
+    cut = [0]
     start, end = 0, len(items)
     if first is not None and first < min(size, len(items)):
-        yield list(items[:first])
+        cut.append(first)
         start = first
         if end - start > size:
             end -= first
-    for offset in range(start, end, size):
-        yield list(items[offset : min(offset + size, end)])
-    if end < len(items):
-        yield list(items[end:])
+    cut += list(range(start + size, end, size)) + [end, len(items)]
+    # A conversation's turns travel together (its follow-ups carry the turns before them): no cut inside one.
+    cut = sorted({_after_conversation(items, at) for at in cut if at > 0})
+    previous = 0
+    for at in cut:
+        if at > previous:
+            yield list(items[previous:at])
+            previous = at
+
+
+def _after_conversation(items: Sequence, at: int) -> int:
+    """``at``, or past the end of the conversation whose turns it would cut."""
+    while 0 < at < len(items) and getattr(items[at], "turn", None) not in (None, 1) \
+            and getattr(items[at], "conversation", None) == getattr(items[at - 1], "conversation", None):
+        at += 1
+    return at
 
 
 def build_job(

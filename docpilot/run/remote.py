@@ -1,10 +1,10 @@
 """The eval's server runtime: every record of a shard asked of a running DocPilot server.
 
-``remote_shard`` asks the server each record's question with the API client
-(``docpilot.api.client.ask``) and fills each trace so that the eval's own
-``render_shard`` and ``build_rows`` make the row: the row's latency and first token
-are then the times the client saw, network included. The server's own stage timings
-(embed, retrieve, model) come back beside the traces, by record id.
+The assistants that answer over HTTP (``run.assistants``: DocPilot's server, a target)
+ask each record's question with ``ask_all``, on the run's loop and within its limiter,
+and ``fill_trace`` puts each reply into its trace so that the eval's own render and
+score steps make the row: the row's latency and first token are then the times the
+client saw, network included.
 
 ``local_server`` (from ``docpilot.server.process``) starts ``docpilot serve`` on a free
 loopback port for an eval that was given no server URL, and stops it afterwards.
@@ -13,28 +13,22 @@ loopback port for an eval that was given no server URL, and stops it afterwards.
 from __future__ import annotations
 
 import asyncio
-import os
-import threading
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import httpx
 
 from docpilot.api.client import RemoteTurn, ask, ask_url
-from docpilot.api.schema import TOKEN_VARIABLE
+from docpilot.assistant.primer import history_messages
 from docpilot.assistant.workspace import Trace, Workspace
 from docpilot.errors import ConfigError
 from docpilot.models.base import Prompt, Source, Turn
-from docpilot.run.context import FirstReply
-from docpilot.schema import GoldenRecord
+from docpilot.run.limiter import Limiter
 from docpilot.server.process import local_server
 from docpilot.targets.ask import Endpoint, TargetReplyError, ask_target
-from docpilot.targets.sources import SourceResolver
 
-__all__ = ["fill_trace", "local_server", "remote_shard"]
-
-DEFAULT_CONCURRENCY = 8
-"""Questions a shard keeps in flight at once (below the server's default limit of 32)."""
+__all__ = ["FirstReply", "ask_all", "check_server", "fill_trace", "local_server", "server_asker", "target_asker"]
 
 
 def fill_trace(trace: Trace, remote: RemoteTurn, began: float | None = None) -> Trace:
@@ -53,6 +47,8 @@ def fill_trace(trace: Trace, remote: RemoteTurn, began: float | None = None) -> 
             trace.timeline["model"] = (asked, began + remote.latency_ms / 1000)
     trace.outside_docs = list(remote.outside_docs)
     trace.stages_dropped = remote.stages_dropped
+    trace.thread = remote.thread
+    trace.query = remote.retrieval_query  # what the server searched with, when it read a follow-up's turns
     if remote.retrieval is not None:
         trace.hits = [hit.model_dump() for hit in remote.retrieval.hits]
         outside = set(remote.outside_docs)
@@ -88,113 +84,66 @@ def fill_trace(trace: Trace, remote: RemoteTurn, began: float | None = None) -> 
     return trace
 
 
-def remote_shard(
-    ws: Workspace,
-    traces: list[Trace],
-    url: str,
-    *,
-    token: str | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    traceparent: Callable[[str], str] | None = None,
-    slots: threading.Semaphore | None = None,
-    first: FirstReply | None = None,
-    search: bool = False,
-) -> tuple[list[Trace], dict[str, dict[str, float]]]:
-    """Ask a server every record of a shard; the filled traces and each record's server stage timings.
+@dataclass
+class FirstReply:
+    """Whether a run's first reply came yet: read strictly, so a wrong path or credential stops the run there
+    (``targets.ask.ask_target``); every question still goes out at once. Lives on the run's loop."""
 
-    It stands in for the retrieve, prime and model stages; run ``render_shard`` and
-    ``build_rows`` after it, then set each row's ``stages_ms`` to its entry here.
-    ``token`` defaults to ``DOCPILOT_SERVER_TOKEN``. A server that cannot be reached, or
-    that serves other docs than ``ws`` (the panels are rendered against ``ws``), raises
-    ConfigError before any question is sent; a question that fails is an errored trace.
-    ``traceparent`` gives, by record id, the W3C header that puts the server's turn in
-    the run's trace (``telemetry.tracing.RunTrace.traceparent``), when the run is traced.
-    ``slots`` bounds the questions in flight across every shard asking at once (a run's
-    shards travel on several threads, each with its own event loop). A target's first reply
-    (``first``, which the run's shards share; by default this shard's own) is read
-    strictly: a wrong path or credential raises ``TargetReplyError`` there, and no shard
-    sends another question. The questions still go out at once, not after it. ``search`` asks
-    a target's search endpoint instead (``--gate-only``): a ranking, and no answer.
-    """
-    if concurrency < 1:
-        raise ConfigError(f"concurrency must be at least 1, got {concurrency}", hint="use 8")
-    token = token if token is not None else (os.environ.get(TOKEN_VARIABLE, "").strip() or None)
-    timeout = httpx.Timeout(ws.config.model.timeout_s + 30.0)
-    target = ws.config.targets[ws.config.target] if ws.config.target is not None else None
-    first = first if first is not None else FirstReply()
-    turns = asyncio.run(_ask_all(ws, traces, url, token, concurrency, timeout, traceparent, slots, first, search))
-    stages: dict[str, dict[str, float]] = {}
-    for trace, (began, remote) in zip(traces, turns, strict=True):
-        fill_trace(trace, remote, began)
-        trace.unranked = target is not None and remote.retrieval is None  # a target that shows no sources
-        if remote.timing is not None or remote.server_timing:
-            stages[trace.record.id] = remote.stages_ms()
-    return traces, stages
+    came: bool = False
+    """Set once a reply has come: later ones are read as answers or error rows."""
+    failed: Exception | None = None
+    """The fault the first reply showed (a ``TargetReplyError``): no other question is sent."""
 
 
-async def _ask_all(
-    ws: Workspace, traces: list[Trace], url: str, token: str | None, concurrency: int, timeout: httpx.Timeout,
-    traceparent: Callable[[str], str] | None, slots: threading.Semaphore | None, first: FirstReply,
-    search: bool = False,
-) -> list[tuple[float, RemoteTurn]]:
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    gate = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
-        if ws.config.target is None:
-            await _check_server(client, url, ws)
-            asking = _server_asker(client, ws, url, token, traceparent)
-        else:
-            asking = _target_asker(client, ws, search)
-
-        def first_reply() -> bool:
-            return not first.came.is_set()
-
-        async def one(trace: Trace) -> tuple[float, RemoteTurn]:
-            async with gate:
-                if slots is not None and not slots.acquire(blocking=False):
-                    await asyncio.to_thread(slots.acquire)  # the other shards hold the run's slots
-                try:
-                    if first.failed is not None:
-                        raise first.failed
-                    began = time.time()
-                    turn = await asking(trace.record, first_reply)
-                    first.came.set()  # replies after this one are read as answers or error rows
-                    return began, turn
-                except TargetReplyError as exc:
-                    first.failed = exc
-                    raise
-                finally:
-                    if slots is not None:
-                        slots.release()
-
-        return await asyncio.gather(*(one(t) for t in traces))
+Asking = Callable[[Trace, Callable[[], bool]], Awaitable[RemoteTurn]]
+"""How one trace's question is asked over HTTP, given whether to read its reply strictly."""
 
 
-def _server_asker(client: httpx.AsyncClient, ws: Workspace, url: str, token: str | None,
-                  traceparent: Callable[[str], str] | None) -> Callable[..., Awaitable[RemoteTurn]]:
+async def ask_all(limiter: Limiter, traces: list[Trace], asking: Asking,
+                  first: FirstReply) -> list[tuple[float, RemoteTurn]]:
+    """Ask every trace's question, each holding a slot of the run's limiter; ``(time sent, reply)`` of each."""
+
+    async def one(trace: Trace) -> tuple[float, RemoteTurn]:
+        async with limiter.slot:
+            if first.failed is not None:
+                raise first.failed
+            began = time.time()
+            try:
+                turn = await asking(trace, lambda: not first.came)
+            except TargetReplyError as exc:
+                first.failed = first.failed or exc
+                raise
+            first.came = True  # replies after this one are read as answers or error rows
+            return began, turn
+
+    return await asyncio.gather(*(one(t) for t in traces))
+
+
+def server_asker(client: httpx.AsyncClient, ws: Workspace, url: str, token: str | None,
+                 traceparent: Callable[[str], str] | None) -> Asking:
     """How a record is asked of DocPilot's own server."""
 
-    async def asking(record: GoldenRecord, strict: Callable[[], bool]) -> RemoteTurn:
+    async def asking(trace: Trace, strict: Callable[[], bool]) -> RemoteTurn:
+        record = trace.record
         return await ask(client, url, record.question, record.scope, token, language=record.language,
-                         max_tokens=ws.config.model.max_tokens,
+                         max_tokens=ws.config.model.max_tokens, history=history_messages(trace.earlier) or None,
                          traceparent=traceparent(record.id) if traceparent is not None else None)
 
     return asking
 
 
-def _target_asker(client: httpx.AsyncClient, ws: Workspace, search: bool) -> Callable[..., Awaitable[RemoteTurn]]:
-    """How a record is asked of the run's target (``config.target``), or of its search endpoint, variables read once."""
-    name = ws.config.target
-    endpoint = Endpoint.open(ws.config.targets[name], name, SourceResolver(ws.corpus))
-    endpoint = endpoint.searching() if search else endpoint
+def target_asker(client: httpx.AsyncClient, endpoint: Endpoint) -> Asking:
+    """How a record is asked of a target's endpoint (its variables read once, by ``Endpoint.open``)."""
 
-    async def asking(record: GoldenRecord, strict: Callable[[], bool]) -> RemoteTurn:
-        return await ask_target(client, endpoint, record.question, record.scope, record.id, strict=strict)
+    async def asking(trace: Trace, strict: Callable[[], bool]) -> RemoteTurn:
+        record = trace.record
+        return await ask_target(client, endpoint, record.question, record.scope, record.id, strict=strict,
+                                history=history_messages(trace.earlier), thread=trace.thread)
 
     return asking
 
 
-async def _check_server(client: httpx.AsyncClient, url: str, ws: Workspace) -> None:
+async def check_server(client: httpx.AsyncClient, url: str, ws: Workspace) -> None:
     """Fail before the first question when the server is down or answers from other docs."""
     health = ask_url(url).removesuffix("/v1/ask") + "/healthz"
     start = "start it with `docpilot serve`, or pass the URL it printed"

@@ -111,6 +111,9 @@ def _row(trace: Trace, *, gate_only: bool, corpus_language: str | None = None,
         cached=trace.cached,
         timeline=trace.timeline,
         sample=trace.sample,
+        conversation=record.conversation,
+        turn=record.turn,
+        retrieval_query=trace.query if trace.query != record.question else None,
     )
     if trace.attack is not None:
         row.update(forbidden=trace.attack.forbidden, expect=trace.attack.expect)

@@ -11,9 +11,9 @@ this module holds what they share:
   variant of a setting ranks and stores, and the others wait for the rankings of the
   shard they are about to look up and find them in the stage cache;
 - the model calls of every variant are in flight at the same time, each variant with its
-  own lane, so each endpoint keeps its own ``model.concurrency`` (variants that share an
-  endpoint split it, ``variant_jobs``) and three model-only variants take about as long
-  as one;
+  own limiter, so each endpoint keeps its own ``model.concurrency`` (variants that share
+  an endpoint split it, ``variant_jobs``, by ``run.limiter.split``) and three model-only
+  variants take about as long as one;
 - the stage cache is one store, so a re-run re-computes only the cells whose inputs
   changed, and a variant added to the config calls the model for its own records only.
 
@@ -29,6 +29,7 @@ import uuid
 from docpilot.config.variants import Variant
 from docpilot.progress import Sink
 from docpilot.run.job import EvalJob
+from docpilot.run.limiter import split
 
 
 def variant_jobs(job: EvalJob, variants: list[Variant]) -> list[EvalJob]:
@@ -49,8 +50,7 @@ def variant_jobs(job: EvalJob, variants: list[Variant]) -> list[EvalJob]:
         if len(indexes) < 2:
             continue
         bound = min(jobs[i].config.model.concurrency for i in indexes)
-        for position, i in enumerate(indexes):
-            share = bound // len(indexes) + (1 if position < bound % len(indexes) else 0)
+        for i, share in zip(indexes, split(bound, len(indexes)), strict=True):
             model = jobs[i].config.model.model_copy(update={"concurrency": max(1, share)})
             jobs[i] = jobs[i].model_copy(update={"config": jobs[i].config.model_copy(update={"model": model})})
     return jobs

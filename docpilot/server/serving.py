@@ -33,6 +33,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from docpilot.errors import ConfigError
+from docpilot.net.shares import split
 from docpilot.server.draining import CUT_GRACE_S, DEFAULT_GRACE_S, DrainingServer
 from docpilot.server.guards import AccessLogRedactor
 from docpilot.server.protocol import Limits, guarded_protocol
@@ -71,7 +72,7 @@ def share_blas_threads(workers: int) -> int | None:
 
 def share(total: int, workers: int, index: int) -> int:
     """Worker ``index``'s part of ``total`` when it is split over ``workers`` (the parts add up to it)."""
-    return total // workers + (1 if index < total % workers else 0)
+    return split(total, workers)[index]
 
 
 def bind(host: str, port: int, *, count: int = 1) -> list[socket.socket]:

@@ -82,11 +82,11 @@ def test_the_hybrid_column_is_score_fused_hybrid_retrieval_with_the_static_embed
     corpus = load_corpus(ROOT / "docs")
     hybrid = Retriever(corpus, RetrievalConfig(retriever="hybrid", embedder="static", fusion="scores"))
     dev = [r for r in load_golden(ROOT / "evals" / "golden.yaml") if r.split == "dev"]
-    expected = suite.rank_figures(dev, lambda r: [h.section_id for h in hybrid.search(r.question, scope=r.scope)])
+    expected = suite.rank_figures(dev, lambda r: [h.section_id for h in hybrid.search(suite.query_of(r), scope=r.scope)])
     assert demo["splits"]["dev"]["hybrid_static"] == expected
     assert demo["splits"]["dev"]["default"] == expected  # the default settings are hybrid + static
     bm25 = Retriever(corpus, RetrievalConfig(retriever="bm25"))
-    ranked = suite.rank_figures(dev, lambda r: [h.section_id for h in bm25.search(r.question, scope=r.scope)])
+    ranked = suite.rank_figures(dev, lambda r: [h.section_id for h in bm25.search(suite.query_of(r), scope=r.scope)])
     assert demo["splits"]["dev"]["bm25"] == ranked
 
 

@@ -10,12 +10,12 @@ import sys
 
 import pytest
 import yaml
-from docpilot.flows.eval import run_eval
 
 from docpilot.cache import StageCache, cache_key, clear_cache, describe_cache
 from docpilot.config.model import Config
 from docpilot.run.job import EvalJob
 from tests.conftest import DATA
+from tests.support.evals import run_eval
 from tests.support.interrupted_runs import eval_args, resume, stop_after
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 

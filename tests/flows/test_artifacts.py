@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from docpilot.flows.eval import run_eval
 from docpilot.tasks.artifacts import SCORECARD_KEY, run_tags, scorecard_markdown
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
 from docpilot.reports.report import file_fingerprint
+from tests.support.evals import run_eval
 from tests.support.pipeline_jobs import pipeline_job
 
 pytestmark = pytest.mark.slow

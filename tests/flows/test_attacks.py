@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from docpilot.flows.eval import run_eval
 from docpilot.metrics.attacks import find_forbidden, list_leaks
 
 from docpilot.assistant.primer import CANARY, SYSTEM
@@ -23,6 +22,7 @@ from docpilot.reports.report import load_report
 from docpilot.run.job import EvalJob
 from docpilot.schema import AttackProbe, LeakFound, Report, Row
 from tests.conftest import DATA, ROOT
+from tests.support.evals import run_eval
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 
 pytestmark = pytest.mark.slow

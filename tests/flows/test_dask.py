@@ -15,19 +15,19 @@ import psutil
 import pytest
 from distributed import LocalCluster  # noqa: E402  (after flows.dask, which quiets it)
 from docpilot.flows.dask import LOCAL_WORKERS, dask_task_runner, local_cluster_options
-from docpilot.flows.eval import run_eval
 from docpilot.tasks.dask import turn_shares
 from docpilot.tasks.dask_worker import HEARTBEAT_FAILED
 from prefect_dask import DaskTaskRunner
 
 from docpilot.assistant import workspace
-from docpilot.errors import OrchestratorError
+from docpilot.errors import OrchestratorError, UsageError
 from docpilot.models.base import Turn
 from docpilot.progress import Progress
-from docpilot.run import pipeline
+from docpilot.run import road
 from docpilot.run.job import job_records
 from tests.conftest import ROOT
-from tests.support.model_stage import model_shard
+from tests.support.evals import run_eval
+from tests.support.model_stage import model_shard, retrieve_shard
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 from tests.support.pipeline_jobs import PIPELINE, comparable, pipeline_job
 
@@ -91,42 +91,50 @@ def test_lookups_fill_in_what_is_stored_and_return_the_rest(tmp_path):
     cached = workspace.open_workspace(job.config)
     bare = dataclasses.replace(cached, cache=None)  # what a worker has: the same index, no cache
     records = job_records(job)
-    traces = pipeline.start_traces(records)
-    todo = pipeline.lookup_rankings(cached, traces)
+    traces = road.start_traces(records)
+    todo = road.lookup_rankings(cached, traces)
     assert todo == list(range(len(records)))
-    pipeline.store_rankings(cached, pipeline.retrieve_shard(bare, [traces[p] for p in todo]))
+    road.store_rankings(cached, retrieve_shard(bare, [traces[p] for p in todo]))
 
     # The stored rankings are the ones the inline stage reads.
-    inline = pipeline.retrieve_shard(cached, pipeline.start_traces(records))
+    inline = retrieve_shard(cached, road.start_traces(records))
     assert all(t.cached == ["retrieve"] for t in inline)
-    fresh = pipeline.start_traces(records)
-    assert pipeline.lookup_rankings(cached, fresh) == []
+    fresh = road.start_traces(records)
+    assert road.lookup_rankings(cached, fresh) == []
     assert [t.hits for t in fresh] == [t.hits for t in traces]
-    assert pipeline.lookup_rankings(cached, pipeline.start_traces(records), refresh=True) == list(range(len(records)))
+    assert road.lookup_rankings(cached, road.start_traces(records), refresh=True) == list(range(len(records)))
 
-    primed = pipeline.prime_shard(cached, fresh)
-    todo = pipeline.lookup_turns(cached, primed)
+    primed = road.prime_shard(cached, fresh)
+    todo = road.lookup_turns(cached, primed)
     assert todo == list(range(len(records)))
     answered = model_shard(bare, [primed[p] for p in todo])
-    pipeline.store_turns(cached, answered)
+    _store(cached, answered)
 
     def primed_again():
-        return pipeline.prime_shard(cached, pipeline.retrieve_shard(cached, pipeline.start_traces(records)))
+        return road.prime_shard(cached, retrieve_shard(cached, road.start_traces(records)))
 
     assert all("model" in t.cached for t in model_shard(cached, primed_again()))
     again = primed_again()
-    assert pipeline.lookup_turns(cached, again) == []
+    assert road.lookup_turns(cached, again) == []
     assert [t.turn for t in again] == [t.turn for t in answered]
+
+
+def _store(ws, traces) -> None:
+    """Store each trace's turn as the model lane's writer does."""
+    writer = road.TurnWriter(ws)
+    for trace in traces:
+        writer(trace)
+    writer.close()
 
 
 def test_errored_turns_are_not_stored(tmp_path):
     job = pipeline_job(tmp_path)
     ws = workspace.open_workspace(job.config)
-    traces = pipeline.prime_shard(ws, pipeline.retrieve_shard(ws, pipeline.start_traces(job_records(job)[:1])))
+    traces = road.prime_shard(ws, retrieve_shard(ws, road.start_traces(job_records(job)[:1])))
     traces[0].turn = Turn(answer="", error="timeout")
-    pipeline.store_turns(ws, traces)
-    fresh = pipeline.start_traces(job_records(job)[:1])
-    assert pipeline.lookup_turns(ws, pipeline.prime_shard(ws, pipeline.retrieve_shard(ws, fresh))) == [0]
+    _store(ws, traces)
+    fresh = road.start_traces(job_records(job)[:1])
+    assert road.lookup_turns(ws, road.prime_shard(ws, retrieve_shard(ws, fresh))) == [0]
 
 
 def test_a_rerun_on_dask_with_every_turn_stored_needs_no_endpoint(cluster, tmp_path):
@@ -163,7 +171,7 @@ def test_dask_runs_only_under_prefect(tmp_path):
 
 def test_dask_does_not_run_the_server_runtime(tmp_path):
     job = pipeline_job(tmp_path).model_copy(update={"runtime": "server", "url": "http://127.0.0.1:9"})
-    with pytest.raises(OrchestratorError, match="--runtime server"):
+    with pytest.raises(UsageError, match="--runtime server"):
         run_eval(job, "prefect", runner="dask")
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from docpilot.flows.eval import run_eval
 
 from docpilot.config.model import Config
 from docpilot.run.evaluation import evaluate
@@ -13,6 +12,7 @@ from docpilot.run.job import EvalJob
 from docpilot.run.orchestrator import choose
 from docpilot.run.road import travel
 from tests.conftest import DATA
+from tests.support.evals import run_eval
 from tests.support.pipeline_jobs import pipeline_job
 
 pytestmark = pytest.mark.slow
@@ -85,16 +85,22 @@ def test_an_executor_chooses_where_shards_travel_never_the_order_of_their_stages
     # time, in this thread, gives the inline run's rows, and a re-run finds every stage stored.
     travelled: list[int] = []
 
-    def one_at_a_time(run, shards):
-        for records in shards:
-            travelled.append(len(records))
-            yield travel(run, records)
+    class OneAtATime:
+        orchestration = choose("prefect")
+
+        def around(self, job, body):
+            return body()
+
+        def shards(self, run, shards):
+            for records in shards:
+                travelled.append(len(records))
+                yield travel(run, records)
 
     inline = run_eval(job(tmp_path, "inline"), "inline")
-    first = evaluate(job(tmp_path, "one"), executor=one_at_a_time, orchestration=choose("prefect"))
+    first = evaluate(job(tmp_path, "one"), OneAtATime())
     assert sum(travelled) == len(first.rows) == 6 and first.orchestrator == "prefect"
     assert comparable(first) == comparable(inline)
-    again = evaluate(job(tmp_path, "one"), executor=one_at_a_time)
+    again = evaluate(job(tmp_path, "one"), OneAtATime())
     assert all(set(r.cached) == {"retrieve", "model"} for r in again.rows)
     assert [r.answer for r in again.rows] == [r.answer for r in first.rows]
 

@@ -9,15 +9,11 @@ import subprocess
 import sys
 import threading
 
-import pytest
-
 from docpilot.config.loading import load_config
-from docpilot.errors import OrchestratorError
 from docpilot.models.registry import flag_overrides
 from docpilot.progress import LineSink, Progress
 from docpilot.run.evaluation import evaluate
 from docpilot.run.job import EvalJob, build_job, job_records
-from docpilot.run.orchestrator import choose
 from docpilot.schema import Report, Selection
 from tests.conftest import DATA, ROOT
 from tests.support.llama_server import needs_local
@@ -105,14 +101,6 @@ def test_two_evaluations_at_once_in_one_process_keep_apart(tmp_path):
     assert "retrieve: 6/6 records" in counted["pipeline"].getvalue()
     assert "retrieve: 16/16 records" in counted["demo"].getvalue()
     assert "16" not in counted["pipeline"].getvalue() and "/6 " not in counted["demo"].getvalue()
-
-
-def test_a_run_under_prefect_without_its_flow_is_refused_before_any_work(tmp_path):
-    # The core never imports the orchestrator: a Prefect run comes through flows.eval.run_eval,
-    # and a report must never say "prefect" for stages that ran inline.
-    with pytest.raises(OrchestratorError, match="docpilot.flows.eval.run_eval"):
-        evaluate(pipeline_job(tmp_path), orchestration=choose("prefect"))
-    assert not (tmp_path / "reports").exists()
 
 
 def test_a_run_whose_first_shard_is_one_round_of_turns_loses_no_record(tmp_path):

@@ -25,15 +25,15 @@ from docpilot.cli import main
 from docpilot.config.model import Config
 from docpilot.golden.loading import load_golden
 from docpilot.models.registry import build_model
-from docpilot.run.pipeline import (
+from docpilot.run.road import (
     GOLD_DEPTH,
     _ranking_key,
     build_rows,
     lookup_rankings,
-    retrieve_shard,
     start_traces,
 )
 from docpilot.server.app import create_app, serve_in_thread
+from tests.support.model_stage import retrieve_shard
 
 BM25 = {"retrieval": {"retriever": "bm25"}}
 """The retriever whose ranks the docs below are built for."""

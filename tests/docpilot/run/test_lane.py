@@ -11,17 +11,15 @@ from docpilot.assistant.workspace import open_workspace
 from docpilot.config.model import Config
 from docpilot.run.context import RunContext
 from docpilot.run.job import shards
-from docpilot.run.lane import Interrupted, open_lane
-from docpilot.run.pipeline import (
-    answer_shard,
+from docpilot.run.lane import Interrupted
+from docpilot.run.road import (
     lookup_turns,
     prime_shard,
-    retrieve_shard,
     start_traces,
 )
 from docpilot.schema import GoldenRecord
 from tests.conftest import DATA
-from tests.support.model_stage import model_shard
+from tests.support.model_stage import model_shard, retrieve_shard, run_for
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 
 QUESTIONS = [
@@ -73,7 +71,11 @@ def test_overlapping_shards_share_one_bounded_lane(tmp_path):
     with serve_openai(script) as base_url:
         ws = _workspace(tmp_path, base_url, concurrency=3)
         batches = [_primed(ws, shard) for shard in shards(_records(12), 4)]
-        assert _in_threads(ws, batches, RunContext("run")) == []
+        run = run_for(ws)
+        try:
+            assert _in_threads(ws, batches, run) == []
+        finally:
+            run.close()
     assert all(t.turn is not None and t.turn.error is None for batch in batches for t in batch)
     assert len(script.history) == 12
     # Never more than the configured turns at once, and the bound was used.
@@ -101,7 +103,7 @@ def test_an_interrupted_run_keeps_its_answered_turns_and_resumes(tmp_path):
         ws = _workspace(tmp_path, base_url, concurrency=1)
         traces = _primed(ws, _records(6))
         errors: list[BaseException] = []
-        run = RunContext("interrupted")
+        run = run_for(ws)
         worker = threading.Thread(target=lambda: errors.extend(_in_threads(ws, [traces], run)))
         worker.start()
         deadline = time.monotonic() + 10
@@ -121,7 +123,7 @@ def test_an_interrupted_run_keeps_its_answered_turns_and_resumes(tmp_path):
         answered = 6 - len(lookup_turns(ws, resumed))
         assert answered >= 2
         asked_before = len(script.history)
-        model_shard(ws, resumed, RunContext("resumed"))
+        model_shard(ws, resumed)
     assert len(script.history) - asked_before == 6 - answered
     assert all(t.turn is not None and t.turn.error is None for t in resumed)
 
@@ -135,28 +137,29 @@ def test_a_prompt_asked_again_in_a_run_is_sent_once(tmp_path):
         ws = _workspace(tmp_path, base_url, concurrency=4)
         first, second, third = (_primed(ws, [record]) for record in twins)
         assert first[0].prompt.messages == second[0].prompt.messages == third[0].prompt.messages
-        run = RunContext("twins")
-        with open_lane(run, ws, lambda trace: None):  # one lane for the three stages, as in a run
+        run = run_for(ws)  # one lane for the three stages, as in a run
+        try:
             assert _in_threads(ws, [first, second], run) == []
-            answer_shard(ws, third, run=run)  # not looked up in the cache: the lane itself knows the answer
+            run.assistant.send_turns(run, third)  # not looked up in the cache: the lane itself knows the answer
+        finally:
+            run.close()
     assert len(script.history) == 1
     assert first[0].turn is second[0].turn is third[0].turn and first[0].turn.error is None
 
 
-def test_the_lane_closes_when_its_last_user_leaves(tmp_path):
-    with serve_openai(OpenAIScript()) as base_url:
-        ws = _workspace(tmp_path, base_url, concurrency=2)
-        run = RunContext("run")
-        with open_lane(run, ws, lambda trace: None) as first:
-            with open_lane(run, ws, lambda trace: None) as second:
-                assert second is first
-            assert first._thread.is_alive()
-        first._thread.join(timeout=5)
-        assert not first._thread.is_alive()
-        with open_lane(run, ws, lambda trace: None) as fresh:
-            assert fresh is not first
-        with open_lane(run, ws, lambda trace: None) as mine, open_lane(RunContext("other"), ws, lambda t: None) as theirs:
-            assert mine is not theirs  # two runs in one process never share a lane
+def test_a_gap_between_shards_closes_no_connection_and_two_runs_keep_apart(tmp_path):
+    script = OpenAIScript()
+    with serve_openai(script) as base_url:
+        ws = _workspace(tmp_path, base_url, concurrency=1)
+        run = run_for(ws)
+        try:
+            for shard in shards(_records(6), 2):  # one after another, as a run's shards may come
+                model_shard(ws, _primed(ws, shard), run)
+        finally:
+            run.close()
+        assert len({request.peer for request in script.history}) == 1  # one connection, kept from shard to shard
+        model_shard(ws, _primed(ws, _records(8)[6:]))  # another run: its own lane, its own connection
+    assert len({request.peer for request in script.history}) == 2
 
 
 def test_the_first_and_last_shards_can_be_one_round():

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from docpilot.assistant.workspace import open_workspace
 from docpilot.config.model import Config
-from docpilot.run.pipeline import (
+from docpilot.run.road import (
     build_rows,
     prime_shard,
     render_shard,
-    retrieve_shard,
     start_traces,
 )
 from docpilot.schema import GoldenRecord
 from tests.conftest import DATA
-from tests.support.model_stage import model_shard
+from tests.support.model_stage import model_shard, retrieve_shard
 
 RECORDS = [
     GoldenRecord(id="rollback", question="How can I roll back to the previous release?", gold=["guide/deploy"],

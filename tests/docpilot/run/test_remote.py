@@ -19,16 +19,15 @@ from docpilot.errors import ConfigError, ModelError
 from docpilot.golden.loading import load_golden
 from docpilot.models.base import Prompt
 from docpilot.models.registry import build_model
-from docpilot.run.pipeline import (
+from docpilot.run.remote import local_server
+from docpilot.run.road import (
     build_rows,
     prime_shard,
     render_shard,
-    retrieve_shard,
     start_traces,
 )
-from docpilot.run.remote import local_server, remote_shard
 from docpilot.server.app import create_app, serve_in_thread
-from tests.support.model_stage import model_shard
+from tests.support.model_stage import model_shard, retrieve_shard, served_shard
 from tests.support.scratch import scratch_folder
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pipeline"
@@ -205,7 +204,7 @@ def _local_rows(records):
 def test_remote_shard_fills_traces_that_score_like_the_local_runtime(url):
     records = load_golden(DATA / "golden.yaml")
     workspace = _workspace()
-    traces, stages = remote_shard(workspace, start_traces(records), url, token=TOKEN, concurrency=3)
+    traces, stages = served_shard(workspace, start_traces(records), url, token=TOKEN, concurrency=3)
     rows = build_rows(render_shard(workspace, traces))
     local = {row.id: row for row in _local_rows(records)}
     assert [row.id for row in rows] == [r.id for r in records]
@@ -222,7 +221,7 @@ def test_remote_shard_fills_traces_that_score_like_the_local_runtime(url):
 def test_remote_shard_row_latency_is_the_network_latency(url):
     records = load_golden(DATA / "golden.yaml")[:1]
     workspace = _workspace()
-    traces, _ = remote_shard(workspace, start_traces(records), url, token=TOKEN)
+    traces, _ = served_shard(workspace, start_traces(records), url, token=TOKEN)
     trace = traces[0]
     row = build_rows(render_shard(workspace, traces))[0]
     assert row.latency_ms == pytest.approx(trace.retrieve_ms + trace.turn.latency_ms, abs=1e-3)
@@ -232,7 +231,7 @@ def test_remote_shard_row_latency_is_the_network_latency(url):
 def test_remote_shard_reads_the_token_from_the_environment(url, monkeypatch):
     monkeypatch.setenv("DOCPILOT_SERVER_TOKEN", TOKEN)
     records = load_golden(DATA / "golden.yaml")[:1]
-    traces, stages = remote_shard(_workspace(), start_traces(records), url)
+    traces, stages = served_shard(_workspace(), start_traces(records), url)
     assert traces[0].turn.error is None and list(stages) == [records[0].id]
 
 
@@ -241,7 +240,7 @@ def test_a_gate_refusal_over_the_network_is_a_gate_refusal():
     app = create_app(workspace, build_model(workspace.config.model, corpus=workspace.corpus), token=None)
     records = load_golden(DATA / "golden.yaml")[:2]
     with serve_in_thread(app) as base:
-        traces, stages = remote_shard(workspace, start_traces(records), base)
+        traces, stages = served_shard(workspace, start_traces(records), base)
     rows = build_rows(render_shard(workspace, traces))
     assert all(t.gate_refused and t.turn is None for t in traces)
     assert all(r.refused_by == "gate" and r.latency_ms > 0 for r in rows)
@@ -254,7 +253,7 @@ def test_a_server_that_is_down_fails_the_shard_before_any_question():
         port = sock.getsockname()[1]
     records = load_golden(DATA / "golden.yaml")[:1]
     with pytest.raises(ConfigError, match="cannot reach the server"):
-        remote_shard(_workspace(), start_traces(records), f"http://127.0.0.1:{port}")
+        served_shard(_workspace(), start_traces(records), f"http://127.0.0.1:{port}")
 
 
 def test_a_server_with_other_docs_fails_the_shard(url, tmp_path):
@@ -264,13 +263,13 @@ def test_a_server_with_other_docs_fails_the_shard(url, tmp_path):
     workspace = open_workspace(_config(corpus={"docs": str(other)}), use_cache=False)
     records = load_golden(DATA / "golden.yaml")[:1]
     with pytest.raises(ConfigError, match="other docs"):
-        remote_shard(workspace, start_traces(records), url, token=TOKEN)
+        served_shard(workspace, start_traces(records), url, token=TOKEN)
 
 
 def test_a_failed_question_becomes_an_errored_row(url):
     records = load_golden(DATA / "golden.yaml")[:1]
     workspace = _workspace()
-    traces, stages = remote_shard(workspace, start_traces(records), url, token="wrong")
+    traces, stages = served_shard(workspace, start_traces(records), url, token="wrong")
     row = build_rows(render_shard(workspace, traces))[0]
     assert row.error.startswith("HTTP 401") and row.answer == "" and stages == {}
     assert row.error_code == "auth"

@@ -231,7 +231,7 @@ def test_the_server_runtime_asks_each_record_repeat_times_and_keeps_every_sample
 
 def test_one_sample_per_record_leaves_the_traces_as_they_are():
     from docpilot.assistant.workspace import Trace
-    from docpilot.run.pipeline import sample_traces
+    from docpilot.run.road import sample_traces
     from docpilot.schema import GoldenRecord
 
     traces = [Trace(record=GoldenRecord(id="a", question="q?", gold=["x"], split="dev"))]

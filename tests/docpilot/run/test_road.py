@@ -41,10 +41,10 @@ def test_an_unchanged_rerun_of_the_demo_sends_no_request_and_passes_with_the_end
         first = _demo(base_url, tmp_path / "first.json", cache)
         assert first.returncode in (0, 1), first.stderr
         asked = len(script.history)
-        assert asked > 1  # the probe and the turns
+        assert asked > 1  # the turns
         again = _demo(base_url, tmp_path / "again.json", cache)
         assert again.returncode == first.returncode, again.stderr
-        assert len(script.history) == asked  # not one request, not even the probe
+        assert len(script.history) == asked  # not one request
     down = _demo(base_url, tmp_path / "down.json", cache)  # the server is gone: its port refuses
     assert down.returncode == first.returncode, down.stderr
     rows = json.loads((tmp_path / "down.json").read_text())["rows"]
@@ -53,18 +53,43 @@ def test_an_unchanged_rerun_of_the_demo_sends_no_request_and_passes_with_the_end
     assert all("model" in row["cached"] for row in rows if row["answer"] is not None and row["refused_by"] != "gate")
 
 
-def test_the_first_turn_probes_the_endpoint_once_and_a_run_with_none_to_send_probes_nothing(tmp_path):
+def test_a_run_sends_one_request_per_turn_and_none_when_every_turn_is_stored(tmp_path):
     script = OpenAIScript(default=Reply(answer="Install it with pip [1]."))
     with serve_openai(script) as base_url:
         job = _hosted(pipeline_job(tmp_path), base_url)
-        evaluate(job)
-        probes = [r for r in script.history if not r.body.get("stream")]
-        assert len(probes) == 1  # however many shards send turns at once
+        report = evaluate(job)
+        asked = [r for r in report.rows if r.answer is not None and r.refused_by != "gate"]
+        assert len(script.history) == len(asked) > 0  # no probe: the first reply is read strictly instead
+        assert all(r.body.get("stream") for r in script.history)
         before = len(script.history)
         evaluate(_hosted(pipeline_job(tmp_path), base_url))
         assert len(script.history) == before
         evaluate(_hosted(pipeline_job(tmp_path, gate_only=True), base_url))
         assert len(script.history) == before
+
+
+def test_a_first_reply_that_refuses_the_key_stops_the_run_with_the_services_reason(tmp_path):
+    from docpilot.errors import ConfigError
+
+    script = OpenAIScript(default=Reply(status=401, error_message="Incorrect API key provided"))
+    with serve_openai(script) as base_url, pytest.raises(ConfigError) as raised:
+        evaluate(_hosted(pipeline_job(tmp_path), base_url))
+    assert "Incorrect API key provided" in str(raised.value) and "HTTP 401" in str(raised.value)
+    assert not (tmp_path / "reports").exists() or not list((tmp_path / "reports").glob("*.json"))
+
+
+def test_an_endpoint_that_refuses_connections_stops_the_run(tmp_path):
+    import socket
+
+    from docpilot.errors import ConfigError
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    job = _hosted(pipeline_job(tmp_path), f"http://127.0.0.1:{port}/v1")
+    model = job.config.model.model_copy(update={"retries": 0})
+    with pytest.raises(ConfigError, match="cannot connect to the model endpoint"):
+        evaluate(job.model_copy(update={"config": job.config.model_copy(update={"model": model})}))
 
 
 def test_a_run_told_to_stop_ends_interrupted_before_its_report(tmp_path):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import yaml
-from docpilot.flows.eval import run_eval
 
 from docpilot.cache import StageCache
 from docpilot.config.model import Config
 from docpilot.run.job import EvalJob
+from tests.support.evals import run_eval
 from tests.support.openai_server import OpenAIScript, Reply, serve_openai
 
 # A long page no question may draw from (the records' scope leaves it out): it is never

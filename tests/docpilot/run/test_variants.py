@@ -95,7 +95,7 @@ def test_variants_share_retrieval_answer_at_once_and_a_rerun_sends_no_turn(tmp_p
     assert [v["cache_stats"]["retrieve"] for v in report["variants"]] == [
         {"reused": 0, "computed": RECORDS}, {"reused": RECORDS, "computed": 0}, {"reused": RECORDS, "computed": 0}]
     stats = [server_stats(url) for url in servers]
-    assert [s["requests"] for s in stats] == [RECORDS + 1] * 3  # its turns and one probe each
+    assert [s["requests"] for s in stats] == [RECORDS] * 3  # its turns, and no probe
     # The three endpoints were busy at the same time: each got its first request before any
     # of them answered its last (one after another, each would start when the last ended).
     assert max(s["first_request_at"] for s in stats) < min(s["last_reply_at"] for s in stats)
@@ -105,7 +105,7 @@ def test_variants_share_retrieval_answer_at_once_and_a_rerun_sends_no_turn(tmp_p
     assert again.returncode == report_code(report), again.stderr
     rerun = json.loads((tmp_path / "again.json").read_text())
     assert all(v["cache_stats"]["model"] == {"reused": RECORDS, "computed": 0} for v in rerun["variants"])
-    assert [server_stats(url)["requests"] for url in servers] == [RECORDS + 1] * 3  # no turn, and so no probe
+    assert [server_stats(url)["requests"] for url in servers] == [RECORDS] * 3  # no turn
 
     added = _config(tmp_path, golden, servers, extra=f"  m4:\n    model.base_url: {servers[0]}\n"
                                                       "    model.max_tokens: 99\n")
@@ -116,7 +116,7 @@ def test_variants_share_retrieval_answer_at_once_and_a_rerun_sends_no_turn(tmp_p
     assert computed == {"m1": 0, "m2": 0, "m3": 0, "m4": RECORDS}
     assert [r["variant"] for r in grown_report["rows"]] == [m for m in ("m1", "m2", "m3", "m4") for _ in range(RECORDS)]
     # m4 shares m1's server: its probe and its turns; the others send nothing.
-    assert [server_stats(url)["requests"] for url in servers] == [2 * RECORDS + 2, RECORDS + 1, RECORDS + 1]
+    assert [server_stats(url)["requests"] for url in servers] == [2 * RECORDS, RECORDS, RECORDS]
 
 
 def report_code(report: dict) -> int:

@@ -18,16 +18,15 @@ from docpilot.errors import ModelError
 from docpilot.models.base import Prompt, Turn
 from docpilot.models.registry import build_model
 from docpilot.retrieval.rankers import Retriever
-from docpilot.run.pipeline import (
+from docpilot.run.road import (
     prime_shard,
     render_shard,
-    retrieve_shard,
     start_traces,
 )
 from docpilot.schema import GoldenRecord
 from docpilot.server.app import create_app, serve_in_thread
 from tests.docpilot.retrieval.test_embedders import WordHashEmbedder
-from tests.support.model_stage import model_shard
+from tests.support.model_stage import model_shard, retrieve_shard
 from tests.support.scratch import scratch_folder
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "pipeline" / "docs"
