@@ -56,6 +56,7 @@ class Ahead:
     def __init__(self) -> None:
         self._rows: dict[int, Row] = {}  # by id; the row is kept, so its id stays its own
         self._values: dict[str, dict[int, float]] = {}  # metric id → row id → value
+        self._batch: tuple[list[Row], dict[str, list[float]]] | None = None
 
     def add(self, rows: Sequence[Row]) -> None:
         metrics = [m for m in METRICS.values() if m.family != "retrieval"]
@@ -73,9 +74,21 @@ class Ahead:
         known, held, score = self._values.get(metric.id, {}), self._rows, metric.score
         return [known[key] if (key := id(row)) in known and held.get(key) is row else score(row) for row in rows]
 
+    def retrieval(self, population: list[Row]) -> dict[str, list[float]]:
+        """The ranked metrics' values over ``population`` (``_retrieval_batch``), worked out once for the very
+        same rows however often they are asked for (the summary, then the intervals)."""
+        if self._batch is not None:
+            held, values = self._batch
+            if len(held) == len(population) and all(a is b for a, b in zip(held, population, strict=True)):
+                return values
+        values = _retrieval_batch(population)
+        self._batch = (list(population), values)
+        return values
+
     def clear(self) -> None:
         self._rows.clear()
         self._values.clear()
+        self._batch = None
 
 
 def summarize(rows: list[Row], *, gate_only: bool = False, ahead: Ahead | None = None,
@@ -102,7 +115,7 @@ def summarize(rows: list[Row], *, gate_only: bool = False, ahead: Ahead | None =
             population = members[id(metric.population)] = [r for r in rows if metric.population.includes(r)]
         if _batched(metric):
             if batch is None:
-                batch = _retrieval_batch(population)
+                batch = ahead.retrieval(population) if ahead is not None else _retrieval_batch(population)
             values = batch[metric.id]
         elif ahead is not None:
             values = ahead.values(metric, population)
@@ -135,7 +148,7 @@ def member_values(metrics: Sequence[Metric], rows: Sequence[Row], *,
         population = [row for row in rows if metric.population.includes(row)]
         if _batched(metric):
             if batch is None:
-                batch = _retrieval_batch(population)
+                batch = ahead.retrieval(population) if ahead is not None else _retrieval_batch(population)
             found[metric.id] = population, batch[metric.id]
         elif ahead is not None:
             found[metric.id] = population, ahead.values(metric, population)

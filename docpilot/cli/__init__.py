@@ -29,7 +29,7 @@ COMMANDS = {
     "report": "report",
     "schedule": "schedule",
     "schema": "schema",
-    "score": "eval",
+    "score": "score",
     "serve": "serve",
     "status": "status",
 }

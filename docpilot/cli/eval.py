@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from docpilot.cli import main
 from docpilot.cli._errors import handle_errors, interrupts_resume
 from docpilot.cli._numbers import option_number
 from docpilot.cli._outputs import chosen_outputs, output_options
+from docpilot.cli.score import emit
 from docpilot.config.model import ModelConfig
 from docpilot.models.registry import PROVIDERS, provider_help
 
@@ -53,43 +53,6 @@ def check_settings(config) -> None:
             f"model.provider: unknown model provider {config.model.provider!r}",
             hint=f"use one of: {', '.join(PROVIDERS)}",
         )
-
-
-def _emit(report, path: str, as_json: bool, *, live: bool = False) -> None:
-    from rich.console import Console
-
-    from docpilot.reports.scorecard import render_faults
-
-    if as_json:
-        # Errors go to stderr, so the JSON on stdout stays whole.
-        render_faults(report, Console(stderr=True))
-        payload = {
-            "summary": report.summary,
-            "gates": [g.model_dump() for g in report.gates],
-            "verdict": report.verdict,
-            "report": path,
-        }
-        if report.variants:  # a run of several: each variant's numbers, and the paired verdict
-            payload["variants"] = {v.name: {"summary": v.summary, "gates": [g.model_dump() for g in v.gates],
-                                            "verdict": v.verdict} for v in report.variants}
-            payload["paired"] = report.paired.model_dump() if report.paired else None
-        click.echo(json.dumps(payload, indent=2))
-    elif report.variants:
-        from docpilot.clock import command_ms
-        from docpilot.reports.matrix import render_matrix
-
-        console = Console()
-        render_faults(report, console)
-        render_matrix(report, console, path=path, command_ms=command_ms() if live else None)
-    else:
-        from docpilot.clock import command_ms
-        from docpilot.readout.outcomes import failing_ids
-        from docpilot.reports.scorecard import render_scorecard
-
-        console = Console()
-        render_faults(report, console)
-        render_scorecard(report, console, path=path, command_ms=command_ms() if live else None,
-                         failing=failing_ids(report))
 
 
 def _warn_about(path: str) -> None:
@@ -221,7 +184,7 @@ def eval_command(
         from docpilot.readout.files import write_outputs
 
         written = write_outputs(report, report_path=path, **outputs)
-    _emit(report, path, as_json, live=True)
+    emit(report, path, as_json, live=True)
     if not as_json:
         for kind, where in written.items():
             click.echo(f"{kind}: {where}")
@@ -279,23 +242,3 @@ def _check_outputs(out, reports_dir, outputs: dict[str, str]) -> None:
     check_output(out or f"{reports_dir}/run.json", "report")
     for name, where in outputs.items():
         check_output(where, FORMATS[name].what)
-
-
-@main.command("score")
-@click.argument("report_path", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print summary, gates and verdict as JSON.")
-@handle_errors
-def score_command(report_path, as_json):
-    """Recompute a report's summary, gates and verdict from its rows alone.
-
-    A report whose rows no run could have written (model rows in a gate-only report,
-    infinite or negative times, a section listed twice in a row's retrieved) is
-    refused with exit 2.
-    """
-    from docpilot.reports.report import check_consistency, load_report, rescore
-    from docpilot.reports.variants import rescore_variants
-
-    report = check_consistency(load_report(report_path), report_path)
-    report = rescore_variants(report) if report.variants else rescore(report)
-    _emit(report, report_path, as_json)
-    sys.exit(0 if report.verdict == "pass" else 1)

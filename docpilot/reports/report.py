@@ -232,11 +232,13 @@ def leaks_of(rows) -> list[LeakFound]:
 def rescore(report: Report) -> Report:
     """The report with summary, counts, slices, bands, turns, gates and verdict recomputed from its rows alone."""
     from docpilot.metrics.slices import slice_by_overlap, slice_by_tag, slice_by_turn
+    from docpilot.metrics.summary import Ahead
 
     conditions = report.config.get("gates", {}) or {}
+    ahead = Ahead()  # the ranked metrics worked out once, for the summary and the intervals
     summary, counts, gates, outcome = score(
         report.rows, conditions, gate_only=report.gate_only, allow_errors=report.allow_errors,
-        record_set=report.set,
+        record_set=report.set, ahead=ahead,
     )
     leaks = leaks_of(report.rows)
     slices = slice_by_tag(report.rows, gate_only=report.gate_only)
@@ -246,7 +248,7 @@ def rescore(report: Report) -> Report:
               "verdict": outcome,
               "leaks": leaks, "replayed": _replayed(report.rows, gate_only=report.gate_only),
               "stability": stability_of(report.rows),
-              "intervals": headline_intervals(report.rows, gate_only=report.gate_only)}
+              "intervals": headline_intervals(report.rows, gate_only=report.gate_only, ahead=ahead)}
     return report.model_copy(update=update)
 
 
