@@ -7,7 +7,7 @@ moment they are used, so they cannot reach a report or a log.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -112,6 +112,11 @@ class RetrievalConfig(_Strict):
     index_dir: str | None = None
     """Where built indexes are saved, one folder per fingerprint; empty means `index`
     inside `cache_dir`."""
+    follow_ups: Literal["rule", "model"] = "rule"
+    """How DocPilot's own assistant searches for a follow-up (a turn of a conversation after the first):
+    `rule`, the follow-up with the content words of the conversation's first question it lacks
+    (docs/retrieval.md#follow-ups); `model`, the run's model rewrites it into a question that stands on its own,
+    cached like any model call (the rule where the model answers in this process, or gives no rewrite)."""
 
 
 class PrimeConfig(_Strict):

@@ -56,7 +56,7 @@ FUSIONS = ("rrf", "scores")
 """The names ``retrieval.fusion`` accepts."""
 
 # Settings that change where or how fast an index is made, never a ranking.
-_OPERATIONAL = frozenset({"index_dir", "embedding_batch_size", "embedding_timeout_s"})
+_OPERATIONAL = frozenset({"index_dir", "embedding_batch_size", "embedding_timeout_s", "follow_ups"})
 _BM25_ONLY = frozenset({"k1", "b", "title_weight", "description_weight", "use_vocabulary", "reference_weight"})
 _DENSE_ONLY = frozenset({"embedder", "embedding_model", "embedding_base_url", "embedding_dim"})
 _FUSION_ONLY = frozenset({"fusion", "rrf_k", "bm25_weight", "dense_weight", "fusion_depth"})

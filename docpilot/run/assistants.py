@@ -64,6 +64,7 @@ class OwnAssistant(Assistant):
         rankings of the shard, and finds them stored.
         """
         ws, shared = run.workspace, self.shared_ranking
+        self._rewrite_follow_ups(run, traces)
         ranks = shared is None or shared.owner == (run.job.variant or "")
         if not ranks:
             shared.wait([t.record.id for t in traces], run.interrupt)
@@ -90,11 +91,29 @@ class OwnAssistant(Assistant):
         self.send_turns(run, [traces[p] for p in todo])
         return traces
 
-    def send_turns(self, run: RunContext, traces: list[Trace]) -> None:
+    def send_turns(self, run: RunContext, traces: list[Trace], *, counted: bool = True) -> None:
         """Send primed traces to the run's model and wait for their turns, each stored as it arrives: the one
-        place a turn leaves the run, through the run's model lane."""
+        place a turn leaves the run, through the run's model lane (``counted=False``: not the run's turns)."""
         if traces:
-            self._lane_of(run).answer(traces, [road.turn_key(run.workspace, t) for t in traces])
+            self._lane_of(run).answer(traces, [road.turn_key(run.workspace, t) for t in traces], counted=counted)
+
+    def _rewrite_follow_ups(self, run: RunContext, traces: list[Trace]) -> None:
+        """With ``retrieval.follow_ups: model``, each follow-up's search query is the model's rewrite of it into a
+        question that stands alone (``road.rewrite_traces``), asked and stored like any turn; the rule's query
+        stays where the model gave none. Not in a gate-only run, nor with a model that answers in this process."""
+        config = run.workspace.config
+        if config.retrieval.follow_ups != "model" or run.job.gate_only:
+            return
+        from docpilot.models.registry import provider_of
+
+        asked = [t for t in traces if t.earlier]
+        if not asked or provider_of(config.model).endpoint == "none":
+            return
+        rewrites = road.rewrite_traces(run.workspace, asked)
+        todo = road.lookup_turns(run.workspace, rewrites, refresh="model" in run.job.refresh)
+        self.send_turns(run, [rewrites[p] for p in todo], counted=False)
+        for trace, rewrite in zip(asked, rewrites, strict=True):
+            trace.query = road.rewritten(rewrite) or trace.query
 
     def endpoint(self, run: RunContext) -> ModelConfig:
         """The model settings turns are sent with; the first call starts the local provider's server, so a

@@ -42,8 +42,10 @@ TURNS_PER_CLIENT = 64
 class _Batch:
     """One model stage's records: done when each of them is answered and stored, or when it failed."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, counted: bool = True) -> None:
         self.remaining = size
+        self.counted = counted
+        """Whether its turns advance the run's progress (not a follow-up's rewrite)."""
         self.done: Future[None] = Future()
         self._lock = threading.Lock()  # the writer, the loop and an interrupt may settle it at once
 
@@ -98,7 +100,7 @@ class ModelLane:
         # on a thread of its own meanwhile.
         preload_language()
 
-    def answer(self, traces: list[Trace], keys: list[str]) -> None:
+    def answer(self, traces: list[Trace], keys: list[str], *, counted: bool = True) -> None:
         """Answer ``traces`` (each with a prompt), storing each turn as it arrives; blocks until all are stored.
 
         ``keys`` are the prompts' cache keys. A prompt already answered in this lane is
@@ -108,7 +110,7 @@ class ModelLane:
             return
         if self._failed is not None:
             raise self._failed
-        batch = _Batch(len(traces))
+        batch = _Batch(len(traces), counted=counted)
         with self._batches_lock:
             self._batches.add(batch)
         try:
@@ -167,7 +169,8 @@ class ModelLane:
         if ended is not None and turn.latency_ms is not None:
             # The turn's own measure, ending when it was received: its span lasts exactly latency_ms.
             trace.timeline["model"] = (ended - turn.latency_ms / 1000, ended)
-        self._progress.advance("model")
+        if batch.counted:
+            self._progress.advance("model")
         # Not awaited: the next turn starts now, while this one is stored.
         self._writer.submit(self._store, trace, batch)
 

@@ -199,6 +199,35 @@ def turn_key(ws: Workspace, trace: Trace) -> str:
     return trace.turn_key
 
 
+REWRITE = ("Rewrite the user's last question so that it can be understood without the conversation before it: "
+           "name what its words such as it, that or the other one refer to. Reply with the rewritten question "
+           "alone, on one line.")
+"""What the model is told when it rewrites a follow-up for the search (``retrieval.follow_ups: model``)."""
+
+
+def rewrite_traces(ws: Workspace, traces: list[Trace]) -> list[Trace]:
+    """For each follow-up, a trace whose prompt asks the model to rewrite it into a question that stands alone:
+    the conversation's turns as chat messages, then the question. Its cache key is the model's key of those
+    messages, apart from any answer's (``rewrite``), so the rewrite is asked once and stored like a turn."""
+    rewrites = []
+    for trace in traces:
+        messages = [{"role": "system", "content": REWRITE}, *history_messages(trace.earlier),
+                    {"role": "user", "content": trace.record.question}]
+        prompt = Prompt(question=trace.record.question, sources=[], messages=messages)
+        rewrite = Trace(record=trace.record, prompt=prompt)
+        rewrite.turn_key = _model_key(ws, prompt, None) + ":rewrite"
+        rewrites.append(rewrite)
+    return rewrites
+
+
+def rewritten(rewrite: Trace) -> str | None:
+    """The question a rewrite turn gave, on one line; None when it gave none (an error, a refusal, nothing)."""
+    turn = rewrite.turn
+    if turn is None or turn.error is not None or turn.refused or not (turn.answer or "").strip():
+        return None
+    return " ".join(turn.answer.split())[:2000]
+
+
 def sample_traces(traces: list[Trace], repeat: int) -> list[Trace]:
     """Each primed trace ``repeat`` times, as samples 0 to ``repeat - 1`` of its turn; the traces as they are for one.
 

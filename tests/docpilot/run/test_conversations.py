@@ -163,3 +163,29 @@ def test_a_target_in_thread_mode_is_sent_back_the_thread_its_first_reply_named(t
 def _ran(report: Report) -> Report:
     assert all(row.error is None for row in report.rows), [row.error for row in report.rows]
     return report
+
+
+def test_a_model_rewrites_follow_ups_for_the_search_when_told_to_and_its_rewrite_is_stored(tmp_path):
+    from docpilot.run.road import REWRITE
+
+    script = OpenAIScript(default=Reply(answer="How often are API tokens rotated?"))
+
+    def job() -> EvalJob:
+        plain = _hosted(tmp_path, base_url)
+        config = plain.config.model_copy(update={"retrieval": plain.config.retrieval.model_copy(
+            update={"follow_ups": "model"})})
+        return plain.model_copy(update={"config": config})
+
+    with serve_openai(script) as base_url:
+        report = evaluate(job())
+        follow_ups = [row for row in report.rows if (row.turn or 1) > 1]
+        assert len(script.history) == TURNS + len(follow_ups)  # a rewrite per follow-up, then its turn
+        assert all(row.retrieval_query == "How often are API tokens rotated?" for row in follow_ups)
+        assert all(row.retrieval_query is None for row in report.rows if (row.turn or 1) == 1)
+        rewrites = [r.body["messages"] for r in script.history if r.body["messages"][0]["content"] == REWRITE]
+        third = next(m for m in rewrites if m[-1]["content"] == "What happens when it expires?")
+        assert [m["content"] for m in third[1:-1] if m["role"] == "user"] == [
+            "Which environment variable holds the API token?", "And how often should I rotate it?"]
+        again = evaluate(job())
+        assert len(script.history) == TURNS + len(follow_ups)  # the rewrites are stored like any turn
+    assert [row.retrieval_query for row in again.rows] == [row.retrieval_query for row in report.rows]
