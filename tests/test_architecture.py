@@ -8,6 +8,7 @@ stays true as code lands.
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -389,3 +390,20 @@ def test_every_core_module_imports_without_prefect():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 0, result.stderr
     assert len(core) > 40 and result.stdout.strip() == ""
+
+
+def test_no_import_changes_the_environment():
+    modules = sorted(m for m in MODULES if not m.endswith("__main__"))
+    code = (
+        "import importlib, os\n"
+        "before = dict(os.environ)\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))\n"
+        "print(','.join(changed))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DASK_", "DO_NOT_TRACK"))}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                            env=env)
+    assert result.returncode == 0, result.stderr
+    assert len(modules) > 100 and result.stdout.strip() == ""
