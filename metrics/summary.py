@@ -41,6 +41,10 @@ def evaluate(metric: Metric, rows: Sequence[Row]) -> tuple[float | int | None, i
     return metric.aggregate([metric.score(row) for row in members]), len(members)
 
 
+BATCHES_KEPT = 16
+"""Retrieval batches an ``Ahead`` keeps: the whole run's and its slices' (tags, bands, turns)."""
+
+
 class Ahead:
     """Rows' metric values worked out before their summary, while a run's later rows are still to come.
 
@@ -56,7 +60,7 @@ class Ahead:
     def __init__(self) -> None:
         self._rows: dict[int, Row] = {}  # by id; the row is kept, so its id stays its own
         self._values: dict[str, dict[int, float]] = {}  # metric id → row id → value
-        self._batch: tuple[list[Row], dict[str, list[float]]] | None = None
+        self._batches: list[tuple[list[Row], dict[str, list[float]]]] = []  # the last few, newest last
 
     def add(self, rows: Sequence[Row]) -> None:
         metrics = [m for m in METRICS.values() if m.family != "retrieval"]
@@ -77,18 +81,17 @@ class Ahead:
     def retrieval(self, population: list[Row]) -> dict[str, list[float]]:
         """The ranked metrics' values over ``population`` (``_retrieval_batch``), worked out once for the very
         same rows however often they are asked for (the summary, then the intervals)."""
-        if self._batch is not None:
-            held, values = self._batch
+        for held, values in self._batches:
             if len(held) == len(population) and all(a is b for a, b in zip(held, population, strict=True)):
                 return values
         values = _retrieval_batch(population)
-        self._batch = (list(population), values)
+        self._batches = [*self._batches[-(BATCHES_KEPT - 1):], (list(population), values)]
         return values
 
     def clear(self) -> None:
         self._rows.clear()
         self._values.clear()
-        self._batch = None
+        self._batches.clear()
 
 
 def summarize(rows: list[Row], *, gate_only: bool = False, ahead: Ahead | None = None,
