@@ -11,7 +11,7 @@ from docpilot.cli import main
 from docpilot.cli._errors import handle_errors, interrupts_resume
 from docpilot.cli._numbers import option_number
 from docpilot.cli._outputs import chosen_outputs, output_options
-from docpilot.cli.score import emit
+from docpilot.cli._verdict import emit
 from docpilot.config.model import ModelConfig
 from docpilot.models.registry import PROVIDERS, provider_help
 
