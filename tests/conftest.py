@@ -17,6 +17,7 @@ stopped at its end: ``prefect_server``, ``openai_server``'s scripted server and
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +46,19 @@ _PROCESS_FIXTURES = {
 }
 """Fixtures that start a server process: a test that uses one is ``slow``."""
 
+
+
+_SLOW_MODULE = re.compile(r"^pytestmark = .*\bpytest\.mark\.slow\b", re.MULTILINE)
+"""A module that marks every one of its tests ``slow``."""
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """In a run that leaves the slow tests out (``-m "not slow"``), a module whose every test is slow by its own
+    mark is not even imported: its imports (Prefect, Dask, LangServe) would cost each worker seconds for nothing."""
+    if config.getoption("markexpr", "") != "not slow" or collection_path.suffix != ".py" \
+            or not collection_path.name.startswith("test_"):
+        return None
+    return True if _SLOW_MODULE.search(collection_path.read_text(encoding="utf-8")) else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import threading
 
+import pytest
 from click.testing import CliRunner
 
 from docpilot import progress
@@ -109,6 +110,7 @@ def test_a_long_stage_says_how_long_it_took_so_far_and_about_how_long_is_left():
     ]
 
 
+@pytest.mark.slow  # takes seconds
 def test_the_bar_shows_the_time_left(tmp_path):
     # On a real terminal (a pseudo-terminal): rich's bar shows the time left as "-:--:--"
     # until it knows the rate, then as a countdown such as "0:00:01".

@@ -10,12 +10,13 @@ for that module only, so other tests keep running without an API.
 from __future__ import annotations
 
 import pytest
-from docpilot.tasks.prefect_server import start_prefect_server, using_api
 
 
 @pytest.fixture(scope="session")
 def prefect_server():
     """A running ``prefect server start`` on a free loopback port, with a throw-away home."""
+    from docpilot.tasks.prefect_server import start_prefect_server
+
     server = start_prefect_server()
     yield server
     server.stop()
@@ -25,5 +26,7 @@ def prefect_server():
 @pytest.fixture(scope="module")
 def prefect_api(prefect_server):
     """Prefect pointed at the shared server (settings and environment), for one test module."""
+    from docpilot.tasks.prefect_server import using_api
+
     with using_api(prefect_server.url):
         yield prefect_server.url

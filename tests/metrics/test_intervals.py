@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from docpilot.metrics.intervals import cluster_interval, headline_intervals, page_of
-from scipy import stats
 
 
 def _loop_interval(values, clusters, replicates, seed):
@@ -29,6 +28,7 @@ def test_the_interval_is_the_formula_written_out_and_the_same_for_the_same_rows(
 
 
 def test_with_a_record_per_page_it_is_scipys_percentile_bootstrap_of_the_mean():
+    from scipy import stats
     values = np.random.default_rng(1).uniform(0, 1, 60)
     ours = cluster_interval(list(values), [str(i) for i in range(60)], replicates=20_000)
     theirs = stats.bootstrap((values,), np.mean, n_resamples=20_000, method="percentile",

@@ -68,6 +68,7 @@ def test_403_and_404_stop_the_run_too(tmp_path, openai_server, status: int) -> N
     assert 1 <= len(script.history) <= ModelConfig().concurrency
 
 
+@pytest.mark.slow  # takes seconds
 def test_a_refused_connection_stops_the_run(tmp_path) -> None:
     with socket.socket() as sock:  # a port nothing listens on once the socket is closed
         sock.bind(("127.0.0.1", 0))

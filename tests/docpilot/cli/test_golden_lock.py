@@ -47,6 +47,7 @@ def _recall(report, ids) -> dict[str, float]:
     return {row.id: recall_at_k(row.retrieved, row.gold, 8) for row in report.rows if row.id in ids}
 
 
+@pytest.mark.slow  # takes seconds
 def test_a_lock_of_unchanged_docs_finds_nothing_and_a_set_without_one_checks_as_before(project):
     plain = run("golden", "check", "--docs", "docs", "--json")
     assert plain.exit_code == 0 and json.loads(plain.stdout)["lock"] is None

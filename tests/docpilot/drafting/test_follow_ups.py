@@ -59,6 +59,7 @@ def _check_follow_ups(docs: Path, count: int) -> None:
         assert second.origin.startswith("template:follow-up-") and second.split == draft.split
 
 
+@pytest.mark.slow  # takes seconds
 def test_follow_ups_of_the_demo_docs_are_written_as_conversations_and_checked_per_turn(project):
     drafted = run("golden", "draft", "--count", "30", "--follow-ups", "--out", "evals/drafts.yaml")
     assert drafted.exit_code == 0, drafted.output

@@ -143,6 +143,7 @@ def test_accept_appends_reviewed_drafts_and_keeps_the_set_as_written(project):
     assert run("golden", "check", "--docs", "docs").exit_code == 0
 
 
+@pytest.mark.slow  # takes seconds
 def test_a_draft_is_stale_once_its_section_changes_and_accept_carries_what_it_was_drafted_from(project):
     assert run("golden", "draft", "--docs", "docs", "--count", "30", "--out", "evals/drafts.yaml").exit_code == 0
     assert (project / "evals" / "drafts.lock").is_file()  # the drafts' lock, not a digest in each draft

@@ -185,6 +185,7 @@ def test_improve_tries_the_other_embedders_on_dev_and_apply_writes_the_best(proj
     assert after["config"]["retrieval"]["embedder"] == best["embedder"]
 
 
+@pytest.mark.slow  # takes seconds
 def test_no_settings_keeps_improve_to_the_vocabulary_and_the_docs(project):
     _eval(project, "dev", "dev.json")  # BM25 ranks the `disk` gold past 8
     plain = _docpilot(project, "improve", "dev.json", "--no-settings", "--json")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from docpilot.errors import InputError
 from docpilot.reports.compare import compare_reports, mcnemar, wilcoxon
@@ -18,6 +17,7 @@ from docpilot.schema import Report, Row
 
 @pytest.mark.parametrize(("worse", "better", "same"), [(1, 6, 10), (3, 3, 0), (0, 9, 2), (12, 2, 30)])
 def test_mcnemar_is_the_two_sided_binomial_test_on_discordant_pairs(worse, better, same):
+    from scipy import stats
     a = [1] * worse + [0] * better + [1] * same
     b = [0] * worse + [1] * better + [1] * same
     count_b, count_c, p, note = mcnemar(a, b)
@@ -35,6 +35,7 @@ _RNG = np.random.default_rng(7)
 
 
 def test_wilcoxon_small_without_ties_is_scipys_exact_test():
+    from scipy import stats
     a = _RNG.uniform(size=20)
     b = a + _RNG.normal(0.1, 0.2, size=20)
     statistic, p, method, note = wilcoxon(a, b)
@@ -45,6 +46,7 @@ def test_wilcoxon_small_without_ties_is_scipys_exact_test():
 
 
 def test_wilcoxon_drops_zero_differences_before_the_exact_test():
+    from scipy import stats
     a = np.round(_RNG.uniform(size=18), 3)
     b = a.copy()
     b[:12] += np.round(_RNG.normal(0.05, 0.2, size=12), 3)  # six records unchanged
@@ -56,6 +58,7 @@ def test_wilcoxon_drops_zero_differences_before_the_exact_test():
 
 
 def test_wilcoxon_with_ties_among_few_differences_uses_every_sign_permutation():
+    from scipy import stats
     a = [0.0] * 8
     b = [0.5, 0.5, -0.25, 0.25, 1.0, 0.75, 0.5, 0.0]
     _, p, method, _ = wilcoxon(a, b)
@@ -65,6 +68,7 @@ def test_wilcoxon_with_ties_among_few_differences_uses_every_sign_permutation():
 
 
 def test_wilcoxon_on_many_differences_is_the_normal_approximation():
+    from scipy import stats
     a = _RNG.uniform(size=80)
     b = a + _RNG.normal(0.02, 0.1, size=80)
     _, p, method, _ = wilcoxon(a, b)
@@ -107,6 +111,7 @@ def _pair():
 
 
 def test_records_that_flipped_are_listed_with_mcnemar_counts():
+    from scipy import stats
     a, b = _pair()
     comparison = compare_reports(a, b)
     tests = {t.outcome: t for t in comparison.tests}

@@ -6,7 +6,6 @@ import json
 import random
 
 import pytest
-from statsmodels.stats.multitest import multipletests
 
 from docpilot.config.variants import Variant
 from docpilot.errors import InputError
@@ -19,6 +18,7 @@ from tests.support.repeated_variants import FLAKY, repeated_variants, variant_re
 
 @pytest.mark.slow
 def test_holm_agrees_with_statsmodels():
+    from statsmodels.stats.multitest import multipletests
     generator = random.Random(7)
     for size in (1, 2, 3, 5, 12, 40):
         for _ in range(4):
@@ -54,6 +54,7 @@ def _joined(hits: dict[str, list[bool]], gates: dict | None = None, **kwargs) ->
 
 
 def test_variants_are_tested_against_the_baseline_and_the_p_values_corrected_together():
+    from statsmodels.stats.multitest import multipletests
     n = 30
     base = [i % 2 == 0 for i in range(n)]  # 15 hits
     joined = _joined({"base": base, "same": base, "better": [True] * n, "worse": [False] * n})

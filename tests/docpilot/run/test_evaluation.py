@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from docpilot.config.loading import load_config
 from docpilot.models.registry import flag_overrides
 from docpilot.progress import LineSink, Progress
@@ -68,6 +70,7 @@ def _demo_job(folder) -> EvalJob:
     return EvalJob(config=config, golden=config.golden, selection=Selection(limit=16))
 
 
+@pytest.mark.slow  # takes seconds
 def test_two_evaluations_at_once_in_one_process_keep_apart(tmp_path):
     # Each run's lane, scores so far, lead, workspace and progress are its own: run side by
     # side on two threads, over other docs and golden sets, each gives the report it

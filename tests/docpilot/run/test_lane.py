@@ -97,6 +97,7 @@ def test_every_answered_turn_is_stored_and_not_asked_again(tmp_path):
     assert [t.turn.answer for t in again] == [t.turn.answer for t in traces]
 
 
+@pytest.mark.slow  # takes seconds
 def test_an_interrupted_run_keeps_its_answered_turns_and_resumes(tmp_path):
     script = OpenAIScript(default=Reply(latency_s=0.3))
     with serve_openai(script) as base_url:

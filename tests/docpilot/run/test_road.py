@@ -34,6 +34,7 @@ def _demo(base_url: str, out, cache) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # takes seconds
 def test_an_unchanged_rerun_of_the_demo_sends_no_request_and_passes_with_the_endpoint_down(tmp_path):
     script = OpenAIScript(default=Reply(answer="Run `docpilot eval` [1]."))
     cache = tmp_path / "cache"
@@ -92,6 +93,7 @@ def test_an_endpoint_that_refuses_connections_stops_the_run(tmp_path):
         evaluate(job.model_copy(update={"config": job.config.model_copy(update={"model": model})}))
 
 
+@pytest.mark.slow  # takes seconds
 def test_a_run_told_to_stop_ends_interrupted_before_its_report(tmp_path):
     script = OpenAIScript(default=Reply(answer="Install it with pip [1].", latency_s=0.3))
     stop = threading.Event()

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
+import pytest
 
 from docpilot.assistant.workspace import Workspace
 from docpilot.config.model import RetrievalConfig
@@ -107,6 +108,7 @@ def _stream_times(url: str, question: str, times: list[float], started: threadin
 
 # Regression: the search ran on the answer loop, so one question waiting on its embedding
 # stopped every other live stream of the worker for as long as the service took.
+@pytest.mark.slow  # takes seconds
 def test_a_stalled_embedding_does_not_stall_another_live_stream():
     with embedding_endpoint() as (base_url, seen):
         with serve_in_thread(create_app(_served_workspace(base_url), PacedModel(), token=None)) as url:
@@ -130,6 +132,7 @@ def test_a_stalled_embedding_does_not_stall_another_live_stream():
     assert len(during) >= 10  # the long stream overlapped the whole stall
 
 
+@pytest.mark.slow  # takes seconds
 def test_a_question_does_not_wait_for_another_questions_stalled_embedding():
     with embedding_endpoint() as (base_url, _):
         with serve_in_thread(create_app(_served_workspace(base_url), PacedModel(), token=None)) as url:
