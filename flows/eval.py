@@ -10,7 +10,6 @@ published as the flow's artifact.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Literal
@@ -28,7 +27,7 @@ from prefect.utilities.annotations import quote
 
 from docpilot.errors import OrchestratorError
 from docpilot.run.context import RunContext
-from docpilot.run.evaluation import SHARDS_AT_ONCE
+from docpilot.run.evaluation import in_order
 from docpilot.run.job import EvalJob
 from docpilot.schema import Report, Row
 
@@ -47,20 +46,9 @@ def current_run() -> Callable[[], Report]:
 
 def prefect_shards(run: RunContext, shards: Iterator[list]) -> Iterator[list[Row]]:
     """A task run per shard, ``SHARDS_AT_ONCE`` submitted at once, rows in shard order."""
-    pending: deque = deque()
-    try:
-        for records in shards:
-            # quote: Prefect would walk the run and every record looking for futures.
-            pending.append(shard.submit(quote(run), quote(records)))
-            if len(pending) >= SHARDS_AT_ONCE:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-    except BaseException:
-        run.cancel()  # the task runs still under way stop now; the turns answered stay stored
-        for future in pending:
-            future.wait()
-        raise
+    # quote: Prefect would walk the run and every record looking for futures.
+    return in_order(run, shards, lambda records: shard.submit(quote(run), quote(records)),
+                    settle=lambda future: future.wait())
 
 
 @flow(name="docpilot-eval", validate_parameters=False)

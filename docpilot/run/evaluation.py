@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from docpilot import progress as progress_module
 from docpilot.progress import Progress, current
@@ -76,19 +76,28 @@ class Inline:
 
     def shards(self, run: RunContext, shards: Iterator[list]) -> Iterator[list[Row]]:
         with ThreadPoolExecutor(max_workers=SHARDS_AT_ONCE, thread_name_prefix="docpilot-shard") as pool:
-            pending: deque = deque()
-            try:
-                for shard in shards:
-                    pending.append(pool.submit(travel, run, shard))
-                    if len(pending) >= SHARDS_AT_ONCE:
-                        yield pending.popleft().result()
-                while pending:
-                    yield pending.popleft().result()
-            except BaseException:
-                run.cancel()  # the shards still on the road stop now; the turns answered stay stored
-                for future in pending:
-                    future.cancel()
-                raise
+            yield from in_order(run, shards, lambda shard: pool.submit(travel, run, shard),
+                                settle=lambda future: future.cancel())
+
+
+def in_order(run: RunContext, shards: Iterator[list], submit: Callable[[list], Any],
+             *, settle: Callable[[Any], object]) -> Iterator[list[Row]]:
+    """Each shard started by ``submit`` (a future of its rows), ``SHARDS_AT_ONCE`` on the road at once; their rows
+    in shard order. When one fails (or the run is stopped) the run is cancelled, each shard still pending is
+    settled by ``settle`` (cancelled, or waited for), and the error goes on; the turns answered stay stored."""
+    pending: deque = deque()
+    try:
+        for shard in shards:
+            pending.append(submit(shard))
+            if len(pending) >= SHARDS_AT_ONCE:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    except BaseException:
+        run.cancel()
+        for future in pending:
+            settle(future)
+        raise
 
 
 def evaluate(

@@ -85,6 +85,7 @@ class ModelLane:
         self._waiting: dict[str, list[tuple[Trace, _Batch]]] = {}
         self._answered: dict[str, Turn] = {}
         self._judged = False
+        self._asking: set[asyncio.Task] = set()  # on the loop only: the turns being asked, for close()
         limiter.run(self._open())
 
     async def _open(self) -> None:  # on the run's loop: the models' clients belong to it
@@ -129,7 +130,9 @@ class ModelLane:
                 self._waiting[key].append((trace, batch))
             else:
                 self._waiting[key] = [(trace, batch)]
-                asyncio.get_running_loop().create_task(self._ask(key, self._models[self._sent % len(self._models)]))
+                task = asyncio.get_running_loop().create_task(self._ask(key, self._models[self._sent % len(self._models)]))
+                self._asking.add(task)
+                task.add_done_callback(self._asking.discard)
                 self._sent += 1
 
     async def _ask(self, key: str, model: Model) -> None:
@@ -202,6 +205,9 @@ class ModelLane:
             flushed.result()  # a failure to store (a full disk, say) is the stage's failure
 
     async def _shut(self) -> None:
+        for task in list(self._asking):  # a run that stops drops its turns in flight; the answered are stored
+            task.cancel()
+        await asyncio.gather(*self._asking, return_exceptions=True)
         for model in self._models:
             close = getattr(model, "aclose", None)
             if close is not None:
