@@ -189,3 +189,26 @@ def test_a_model_rewrites_follow_ups_for_the_search_when_told_to_and_its_rewrite
         again = evaluate(job())
         assert len(script.history) == TURNS + len(follow_ups)  # the rewrites are stored like any turn
     assert [row.retrieval_query for row in again.rows] == [row.retrieval_query for row in report.rows]
+
+
+def test_variants_compare_conversations_side_by_side_turn_by_turn(tmp_path):
+    from click.testing import CliRunner
+
+    from docpilot.cli import main
+    from docpilot.reports.report import load_report
+
+    job = _job(tmp_path)
+    out = tmp_path / "variants.json"
+    result = CliRunner().invoke(main, [
+        "eval", "--docs", str(PIPELINE / "docs"), "--golden", job.golden, "--orchestrator", "inline",
+        "--variant", "base", "--variant", "top3=prime.top_k=3", "--out", str(out), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    report = load_report(out)
+    assert [v.name for v in report.variants] == ["base", "top3"]
+    for name in ("base", "top3"):
+        rows = [row for row in report.rows if row.variant == name]
+        assert [row.id for row in rows] == ["install", "tokens/1", "tokens/2", "tokens/3", "deploys/1", "deploys/2"]
+        assert [row.turn for row in rows] == [None, 1, 2, 3, 1, 2]
+        assert rows[2].retrieval_query is not None  # each variant reads the conversation
+    assert all(v.turns for v in report.variants)  # each variant's by-turn slices
+    assert report.paired is not None  # paired turn by turn, as records are
