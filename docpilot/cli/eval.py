@@ -177,7 +177,9 @@ def eval_command(
             _warn_about(job.golden)
         _check_outputs(out, job.config.reports_dir, outputs)
         with interrupts_resume() as interrupt:
-            report = _evaluated(evaluate, job, planned.executor, variants, gate_variant, shown, interrupt)
+            _load_prefect(planned.executor)
+            report = evaluate(job, planned.executor, variants=variants, gate_variant=gate_variant, progress=shown,
+                              interrupt=interrupt)
     path = report.path
     written = {}
     if outputs:
@@ -221,17 +223,14 @@ def _variants(config, options, models, gate_variant) -> list:
     return variants
 
 
-def _evaluated(evaluate, job, executor, variants, gate_variant, shown, interrupt):
-    """The run, where the plan runs it; Prefect's import holds signals back (see ``signals_held``)."""
+def _load_prefect(executor) -> None:
+    """Under Prefect, import it now, with signals held back: its import swallows an interrupt and prints it."""
     if executor.orchestration.orchestrator == "inline":
-        return evaluate(job, executor, variants=variants, gate_variant=gate_variant, progress=shown,
-                        interrupt=interrupt)
+        return
     from docpilot.cli._errors import signals_held
 
-    with signals_held():  # Prefect's import swallows an interrupt and prints it
-        import docpilot.flows.eval  # noqa: F401  (imported here, where an interrupt is held back)
-
-    return evaluate(job, executor, progress=shown, interrupt=interrupt)
+    with signals_held():
+        import docpilot.flows.eval  # noqa: F401
 
 
 def _check_outputs(out, reports_dir, outputs: dict[str, str]) -> None:

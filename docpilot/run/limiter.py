@@ -63,7 +63,8 @@ class Limiter:
     @property
     def slot(self) -> asyncio.Semaphore:
         """The slots a question holds while it is out (use on the run's loop: ``async with limiter.slot``)."""
-        self.loop  # noqa: B018  (starts the loop and its slots)
+        if self._slots is None:  # read once per question: no lock once the loop is up
+            self.loop  # noqa: B018  (starts the loop and its slots)
         return self._slots
 
     def submit(self, work: Coroutine[Any, Any, T]) -> Future[T]:
