@@ -41,7 +41,7 @@ from docpilot.retrieval.model_files import MODEL_FILES, ModelFileError, model_di
 from docpilot.retrieval.wordpiece import WordPiece
 
 BATCH_TOKENS = 2048
-"""Most tokens in one batch; 1,024 to 4,096 ran alike, and fewer leave more batches to share out."""
+"""Most tokens in one batch: sizes around it run alike, and a smaller one leaves more batches to share out."""
 _FEED_ROWS = 256  # tokens per block of the feed-forward: 256 × 1536 floats is 1.5 MB
 _LEAST_TOKENS = 256  # the smallest batch the last of a call's work is cut into
 _GELU_ROWS = 64  # GELU's two dozen passes and their temporaries fit a core's 1 MB L2 at 64 rows
@@ -51,7 +51,7 @@ _ATTENTION_FLOATS = 1 << 18  # attention scores per call: 1 MB, so the softmax r
 # t·P(t)·exp(−x²/2) with t = 1/(1 + 0.33|x|). P's coefficients (halved, lowest first) were
 # fitted here by least squares, reweighted toward the largest error, to scipy's erfcx over
 # |x| ≤ 12; GELU computed so in float32 is within 8e-7 of the exact one (relative), the
-# size of float32 rounding, in a tenth of the time scipy.special.erf takes or less.
+# size of float32 rounding, and cheaper to compute than scipy.special.erf.
 _ERFC_T = np.float32(0.33)
 _ERFC_HALF = tuple(np.float32(c) for c in (
     0.13289493322372437, 0.11710762232542038, 0.1892128735780716, -0.10439209640026093,

@@ -31,8 +31,8 @@ MODEL_FILES = ("config.json", "sentence_bert_config.json", "vocab.txt", "model.s
 def model_digest(folder: Path) -> str:
     """sha256 over the model files ``BertEncoder`` reads from ``folder`` (an absent optional one counts as absent).
 
-    Hashing the 90 MB of all-MiniLM-L6-v2's weights takes about 0.1 s, so it is done once
-    per process and file version: kept by each file's path, size and modification time.
+    Hashing all-MiniLM-L6-v2's weights is too slow to repeat on every load, so it is done
+    once per process and file version: kept by each file's path, size and modification time.
     """
     digest = hashlib.sha256()
     for name in MODEL_FILES:

@@ -7,13 +7,12 @@ done; a stalled embedding service stops them for its whole timeout. Here each se
 runs on a thread of a small pool, and the answer loop awaits it like any other I/O.
 
 How many threads: none, when the search is a fraction of a millisecond of Python
-(BM25 alone, or with the ``static`` embedder: 0.06 and 0.18 ms of CPU a question on the
-demo docs). Handing it to a thread and back cost more than the search itself, 0.12 to
-0.2 ms of CPU a question (the thread's wake-ups and the GIL changing hands: served BM25
-answers took 1.30–1.40 ms of CPU each with the hop, 1.18–1.20 ms without), and no other
-stream runs meanwhile anyway, since the search holds the GIL for less than Python's
-switch interval; so it runs on the answer loop. One thread, when embedding is work for
-the cores (MiniLM's matrix products let go of the GIL, and the streams flow meanwhile).
+(BM25 alone, or with the ``static`` embedder). Handing such a search to a thread and
+back costs more CPU than the search itself (the thread's wake-ups and the GIL changing
+hands), and no other stream runs meanwhile anyway, since the search holds the GIL for
+less than Python's switch interval; so it runs on the answer loop. One thread, when
+embedding is work for the cores (MiniLM's matrix products let go of the GIL, and the
+streams flow meanwhile).
 The serving processes already split the cores among themselves, and numpy's BLAS too
 (``docpilot.server.serving.share_blas_threads``): a second search thread in the same
 process would run a second set of BLAS threads on the same share and slow both. When

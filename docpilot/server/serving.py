@@ -54,11 +54,10 @@ def share_blas_threads(workers: int) -> int | None:
 
     OpenBLAS starts a thread per core in every process. A question embedded by MiniLM
     (``hybrid``) runs a few matrix products, each spread over every core, so with one
-    worker per core two processes spun four threads on two cores: 29.6 answers a second
-    at 32 clients and a p99 of 10.6 s at 200, against 141.0 and 1.62 s with one thread
-    per worker (``benchmarks.server_load --retriever hybrid``). A process that serves
-    alone keeps every core. None when the user set the threads in the environment:
-    theirs stand.
+    worker per core the workers' BLAS threads outnumber the cores and contend for them,
+    which cuts throughput and lengthens the tail (``benchmarks.server_load --retriever
+    hybrid`` measures it). A process that serves alone keeps every core. None when the
+    user set the threads in the environment: theirs stand.
     """
     if any(os.environ.get(name) for name in _THREAD_VARIABLES):
         return None
@@ -134,8 +133,8 @@ _SPARE_FILES = 256
 def _connection_cap(connections: int) -> int:
     """Lift the soft open-file limit toward the hard one; the cap that then stays below it.
 
-    A cap above the file limit would let ``accept`` fail first (1,100 half-open
-    connections once stopped a server at the common limit of 1,024).
+    A cap above the file limit would let ``accept`` fail first: enough half-open
+    connections would then stop the server before the cap refuses any of them.
     """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = connections + _SPARE_FILES

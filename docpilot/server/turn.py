@@ -177,9 +177,8 @@ class _Deadline:
 
     A timeout that fired while the consumer held the generator would cancel the
     consumer's work instead, so the deadline guards each wait alone. ``asyncio.timeout``
-    around each wait did that by arming and cancelling a timer per piece, 64 for an
-    extractive answer's words (0.2 ms of CPU a question, and a heap of cancelled timers);
-    this arms one.
+    around each wait would arm and cancel a timer per piece (one per word of an extractive
+    answer), leaving a heap of cancelled timers; this arms one for the stage.
     """
 
     def __init__(self, timeout_s: float) -> None:
