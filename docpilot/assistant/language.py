@@ -43,9 +43,9 @@ _LOADING = threading.Lock()
 def preload(*, urgent: bool = False) -> None:
     """Load the language model in the background; a run that will detect languages starts it early.
 
-    Loading takes about a second, most of it decompression that leaves other threads
-    running. It runs at a lower priority unless ``urgent`` (the run's first turns will
-    soon wait for it).
+    Loading is slow enough for the first turns to wait on it, most of it decompression
+    that leaves other threads running. It runs at a lower priority unless ``urgent`` (the
+    run's first turns will soon wait for it).
     """
     global _preloading
     if _load_identifier.cache_info().currsize == 0 and _preloading is None:
@@ -58,8 +58,8 @@ _preloading: threading.Thread | None = None
 
 
 def _load_in_background(lower: bool = True) -> None:
-    # At a lower priority (Linux sets it per thread): the load is a second of CPU, and
-    # the turns of a run that just started, and the model server beside it, come first.
+    # At a lower priority (Linux sets it per thread): the load is CPU work, and the
+    # turns of a run that just started, and the model server beside it, come first.
     if lower:
         with contextlib.suppress(AttributeError, OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
@@ -105,7 +105,7 @@ def detect_language(text: str | None) -> str | None:
 
     Remembered by text for the process: a run of several variants asks about each
     question once per variant, and a turn's texts are read when it is stored and again
-    when it is scored (a quarter of a millisecond each, a second for a few thousand).
+    when it is scored, so a large run would otherwise detect each text several times.
     """
     if not text:
         return None

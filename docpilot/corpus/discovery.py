@@ -1,8 +1,8 @@
 """Which files under a docs folder are its pages: each file and folder once, within a budget.
 
-Links could otherwise multiply a folder: sixteen levels of symbolic links to links
-once made 98,303 pages of one file, and a hard link could bring a file from anywhere
-on the disk (``/etc/passwd``) into the index.
+Links could otherwise multiply a folder: sixteen levels of symbolic links to links can
+make nearly a hundred thousand pages of one file, and a hard link could bring a file
+from anywhere on the disk (``/etc/passwd``) into the index.
 """
 
 from __future__ import annotations

@@ -466,9 +466,9 @@ def _attr_list(heading: str) -> tuple[int, str] | None:
     """Where a heading's closing ``{ ... }`` starts (with the blanks before it), and what it holds.
 
     By hand: a regex searching for it tries every start, and splits a run of spaces
-    between its parts in every way (a heading of 400 spaces after an unclosed '{'
-    took 14 s). The list is the last '{' of the heading, its '}' the last character
-    but blanks, with no brace between.
+    between its parts in every way, so a heading of many spaces after an unclosed '{'
+    would take time far beyond its length. The list is the last '{' of the heading, its
+    '}' the last character but blanks, with no brace between.
     """
     body = heading.rstrip(" \t")
     if not body.endswith("}"):

@@ -220,8 +220,8 @@ def _model_refused_edits(row: Row, evidence: Evidence) -> list[Edit]:
     edits: list[Edit] = []
     section = focus_section(row, evidence)
     if section is not None and evidence.corpus is not None:
-        # The run detected its answers' language already; the section is read (a model load,
-        # a second or so) only when the question asks in another one.
+        # The run detected its answers' language already; the section is read (which may
+        # load the language model) only when the question asks in another one.
         expected = (row.language or "").split("-")[0].lower()
         language = evidence.answers_language()
         if language is None or (expected and expected != language):

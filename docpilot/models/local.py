@@ -95,7 +95,7 @@ def model_file(path: str | None) -> Path:
 def file_identity(path: Path) -> dict[str, object]:
     """What names a model file for the cache: its name, size and the digest of its first MiB.
 
-    Hashing the whole file would cost a second per run; the header (with its metadata
+    Hashing the whole file would slow every run; the header (with its metadata
     and the first tensors) and the size tell model files apart.
     """
     with path.open("rb") as handle:
@@ -139,8 +139,8 @@ def serve_local(
     gguf = model_file(path)
     with reserved_port() as port, tempfile.TemporaryFile(mode="w+", prefix="docpilot-llama-") as log:
         base_url = f"http://127.0.0.1:{port}/v1"
-        # A run stopped by SIGKILL cannot stop its server, which would hold a core and 200 MB
-        # for nothing: the server gets SIGTERM when the run's process dies.
+        # A run stopped by SIGKILL cannot stop its server, which would hold a core and the
+        # model's memory for nothing: the server gets SIGTERM when the run's process dies.
         process = start_child(
             [*server_command(gguf, port, name=name, seed=seed, threads=threads), *server_args],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -24,8 +24,8 @@ from docpilot.errors import InputError
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """A safe loader that keeps `yes`, `no`, `on`, `off`, dates and `=` as text.
 
-    It parses with libyaml where PyYAML was built with it: thirty times faster on a
-    golden set of a thousand records, with the same line numbers.
+    It parses with libyaml where PyYAML was built with it: much faster than the pure
+    Python parser, with the same line numbers.
 
     YAML 1.1 turns these into booleans, dates or an unconstructible tag, so
     `question: No`, `mode: off` or `id: 2024-05-01` would fail for no reason a
@@ -143,10 +143,9 @@ def _value(loader: yaml.BaseLoader, root: yaml.Node) -> Any:
 
     Lists, mappings and strings, which are nearly all a file people write holds, are
     built here directly: PyYAML's constructor spends more time on its own machinery
-    than on them (17 ms of a 1,000-record golden set, against 3). Other scalars (numbers,
-    true, false, null) go through PyYAML's constructor, and a document with anything
-    else (a merge key, a tag, a mapping used as a key) is built by it whole, as is one
-    with aliases (the caller's choice).
+    than on them. Other scalars (numbers, true, false, null) go through PyYAML's
+    constructor, and a document with anything else (a merge key, a tag, a mapping used
+    as a key) is built by it whole, as is one with aliases (the caller's choice).
     """
     try:
         return _build(loader, root)
