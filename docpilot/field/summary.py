@@ -14,7 +14,7 @@ log has no gold to split positives from negatives (every turn counts):
     language_match          answered turns whose answer's language is the question's / answered
     latency_p50/p95/p99     nearest-rank percentiles over turns with a time
     first_token_p50/p95     over answered turns that painted text (at their latency when not streamed)
-    near_docs               turns whose question has a section at or above ``near_score`` / turns
+    near_docs               turns whose question's evidence reaches ``near_evidence`` / turns
 
 A metric with nothing to average over is None, never 0. Times are held as a float array
 (8 bytes a turn), the only part that grows with the log.
