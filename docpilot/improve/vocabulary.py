@@ -46,14 +46,11 @@ RETRIEVAL_CAUSES = ("not-retrieved", "gold-below-primed")
 MEANING_THRESHOLD = {"minilm": 0.55, "static": 0.45}
 """Cosine of two words' vectors at or above which they are related in meaning, per embedder.
 
-Measured on the dev splits' candidate pairs: with MiniLM, pairs a docs writer would
-map score 0.58 to 0.79 ("minutes"/"time", "login"/"authentication", "page"/"paginate",
-"deactivated"/"inactive", "colourful"/"colors"), but between 0.45 and 0.52 the pairs
-that lifted one record by chance ("real"/"def", "ops"/"post", "full"/"send",
-"format"/"text") score as high as good ones ("hide"/"exclude" 0.45, "stop"/"pause"
-0.52): single words carry too little context to tell them apart, so the bar sits above
-that band, and a pair below it needs another relation (spelling, co-occurrence). The
-static vectors, distilled from the same model, spread less."""
+Set on the dev splits' candidate pairs (docs/architecture.md#measurements): in a band
+below the bar, pairs that lifted one record by chance score as high as pairs a docs
+writer would map, since single words carry too little context to tell them apart. So
+the bar sits above that band, and a pair below it needs another relation (spelling,
+co-occurrence). The static vectors, distilled from the same model, spread less."""
 
 COOCCURRENCE_THRESHOLD = 0.5
 """Normalised PMI over sections at or above which two words the docs both use go together."""

@@ -1,17 +1,13 @@
 """An eval's spans leave through a process of their own, which lays them out, encodes them and sends them.
 
-A traced run would otherwise pay for its trace in its own process: encoding six
-thousand spans to protobuf with the SDK's exporter takes about 0.7 s of CPU, and the
-run's model client wants the interpreter at that moment (measured: 1,000 records at
-32 turns in flight, 1.0–1.6 s more CPU in the eval's process with tracing on). Here
-the run hands over each scored shard's rows as they are (pickled: 20 ms for a
-thousand) and goes on; the child does the rest on another core, and the run's only
-wait is for the last part at its end.
-
-Whether the process is worth its lines was measured (``python -m benchmarks.tracing_overhead
---records 1000 --latency 0.2 --concurrency 32 --repeat 3 --skip-demo``, on two cores):
-tracing on ÷ off is 1.040 with this process, and 1.052 with the same work on a thread of
-the run's own process (the frames through a queue, no pickling), against a target of 1.05.
+A traced run would otherwise pay for its trace in its own process: encoding its
+spans to protobuf with the SDK's exporter is CPU work, and the run's model client
+wants the interpreter at that moment. Here the run hands over each scored shard's
+rows as they are (pickled, which is cheap beside encoding the spans) and goes on; the
+child does the rest on another core, and the run's only wait is for the last part at
+its end. ``python -m benchmarks.tracing_overhead`` measures what tracing costs a run,
+with this process and with the same work on a thread of the run's own process
+(docs/architecture.md#measurements).
 
 The parent writes pickled frames (``processes.MessagePipe``) to the child's standard input, from
 a thread of its own so that a child still starting never blocks the run:
