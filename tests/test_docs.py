@@ -1,8 +1,11 @@
-"""The manual names only what exists: links and anchors, files, modules and their names, CLI options.
+"""The manual and the code's docstrings and comments name only what exists.
 
-The docs are also the demo corpus, so their anchors are read by DocPilot's own loader,
-as a reader's browser finds them. A page that links a section renamed since, a module
-moved to another package, or an option dropped from a command fails here, in the fast tier.
+Links and anchors, source files, modules and their names, benchmarks, and the options a
+``docpilot`` command or a benchmark is shown with, wherever they are named: in ``docs/``
+and README.md, and in every line of the code. The docs are also the demo corpus, so
+their anchors are read by DocPilot's own loader, as a reader's browser finds them. A
+page or a docstring that links a section renamed since, a module moved to another
+package, a function renamed, or an option dropped from a command fails here, in the fast tier.
 """
 
 from __future__ import annotations
@@ -175,4 +178,121 @@ def _source_names() -> Iterator[tuple[list[str], str]]:
 def test_every_module_and_name_the_code_s_docstrings_quote_exists():
     unknown = sorted({f"{where}: {names[0]}" for names, where in _source_names()
                       if not any(_resolves(name) for name in names)})
+    assert not unknown, "\n".join(unknown)
+
+
+def _source_lines() -> Iterator[tuple[str, str]]:
+    """Every line of the code (docstrings and comments among them), with where it is."""
+    for path in _SOURCES:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            yield f"{path.relative_to(ROOT)}:{n}", line
+
+
+_DOCS_LINK = re.compile(r"(?<![\w/.-])docs/((?:[\w-]+/)*[\w.-]+\.md)(?:#([\w-]+))?")
+
+
+def test_every_page_and_section_of_the_docs_the_code_names_exists():
+    corpus = load_corpus(DOCS)
+    anchors = {page.path: {s.anchor for s in page.sections} for page in corpus.pages.values()}
+    broken = [f"{where}: docs/{page}" + (f"#{anchor}" if anchor else "") for where, line in _source_lines()
+              for page, anchor in _DOCS_LINK.findall(line)
+              if not (DOCS / page).is_file() or (anchor and anchor not in anchors.get(page, set()))]
+    assert not broken, "\n".join(broken)
+
+
+def test_every_source_file_the_code_names_exists():
+    missing = [f"{where}: {path}" for where, line in _source_lines() for path in _PATH.findall(line)
+               if not (ROOT / path).exists()]
+    assert not missing, "\n".join(missing)
+
+
+def test_every_module_the_code_names_unquoted_exists():
+    """``docpilot.run.road`` in plain words, as a comment may name it (quoted names are checked above)."""
+    unknown = [f"{where}: {dotted}" for where, line in _source_lines() for dotted in _DOTTED.findall(line)
+               if _is_module_path(dotted) and not _resolves(dotted.rstrip("."))]
+    assert not unknown, "\n".join(unknown)
+
+
+def test_every_option_a_docpilot_command_is_shown_with_in_the_code_exists():
+    """A ``docpilot …`` command quoted anywhere in the code, and every option a CLI module names
+    (its docstrings and help texts belong to DocPilot's own commands)."""
+    known = _options()
+    unknown = set()
+    for where, line in _source_lines():
+        named = [o for command in _docpilot_commands(line) for o in _OPTION.findall(command)]
+        if where.startswith("docpilot/cli/"):
+            named += _OPTION.findall(line)
+        unknown.update(f"{where}: {option}" for option in named if option not in known)
+    assert not unknown, "\n".join(sorted(unknown))
+
+
+_BENCHMARK = re.compile(r"(?<![\w.])benchmarks\.([a-z_][a-z0-9_]*)((?:\s+(?:--[a-z][a-z0-9-]*|[\w./=-]+))*)")
+_ARGUMENT = re.compile(r"""add_argument\(\s*["'](--[a-z][a-z0-9-]*)""")
+
+
+def _benchmark_runs() -> Iterator[tuple[str, str, str]]:
+    """Every ``benchmarks.NAME`` (as ``python -m`` runs it) in the docs and the code, with the words after it."""
+    for page, n, line in _lines():
+        for name, rest in _BENCHMARK.findall(line):
+            yield _where(page, n), name, rest
+    for where, line in _source_lines():
+        for name, rest in _BENCHMARK.findall(line):
+            yield where, name, rest
+
+
+def test_every_benchmark_and_option_named_exists():
+    """``python -m benchmarks.server_load --retriever hybrid``: the module, and the options it is shown with."""
+    options: dict[str, set[str] | None] = {}
+    unknown = []
+    for where, name, rest in _benchmark_runs():
+        if name not in options:
+            path = ROOT / "benchmarks" / f"{name}.py"
+            options[name] = set(_ARGUMENT.findall(path.read_text(encoding="utf-8"))) | {"--help"} if path.is_file() else None
+        if options[name] is None:
+            unknown.append(f"{where}: benchmarks.{name} (no such benchmark)")
+            continue
+        unknown += [f"{where}: benchmarks.{name} {option}" for option in _OPTION.findall(rest)
+                    if option not in options[name]]
+    assert not unknown, "\n".join(unknown)
+
+
+@pytest.mark.parametrize(("line", "found"), [
+    ("see docs/targets.md#thread, and docs/metrics/latency.md", [("targets.md", "thread"), ("metrics/latency.md", "")]),
+    ("a user's my-docs/intro.md is not the manual", []),
+])
+def test_the_docs_link_check_reads_pages_and_sections(line, found):
+    assert _DOCS_LINK.findall(line) == found
+
+
+def test_the_benchmark_check_reads_the_module_and_its_options():
+    line = "(``python -m benchmarks.server_load --retriever hybrid --seconds 8``) and benchmarks/harness.py"
+    assert [(name, _OPTION.findall(rest)) for name, rest in _BENCHMARK.findall(line)] == [
+        ("server_load", ["--retriever", "--seconds"])]
+    assert "--retriever" in _ARGUMENT.findall((ROOT / "benchmarks" / "server_load.py").read_text(encoding="utf-8"))
+
+
+_QUOTED_NAME = re.compile(r"``([a-z][a-z0-9]*_[a-z0-9_]*[a-z0-9])``")
+_EXAMPLES = {"tok_examples", "stage_embed_p95"}  # quoted as examples of a user's names, not the code's
+
+
+def _code_names() -> set[str]:
+    """Every name the code uses, and every word of its short strings (config keys, JSON fields, options)."""
+    import io
+    import tokenize
+
+    names: set[str] = set()
+    for path in [*_SOURCES, *sorted((ROOT / "benchmarks").glob("*.py"))]:
+        for token in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline):
+            if token.type == tokenize.NAME:
+                names.add(token.string)
+            elif token.type == tokenize.STRING and "``" not in token.string and len(token.string) < 200:
+                names.update(re.findall(r"[A-Za-z_]\w*", token.string))
+    return names
+
+
+def test_every_snake_case_name_the_code_s_docstrings_quote_is_used_somewhere():
+    """``lookup_turns``, ``near_evidence``: a function, field or setting renamed since is caught where it is quoted."""
+    names = _code_names()
+    unknown = sorted({f"{where}: {name}" for where, line in _source_lines() for name in _QUOTED_NAME.findall(line)
+                      if name not in names and name not in _EXAMPLES})
     assert not unknown, "\n".join(unknown)
