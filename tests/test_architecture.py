@@ -327,6 +327,29 @@ def limiters(root: Path) -> list[str]:
     return found
 
 
+HTTPX_KEPT = {
+    "docpilot.api.token": "one blocking request that checks a server's token",
+    "docpilot.models.local": "the local model server's blocking health check",
+    "docpilot.retrieval.embedders": "the embeddings client, which asks for vectors, not answers",
+    "docpilot.tasks.prefect_server": "the blocking health check of the Prefect server a run starts",
+}
+"""Modules that may speak httpx: none of them asks an assistant a question (every asker speaks aiohttp)."""
+
+
+def http_stacks(root: Path) -> dict[str, set[str]]:
+    """Each HTTP client library the project imports (aiohttp, httpx, requests, urllib3) → the modules importing it."""
+    found: dict[str, set[str]] = {}
+    for module, path in sorted(modules_of(root).items()):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                top = name.partition(".")[0]
+                if top in ("aiohttp", "httpx", "requests", "urllib3"):
+                    found.setdefault(top, set()).add(module)
+    return found
+
+
 def test_an_eval_has_one_entry_point():
     assert entry_points(ROOT) == ["evaluation.evaluate"]
 
@@ -343,6 +366,19 @@ def test_the_stage_order_is_written_once():
 def test_who_answers_is_chosen_once_and_every_question_holds_the_one_limiter():
     assert runtime_tests(ROOT) == []
     assert limiters(ROOT) == ["docpilot.run.limiter.loop"]
+
+
+def test_every_asker_speaks_one_http_client_stack():
+    stacks = http_stacks(ROOT)
+    assert set(stacks) == {"aiohttp", "httpx"}
+    assert stacks["httpx"] <= set(HTTPX_KEPT), sorted(stacks["httpx"] - set(HTTPX_KEPT))
+    assert {"docpilot.models.openai", "docpilot.api.client", "docpilot.targets.ask"} <= stacks["aiohttp"]
+
+
+def test_the_client_stack_check_fails_on_an_asker_speaking_httpx_in_a_copy(tmp_path):
+    tree = copy_tree(tmp_path / "tree")
+    edit_source(tree, "docpilot/targets/ask.py", "import aiohttp\n", "import aiohttp\nimport httpx\n")
+    assert "docpilot.targets.ask" in http_stacks(tree)["httpx"] - set(HTTPX_KEPT)
 
 
 def test_the_road_checks_fail_on_a_second_entry_point_a_registry_and_a_second_road_in_a_copy(tmp_path):

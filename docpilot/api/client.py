@@ -30,7 +30,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-import httpx
+import aiohttp
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from docpilot.api.schema import (
@@ -44,6 +45,7 @@ from docpilot.api.schema import (
 from docpilot.assistant.render import Panel
 from docpilot.config.model import ModelConfig
 from docpilot.models.base import paints
+from docpilot.models.body import read_at_most
 from docpilot.models.wire import line_limit, reply_char_limit, reply_too_long
 from docpilot.net.retry import RetryPolicy, parse_retry_after
 from docpilot.net.sse import EventReader, LineTooLong
@@ -54,7 +56,9 @@ __all__ = ["RemoteEvent", "RemoteTurn", "ask", "ask_url"]
 BUSY_RETRIES = 3
 """Times ``ask`` retries a 503 before it reports the server as full."""
 _EXCERPT = 200
-_DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.ConnectError)
+_ERROR_BYTES = 1 << 16
+"""The most of an error reply read: its message is cut to ``_EXCERPT`` characters anyway."""
+_DROPPED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 _DROPPED_POLICY = RetryPolicy(2, backoff_base_s=0.0, backoff_cap_s=0.0)
 """A connection dropped before any reply is asked again at once, twice."""
 _HINTS = {
@@ -163,7 +167,7 @@ def ask_url(url: str) -> str:
 
 
 async def ask(
-    client: httpx.AsyncClient,
+    session: aiohttp.ClientSession,
     url: str,
     question: str,
     scope: Sequence[str] | None = None,
@@ -177,6 +181,8 @@ async def ask(
 ) -> RemoteTurn:
     """Ask a server one question over its event stream, timing what arrives.
 
+    ``session`` is the caller's aiohttp session (``net.connection.routed_session`` routes
+    one for the server's URL); its connections are kept alive from one question to the next.
     ``history``: for a follow-up, the conversation's earlier messages, first first, each
     ``{"role": "user" | "assistant", "content": ...}``; empty or None for a single question.
 
@@ -188,8 +194,8 @@ async def ask(
     under the caller's span.
     """
     endpoint = ask_url(url)
-    body = _ask_body(question, scope, language, history)
-    headers = {"Accept": "text/event-stream"}
+    body = orjson.dumps(_ask_body(question, scope, language, history))
+    headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     if traceparent:
@@ -205,19 +211,24 @@ async def ask(
     busy = dropped = 0
     while True:
         try:
-            async with client.stream("POST", endpoint, json=body, headers=headers) as response:
-                turn.status = response.status_code
-                if response.status_code == 503 and not busy_policy.gives_up(busy):
-                    await response.aread()
+            async with session.post(endpoint, data=body, headers=headers) as response:
+                turn.status = response.status
+                if response.status == 503 and not busy_policy.gives_up(busy):
+                    await read_at_most(response, _ERROR_BYTES)
                     await asyncio.sleep(busy_policy.wait_s(busy, parse_retry_after(response.headers.get("retry-after"))))
                     busy += 1
                     continue
-                if response.status_code != 200:
-                    code: ErrorCode = "auth" if response.status_code in (401, 403) else "http_status"
+                if response.status != 200:
+                    code: ErrorCode = "auth" if response.status in (401, 403) else "http_status"
                     turn.fail(code, await _http_error(response, endpoint))
                     break
-                await _read_events(turn, response.aiter_bytes(), elapsed, max_tokens)
+                await _read_events(turn, response.content.iter_any(), elapsed, max_tokens)
                 break  # leaving the stream unread closes its connection
+        except aiohttp.ClientPayloadError:
+            break  # the stream was cut: the turn is incomplete, unless its `done` event came
+        except TimeoutError as exc:  # aiohttp's read and connect timeouts among them
+            turn.fail("timeout", _unreachable(endpoint, exc))
+            break
         except _DROPPED as exc:
             # A kept-alive connection the server closed just as it was reused fails before
             # any reply; asking again is safe, since a question changes nothing on the server.
@@ -226,8 +237,8 @@ async def ask(
                 continue
             turn.fail("connect", _unreachable(endpoint, exc))
             break
-        except httpx.HTTPError as exc:
-            turn.fail("timeout" if isinstance(exc, httpx.TimeoutException) else "connect", _unreachable(endpoint, exc))
+        except aiohttp.ClientError as exc:
+            turn.fail("connect", _unreachable(endpoint, exc))
             break
     return _close(turn, elapsed())
 
@@ -250,14 +261,14 @@ def _unreachable(endpoint: str, exc: Exception) -> str:
     return f"no reply from {endpoint} ({reason}); fix: check the URL and that the server is running"
 
 
-async def _http_error(response: httpx.Response, endpoint: str) -> str:
-    raw = (await response.aread()).decode("utf-8", errors="replace")
+async def _http_error(response: aiohttp.ClientResponse, endpoint: str) -> str:
+    raw = (await read_at_most(response, _ERROR_BYTES))[0].decode("utf-8", errors="replace")
     try:
         message = ErrorEvent.model_validate(json.loads(raw)["error"]).message
     except (ValueError, KeyError, TypeError, ValidationError):
         message = " ".join(raw.split())[:_EXCERPT]
-    hint = _HINTS.get(response.status_code, "see the server's log")
-    return f"HTTP {response.status_code} from {endpoint}: {message}; fix: {hint}"
+    hint = _HINTS.get(response.status, "see the server's log")
+    return f"HTTP {response.status} from {endpoint}: {message}; fix: {hint}"
 
 
 async def _read_events(turn: RemoteTurn, body: AsyncIterator[bytes], elapsed: Callable[[], float],

@@ -45,14 +45,14 @@ from yarl import URL
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Fault, Prompt, Turn, finish_piece
 from docpilot.models.body import read_at_most
-from docpilot.models.connection import (
+from docpilot.models.replies import Retryable, read_completion, read_failure, read_stream
+from docpilot.models.wire import PartialTurn
+from docpilot.net.connection import (
     close_abandoned,
     env_proxy,
     new_session,
     tls_context,
 )
-from docpilot.models.replies import Retryable, read_completion, read_failure, read_stream
-from docpilot.models.wire import PartialTurn
 from docpilot.net.retry import RetryPolicy
 from docpilot.redact import redact
 

@@ -25,9 +25,10 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
-import httpx
+import aiohttp
 
 from docpilot import progress
+from docpilot.net.connection import routed_session
 from docpilot.run import road
 from docpilot.run.context import Assistant, RunContext
 from docpilot.run.lane import Interrupted, ModelLane
@@ -161,28 +162,36 @@ class _OverHttp(Assistant):
     """An assistant asked over HTTP: each question within the run's limiter, the first reply read strictly."""
 
     def __init__(self) -> None:
-        self._client: httpx.AsyncClient | None = None
+        self._client: aiohttp.ClientSession | None = None
         self._first = FirstReply()
         self._limiter: Limiter | None = None
 
     def open(self, run: RunContext) -> None:
         self._limiter = run.limiter
 
-    def _asking(self, run: RunContext, client: httpx.AsyncClient, search: bool) -> Asking:
+    def _asking(self, run: RunContext, client: aiohttp.ClientSession, search: bool) -> Asking:
         raise NotImplementedError
 
-    async def _ready(self, run: RunContext, client: httpx.AsyncClient) -> None:
+    def _url(self) -> str:
+        """The address the questions go to (the session is routed for it)."""
+        raise NotImplementedError
+
+    def _timeout(self, run: RunContext) -> aiohttp.ClientTimeout:
+        """How long a request may wait to connect and between two pieces of its reply."""
+        raise NotImplementedError
+
+    async def _ready(self, run: RunContext, client: aiohttp.ClientSession) -> None:
         """Check, once, what must hold before the first question."""
 
-    def _client_of(self, run: RunContext) -> httpx.AsyncClient:
+    def _client_of(self, run: RunContext) -> aiohttp.ClientSession:
         if self._client is None:
-            turns = run.limiter.turns
-            limits = httpx.Limits(max_connections=turns, max_keepalive_connections=turns)
-            timeout = httpx.Timeout(run.job.config.model.timeout_s + 30.0)
-
-            async def made() -> httpx.AsyncClient:  # on the run's loop, which its connections belong to
-                client = httpx.AsyncClient(timeout=timeout, limits=limits)
-                await self._ready(run, client)
+            async def made() -> aiohttp.ClientSession:  # on the run's loop, which its connections belong to
+                client = routed_session(self._url(), connections=run.limiter.turns, timeout=self._timeout(run))
+                try:
+                    await self._ready(run, client)
+                except BaseException:
+                    await client.close()
+                    raise
                 return client
 
             self._client = run.limiter.run(made())
@@ -220,7 +229,7 @@ class _OverHttp(Assistant):
     def close(self) -> None:
         if self._client is not None:
             with contextlib.suppress(Interrupted):
-                self._limiter.run(self._client.aclose())
+                self._limiter.run(self._client.close())
 
 
 class ServedAssistant(_OverHttp):
@@ -245,10 +254,18 @@ class ServedAssistant(_OverHttp):
             watch_children()  # the local server (and its workers) go if this process is killed
             self.url = self._stack.enter_context(local_server(run.job.config))
 
-    async def _ready(self, run: RunContext, client: httpx.AsyncClient) -> None:
+    def _url(self) -> str:
+        return self.url
+
+    def _timeout(self, run: RunContext) -> aiohttp.ClientTimeout:
+        # The server's own model is bounded by model.timeout_s; the margin covers its retrieval and queue.
+        bound = run.job.config.model.timeout_s + 30.0
+        return aiohttp.ClientTimeout(total=None, sock_connect=bound, sock_read=bound)
+
+    async def _ready(self, run: RunContext, client: aiohttp.ClientSession) -> None:
         await check_server(client, self.url, run.workspace)  # down, or serving other docs: before any question
 
-    def _asking(self, run: RunContext, client: httpx.AsyncClient, search: bool) -> Asking:
+    def _asking(self, run: RunContext, client: aiohttp.ClientSession, search: bool) -> Asking:
         # The server's turns join the run's trace, when it is traced.
         traceparent = run.trace.traceparent if run.trace is not None else None
         return server_asker(client, run.workspace, self.url, self._token, traceparent)
@@ -279,7 +296,13 @@ class TargetAssistant(_OverHttp):
         config = run.job.config
         self._endpoint = Endpoint.open(config.targets[self.name], self.name, SourceResolver(run.workspace.corpus))
 
-    def _asking(self, run: RunContext, client: httpx.AsyncClient, search: bool) -> Asking:
+    def _url(self) -> str:
+        return self._endpoint.url
+
+    def _timeout(self, run: RunContext) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(total=None)  # each attempt is bounded by the target's timeout_s
+
+    def _asking(self, run: RunContext, client: aiohttp.ClientSession, search: bool) -> Asking:
         return target_asker(client, self._endpoint.searching() if search else self._endpoint)
 
     def shows_no_ranking(self, remote) -> bool:

@@ -13,20 +13,25 @@ loopback port for an eval that was given no server URL, and stops it afterwards.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 
 from docpilot.api.client import RemoteTurn, ask, ask_url
 from docpilot.assistant.primer import history_messages
 from docpilot.assistant.workspace import Trace, Workspace
 from docpilot.errors import ConfigError
 from docpilot.models.base import Prompt, Source, Turn
+from docpilot.models.body import read_at_most
 from docpilot.run.limiter import Limiter
 from docpilot.server.process import local_server
 from docpilot.targets.ask import Endpoint, TargetReplyError, ask_target
+
+_HEALTH_BYTES = 1 << 16
+"""The most of a health report read: DocPilot's is a few hundred bytes."""
 
 __all__ = ["FirstReply", "ask_all", "check_server", "fill_trace", "local_server", "server_asker", "target_asker"]
 
@@ -119,7 +124,7 @@ async def ask_all(limiter: Limiter, traces: list[Trace], asking: Asking,
     return await asyncio.gather(*(one(t) for t in traces))
 
 
-def server_asker(client: httpx.AsyncClient, ws: Workspace, url: str, token: str | None,
+def server_asker(client: aiohttp.ClientSession, ws: Workspace, url: str, token: str | None,
                  traceparent: Callable[[str], str] | None) -> Asking:
     """How a record is asked of DocPilot's own server."""
 
@@ -132,7 +137,7 @@ def server_asker(client: httpx.AsyncClient, ws: Workspace, url: str, token: str 
     return asking
 
 
-def target_asker(client: httpx.AsyncClient, endpoint: Endpoint) -> Asking:
+def target_asker(client: aiohttp.ClientSession, endpoint: Endpoint) -> Asking:
     """How a record is asked of a target's endpoint (its variables read once, by ``Endpoint.open``)."""
 
     async def asking(trace: Trace, strict: Callable[[], bool]) -> RemoteTurn:
@@ -143,20 +148,22 @@ def target_asker(client: httpx.AsyncClient, endpoint: Endpoint) -> Asking:
     return asking
 
 
-async def check_server(client: httpx.AsyncClient, url: str, ws: Workspace) -> None:
+async def check_server(client: aiohttp.ClientSession, url: str, ws: Workspace) -> None:
     """Fail before the first question when the server is down or answers from other docs."""
     health = ask_url(url).removesuffix("/v1/ask") + "/healthz"
     start = "start it with `docpilot serve`, or pass the URL it printed"
     try:
-        response = await client.get(health)
-    except httpx.HTTPError as exc:
+        async with client.get(health) as response:
+            status, body = response.status, await read_at_most(response, _HEALTH_BYTES)
+    except (aiohttp.ClientError, TimeoutError) as exc:
         raise ConfigError(f"cannot reach the server at {url} ({type(exc).__name__}: {exc})", hint=start) from None
     try:
-        served = response.json().get("corpus") if response.status_code == 200 else None
+        report = json.loads(body[0]) if status == 200 else None
+        served = report.get("corpus") if isinstance(report, dict) else None
     except ValueError:
         served = None
     if not isinstance(served, str):
-        raise ConfigError(f"{health} answered HTTP {response.status_code}, not a DocPilot health report", hint=start)
+        raise ConfigError(f"{health} answered HTTP {status}, not a DocPilot health report", hint=start)
     if served != ws.corpus.fingerprint:
         raise ConfigError(
             f"the server at {url} answers from other docs than this eval's {ws.corpus.root} "

@@ -57,8 +57,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-import httpx
+import aiohttp
 import jmespath
+import orjson
 
 from docpilot.api.client import RemoteEvent, RemoteTurn
 from docpilot.api.schema import PrimedSource, RankedHit, RefusalEvent, RetrievalEvent
@@ -248,12 +249,13 @@ class _TooLarge(Exception):
 
 
 async def ask_target(
-    client: httpx.AsyncClient, endpoint: Endpoint | Target, question: str, scope: Sequence[str] | None,
+    session: aiohttp.ClientSession, endpoint: Endpoint | Target, question: str, scope: Sequence[str] | None,
     record_id: str, *, strict: bool | Callable[[], bool] = False,
     history: Sequence[Mapping[str, str]] = (), thread: str | None = None,
 ) -> RemoteTurn:
     """Ask the target one question and read its reply by the mapping; a fault ends the turn with ``error``.
 
+    ``session`` is the run's aiohttp session, routed for the target (``net.connection.routed_session``).
     ``endpoint`` is the target opened once for the run (``Endpoint.open``; a bare target is
     opened here). ``strict`` raises ``TargetReplyError`` instead for a reply the mapping
     cannot read or an auth failure. It may be a function, asked when the reply has come:
@@ -282,7 +284,7 @@ async def ask_target(
 
     waited = None
     try:
-        await _exchange(client, endpoint, _with_thread(url, thread, in_url=True), body, sent, turn, elapsed, first)
+        await _exchange(session, endpoint, _with_thread(url, thread, in_url=True), body, sent, turn, elapsed, first)
     except TimeoutError:
         turn.fail("timeout", f"{endpoint.url} sent no complete reply within timeout_s = {target.timeout_s:g} s; "
                              "fix: check the target's log, or raise the target's timeout_s")
@@ -292,31 +294,36 @@ async def ask_target(
         turn.fail("reply_too_large", f"the reply of {endpoint.url} ran past max_reply_bytes = "
                                      f"{target.max_reply_bytes:,} and was not read further; fix: check the "
                                      "target's log, or raise the target's max_reply_bytes")
-    except httpx.HTTPError as exc:
-        code = "timeout" if isinstance(exc, httpx.TimeoutException) else "connect"
-        turn.fail(code, f"no reply from {endpoint.url} ({type(exc).__name__}: {exc}); "
+    except aiohttp.ClientPayloadError as exc:
+        turn.fail("incomplete", f"the reply of {endpoint.url} was cut ({type(exc).__name__}: {exc}); "
+                                "fix: check the target's log")
+    except aiohttp.ClientError as exc:
+        turn.fail("connect", f"no reply from {endpoint.url} ({type(exc).__name__}: {exc}); "
                         "fix: check the target's url and that it is running")
     if turn.thread is None:
         turn.thread = thread  # a reply that names no thread stays in the one it was asked in
     return _close(turn, endpoint, waited if waited is not None else elapsed())
 
 
-async def _exchange(client: httpx.AsyncClient, endpoint: Endpoint, url: str, body: Any, sent: dict[str, str],
+async def _exchange(session: aiohttp.ClientSession, endpoint: Endpoint, url: str, body: Any, sent: dict[str, str],
                     turn: RemoteTurn, elapsed: Callable[[], float], first: Callable[[], bool]) -> None:
     """Send the question to ``url`` (again after a busy reply) and read the reply, each attempt within ``timeout_s``."""
     target = endpoint.target
     policy = RetryPolicy(target.retries)
+    data = orjson.dumps(body)
+    if not any(key.lower() == "content-type" for key in sent):
+        sent = {**sent, "Content-Type": "application/json"}
     attempt = 0
     while True:
-        async with asyncio.timeout(target.timeout_s), client.stream(
-                target.method, url, json=body, headers=sent, timeout=target.timeout_s) as response:
-            turn.status = response.status_code
-            if response.status_code in _BUSY and not policy.gives_up(attempt):
+        async with asyncio.timeout(target.timeout_s), session.request(
+                target.method, url, data=data, headers=sent) as response:
+            turn.status = response.status
+            if response.status in _BUSY and not policy.gives_up(attempt):
                 await _capped_read(response, target)
                 wait = policy.wait_s(attempt, parse_retry_after(response.headers.get("retry-after")))
             else:
                 turn.server_timing, turn.stages_dropped = _stages(response, endpoint)
-                if response.status_code != 200:
+                if response.status != 200:
                     await _http_fault(turn, response, endpoint, first(), attempts=attempt + 1)
                 else:
                     problem = await _READERS[target.reply.kind](turn, response, endpoint, elapsed)
@@ -330,24 +337,24 @@ async def _exchange(client: httpx.AsyncClient, endpoint: Endpoint, url: str, bod
         attempt += 1
 
 
-def _stages(response: httpx.Response, endpoint: Endpoint) -> tuple[dict[str, float], int]:
+def _stages(response: aiohttp.ClientResponse, endpoint: Endpoint) -> tuple[dict[str, float], int]:
     """The reply's `Server-Timing` stages and how many were dropped; a stage named by a secret is dropped too."""
     stages, dropped = parse_server_timing(response.headers.get("server-timing"))
     kept = {name: ms for name, ms in stages.items() if endpoint.clean(name) == name}
     return kept, dropped + len(stages) - len(kept)
 
 
-async def _capped(response: httpx.Response, target: Target) -> AsyncIterator[bytes]:
+async def _capped(response: aiohttp.ClientResponse, target: Target) -> AsyncIterator[bytes]:
     """The reply's bytes as they come, raising ``_TooLarge`` once more than ``max_reply_bytes`` came."""
     total = 0
-    async for piece in response.aiter_bytes():
+    async for piece in response.content.iter_any():
         total += len(piece)
         if total > target.max_reply_bytes:
             raise _TooLarge
         yield piece
 
 
-async def _capped_read(response: httpx.Response, target: Target) -> bytes:
+async def _capped_read(response: aiohttp.ClientResponse, target: Target) -> bytes:
     """The whole reply, up to ``max_reply_bytes`` (``_TooLarge`` past it)."""
     held = bytearray()
     async for piece in _capped(response, target):
@@ -355,11 +362,11 @@ async def _capped_read(response: httpx.Response, target: Target) -> bytes:
     return bytes(held)
 
 
-async def _http_fault(turn: RemoteTurn, response: httpx.Response, endpoint: Endpoint, strict: bool,
+async def _http_fault(turn: RemoteTurn, response: aiohttp.ClientResponse, endpoint: Endpoint, strict: bool,
                       *, attempts: int = 1) -> None:
     raw = (await _capped_read(response, endpoint.target)).decode("utf-8", errors="replace")
     excerpt = endpoint.excerpt(" ".join(raw.split()))
-    status, url = response.status_code, endpoint.url
+    status, url = response.status, endpoint.url
     if status in (401, 403):
         message = (f"HTTP {status} from {url}: {excerpt}; "
                    "fix: check the target's headers and the environment variables they read")
@@ -536,7 +543,7 @@ def _text_at(expression: str, data: Any) -> str | None:
     raise _Shape(f"has {_a(_kind(found))} at reply.answer {expression!r}, where text is wanted")
 
 
-async def _read_json(turn: RemoteTurn, response: httpx.Response, endpoint: Endpoint,
+async def _read_json(turn: RemoteTurn, response: aiohttp.ClientResponse, endpoint: Endpoint,
                      elapsed: Callable[[], float]) -> str | None:
     target = endpoint.target
     raw = await _capped_read(response, target)
@@ -621,7 +628,7 @@ def _take_delta(turn: RemoteTurn, endpoint: Endpoint, stream: _Stream, data: Any
             turn.first_token_ms = now_ms
 
 
-async def _read_sse(turn: RemoteTurn, response: httpx.Response, endpoint: Endpoint,
+async def _read_sse(turn: RemoteTurn, response: aiohttp.ClientResponse, endpoint: Endpoint,
                     elapsed: Callable[[], float]) -> str | None:
     reply, stream, reader = endpoint.target.reply, _Stream(), EventReader(dataless=True)
     sources_event = reply.sources_event or reply.delta_event
@@ -668,7 +675,7 @@ async def _lines(pieces: AsyncIterator[bytes]) -> AsyncIterator[str]:
         yield held.decode("utf-8", errors="replace")
 
 
-async def _read_ndjson(turn: RemoteTurn, response: httpx.Response, endpoint: Endpoint,
+async def _read_ndjson(turn: RemoteTurn, response: aiohttp.ClientResponse, endpoint: Endpoint,
                        elapsed: Callable[[], float]) -> str | None:
     reply, stream = endpoint.target.reply, _Stream()
     lines = _lines(_capped(response, endpoint.target))
@@ -715,7 +722,7 @@ async def _drain(rest: AsyncIterator[Any]) -> None:
 
     try:
         await asyncio.wait_for(read(), _DRAIN_S)
-    except (TimeoutError, httpx.HTTPError, _TooLarge):
+    except (TimeoutError, aiohttp.ClientError, _TooLarge):
         pass
 
 

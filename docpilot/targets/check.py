@@ -15,13 +15,14 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
+import aiohttp
 
 from docpilot.api.client import RemoteTurn
 from docpilot.assistant.render import render_panel
 from docpilot.corpus.pages import Corpus
 from docpilot.metrics.gold import pins_one_section
 from docpilot.models.base import Source
+from docpilot.net.connection import routed_session
 from docpilot.schema import GoldenRecord
 from docpilot.targets.ask import _EXCERPT, Endpoint, _keys, ask_target
 from docpilot.targets.sources import SourceResolver
@@ -35,8 +36,8 @@ def check_target(endpoint: Endpoint, records: Sequence[GoldenRecord], corpus: Co
     record = next((r for r in records if r.gold), records[0])
 
     async def one() -> RemoteTurn:
-        async with httpx.AsyncClient() as client:
-            return await ask_target(client, endpoint, record.question, record.scope, record.id)
+        async with routed_session(endpoint.url, connections=1, timeout=aiohttp.ClientTimeout(total=None)) as session:
+            return await ask_target(session, endpoint, record.question, record.scope, record.id)
 
     turn = asyncio.run(one())
     return {"record": record.id, "question": record.question, "gold": record.gold,

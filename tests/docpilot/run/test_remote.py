@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC
 from pathlib import Path
 
+import aiohttp
 import httpx
 import pytest
 
@@ -29,6 +30,7 @@ from docpilot.run.road import (
 from docpilot.server.app import create_app, serve_in_thread
 from tests.support.model_stage import model_shard, retrieve_shard, served_shard
 from tests.support.scratch import scratch_folder
+from tests.support.scripted_http import DROP, Reply, Request, scripted
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "pipeline"
 TOKEN = "remote-test-token-42"
@@ -59,8 +61,8 @@ def url() -> Iterator[str]:
 
 def _ask(url: str, question: str, token: str | None = TOKEN, scope: list[str] | None = None) -> RemoteTurn:
     async def run() -> RemoteTurn:
-        async with httpx.AsyncClient() as client:
-            return await ask(client, url, question, scope, token)
+        async with aiohttp.ClientSession() as session:
+            return await ask(session, url, question, scope, token)
 
     return asyncio.run(run())
 
@@ -146,12 +148,16 @@ def test_a_busy_server_is_retried_after_retry_after():
     with serve_in_thread(create_app(_workspace(), model, token=None, max_concurrency=1, queue_depth=0)) as base:
 
         async def run() -> tuple[RemoteTurn, RemoteTurn]:
-            async with httpx.AsyncClient() as client:
-                first = asyncio.create_task(ask(client, base, "How do I install Acme?"))
-                while (await client.get(f"{base}/healthz")).json()["in_flight"] == 0:
+            async def health(session: aiohttp.ClientSession) -> dict:
+                async with session.get(f"{base}/healthz") as response:
+                    return await response.json()
+
+            async with aiohttp.ClientSession() as session:
+                first = asyncio.create_task(ask(session, base, "How do I install Acme?"))
+                while (await health(session))["in_flight"] == 0:
                     await asyncio.sleep(0.01)  # until the first question holds the only slot
-                second = asyncio.create_task(ask(client, base, "How do I install Acme?"))
-                while (await client.get(f"{base}/healthz")).json()["turned_away"] == 0:
+                second = asyncio.create_task(ask(session, base, "How do I install Acme?"))
+                while (await health(session))["turned_away"] == 0:
                     await asyncio.sleep(0.01)  # until the server has answered the second with 503
                 model.go.set()
                 return await first, await second
@@ -166,29 +172,20 @@ def test_a_connection_dropped_before_any_reply_is_asked_again():
     stream = (b'event: retrieval\ndata: {"hits":[],"primed":[]}\n\nevent: token\ndata: {"text":"Run pip."}\n\n'
               b'event: done\ndata: {"request_id":"r"}\n\n')
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(n: int, request: Request) -> Reply | object:
         calls.append(request)
-        if len(calls) == 1:  # the server closed the kept-alive connection as it was reused
-            raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=stream)
+        if n == 1:  # the server closed the kept-alive connection as it was reused
+            return DROP
+        return Reply(200, {"content-type": "text/event-stream"}, stream)
 
-    async def run() -> RemoteTurn:
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-            return await ask(client, "http://docs.test", "How do I install Acme?")
-
-    turn = asyncio.run(run())
+    turn = _ask_scripted(handler)
     assert len(calls) == 2 and turn.error is None and [e.name for e in turn.events] == ["retrieval", "token", "done"]
 
 
 def test_a_stream_cut_before_done_is_an_error():
     cut = b'event: retrieval\ndata: {"hits":[],"primed":[]}\n\nevent: token\ndata: {"text":"Inst'
 
-    async def run() -> RemoteTurn:
-        transport = httpx.MockTransport(lambda request: httpx.Response(200, content=cut))
-        async with httpx.AsyncClient(transport=transport) as client:
-            return await ask(client, "http://docs.test", "How do I install Acme?")
-
-    turn = asyncio.run(run())
+    turn = _ask_scripted(lambda n, request: Reply(200, {"content-type": "text/event-stream"}, cut))
     assert turn.error.startswith("the stream ended before its `done` event") and turn.latency_ms is not None
     assert turn.error_code == "incomplete"
 
@@ -306,12 +303,10 @@ def test_local_server_reports_a_server_that_cannot_start(tmp_path):
             pass  # pragma: no cover
 
 
-def _ask_mock(handler) -> RemoteTurn:
-    async def run() -> RemoteTurn:
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-            return await ask(client, "http://docs.test", "How do I install Acme?")
-
-    return asyncio.run(run())
+def _ask_scripted(handler) -> RemoteTurn:
+    """Ask a server on 127.0.0.1 whose every reply ``handler`` scripts (``tests.support.scripted_http``)."""
+    with scripted(handler) as base:
+        return _ask(base, "How do I install Acme?", token=None)
 
 
 def _sse(*events: tuple[str, str]) -> bytes:
@@ -321,7 +316,7 @@ def _sse(*events: tuple[str, str]) -> bytes:
 # Regression: a server turn that ended with no answer text was scored as an (empty) answer.
 def test_a_turn_done_without_answer_text_or_refusal_is_an_error():
     body = _sse(("retrieval", '{"hits":[],"primed":[]}'), ("token", '{"text":"  "}'), ("done", '{"request_id":"r"}'))
-    turn = _ask_mock(lambda request: httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body))
+    turn = _ask_scripted(lambda n, request: Reply(200, {"content-type": "text/event-stream"}, body))
     assert turn.error is not None and "no answer text and no refusal" in turn.error
     assert turn.error_code == "empty"
 
@@ -348,17 +343,11 @@ def test_white_space_is_not_the_first_token_and_events_may_arrive_in_any_pieces(
     body = _sse(("retrieval", '{"hits":[],"primed":[]}'), ("token", '{"text":"\\n"}'), ("token", '{"text":"Run pip."}'),
                 ("done", '{"request_id":"r"}'))
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        # One byte at a time, with CRLF line ends: the reader the openai model uses joins them.
-        crlf = body.replace(b"\n", b"\r\n")
-
-        async def pieces() -> AsyncIterator[bytes]:
-            for i in range(len(crlf)):
-                yield crlf[i : i + 1]
-
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=pieces())
-
-    turn = _ask_mock(handler)
+    # One byte at a time, with CRLF line ends: the reader the openai model uses joins them.
+    crlf = body.replace(b"\n", b"\r\n")
+    pieces = [crlf[i : i + 1] for i in range(len(crlf))]
+    turn = _ask_scripted(lambda n, request: Reply(200, {"content-type": "text/event-stream"}, pieces=pieces,
+                                                  pause_s=0.001))
     assert turn.error is None and turn.answer == "Run pip."
     tokens = [event.at_ms for event in turn.events if event.name == "token"]
     assert turn.first_token_ms == tokens[1]
@@ -371,13 +360,14 @@ def test_a_503_retry_after_given_as_an_http_date_is_read():
     calls = []
     body = _sse(("retrieval", '{"hits":[],"primed":[]}'), ("token", '{"text":"Run pip."}'), ("done", '{"request_id":"r"}'))
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(n: int, request: Request) -> Reply:
         calls.append(request)
-        if len(calls) == 1:
+        if n == 1:
             when = format_datetime(datetime.now(UTC) - timedelta(seconds=5), usegmt=True)
-            return httpx.Response(503, headers={"retry-after": when}, json={"error": {"message": "full"}})
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+            return Reply(503, {"retry-after": when, "content-type": "application/json"},
+                         b'{"error": {"message": "full"}}')
+        return Reply(200, {"content-type": "text/event-stream"}, body)
 
-    turn = _ask_mock(handler)
+    turn = _ask_scripted(handler)
     # A date in the past means "now": the old parser read it as unreadable and waited 1 s.
     assert len(calls) == 2 and turn.error is None and turn.latency_ms < 1000

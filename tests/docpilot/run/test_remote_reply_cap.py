@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import httpx
+import aiohttp
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -43,7 +43,7 @@ def _workspace(**model: object):
 
 def _ask(url: str, **options: object) -> RemoteTurn:
     async def run() -> RemoteTurn:
-        async with httpx.AsyncClient(timeout=30) as client:
+        async with aiohttp.ClientSession() as client:
             return await ask(client, url, QUESTION, **options)  # type: ignore[arg-type]
 
     return asyncio.run(run())

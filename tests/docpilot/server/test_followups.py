@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
 import httpx
 import pytest
 
@@ -109,7 +110,7 @@ def test_the_client_sends_the_history_and_carries_back_the_query(served):
     script.history.clear()
 
     async def asking():
-        async with httpx.AsyncClient() as client:
+        async with aiohttp.ClientSession() as client:
             return await ask(client, base, FOLLOW_UP, history=HISTORY)
 
     turn = asyncio.run(asking())

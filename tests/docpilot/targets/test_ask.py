@@ -14,7 +14,7 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import aiohttp
 import pytest
 import pytrec_eval
 import yaml
@@ -117,7 +117,7 @@ def _target(base: str, shape: str, **changes: object) -> Target:
 
 def _ask(target: Target, question: str, *, strict: bool = False):
     async def run():
-        async with httpx.AsyncClient() as client:
+        async with aiohttp.ClientSession() as client:
             return await ask_target(client, target, question, None, "q", strict=strict)
 
     return asyncio.run(run())

@@ -11,7 +11,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 
-import httpx
+import aiohttp
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -45,7 +45,7 @@ def _target(base: str, **fields: object) -> Target:
 
 def _ask(target: Target, question: str, **conversation: object) -> RemoteTurn:
     async def run() -> RemoteTurn:
-        async with httpx.AsyncClient() as client:
+        async with aiohttp.ClientSession() as client:
             return await ask_target(client, Endpoint.open(target), question, None, "chat-1/1",
                                     **conversation)  # type: ignore[arg-type]
 
@@ -161,7 +161,7 @@ def test_a_first_reply_that_names_no_thread_stops_the_run_and_a_later_one_keeps_
 
 
 async def _strict(target: Target) -> RemoteTurn:
-    async with httpx.AsyncClient() as client:
+    async with aiohttp.ClientSession() as client:
         return await ask_target(client, Endpoint.open(target), FIRST, None, "q", strict=True)
 
 

@@ -16,7 +16,7 @@ import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import aiohttp
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -150,7 +150,7 @@ def test_a_reply_past_the_byte_cap_is_never_held_whole(hostile):
     endpoint = Endpoint.open(target, "hostile", SourceResolver(load_corpus(DOCS)))
 
     async def ask():
-        async with httpx.AsyncClient() as client:
+        async with aiohttp.ClientSession() as client:
             return await ask_target(client, endpoint, "huge", None, "q")
 
     tracemalloc.start()
@@ -168,7 +168,7 @@ def test_more_sources_than_the_cap_make_an_error_row(hostile):
     target = Target.model_validate({**_target(base), "url": base + "/ask", "max_sources": 1})
 
     async def ask():
-        async with httpx.AsyncClient() as client:
+        async with aiohttp.ClientSession() as client:
             return await ask_target(client, Endpoint.open(target), "outside", None, "q")
 
     turn = asyncio.run(ask())
@@ -191,7 +191,7 @@ def test_a_strict_reader_raises_for_a_401_with_the_key_cleared(hostile):
     target = Target.model_validate({**_target(base), "url": base + "/ask"})
 
     async def ask():
-        async with httpx.AsyncClient() as client:
+        async with aiohttp.ClientSession() as client:
             return await ask_target(client, Endpoint.open(target), "echo", None, "q", strict=True)
 
     with pytest.raises(TargetReplyError) as raised:

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import aiohttp
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
@@ -43,7 +43,7 @@ def app() -> Iterator[str]:
 
 def _ask(target: Target, question: str, history: list[dict[str, str]] | None = None) -> RemoteTurn:
     async def run() -> RemoteTurn:
-        async with httpx.AsyncClient() as client:
+        async with aiohttp.ClientSession() as client:
             return await ask_target(client, Endpoint.open(target), question, None, "chat/1", history=history or [])
 
     return asyncio.run(run())

@@ -1,8 +1,10 @@
-"""Connections of the openai model: one TLS context per process, proxies from the environment, sessions.
+"""DocPilot's HTTP connections: one TLS context per process, proxies from the environment, sessions.
 
-aiohttp sessions belong to the event loop they were made in, and each model keeps one
-pool of kept-alive connections. What is read from the environment (CA certificates,
-proxies) is read once, when a model is built, not on every request.
+Every asker speaks aiohttp: the openai model, DocPilot's server client and the targets'
+client. aiohttp sessions belong to the event loop they were made in, and each asker
+keeps one pool of kept-alive connections. What is read from the environment (CA
+certificates, proxies) is read once, when a model or a session is made, not on every
+request.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import functools
 import os
 import ssl
 import urllib.request
+import warnings
 from collections.abc import Mapping
+from typing import Any
 
 import aiohttp
 import certifi
@@ -29,7 +33,7 @@ servers (vLLM among them) close theirs, so a turn never picks one the server is 
 
 @functools.lru_cache(maxsize=4)
 def _load_tls_context(cafile: str | None, capath: str | None) -> ssl.SSLContext:
-    # Loading CA certificates costs ~0.1 s, so all the models of a process share one context.
+    # Loading CA certificates is slow, so every client of a process shares one context.
     if cafile or capath:
         return ssl.create_default_context(cafile=cafile, capath=capath)
     return ssl.create_default_context(cafile=certifi.where())
@@ -49,22 +53,28 @@ def tls_context(env: Mapping[str, str] = os.environ) -> ssl.SSLContext:
         ) from exc
 
 
-def env_proxy(url: URL) -> tuple[URL | None, str | None]:
-    """The proxy ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``ALL_PROXY`` name for ``url`` unless ``NO_PROXY``
-    exempts its host, and the ``Proxy-Authorization`` value for credentials in the proxy's URL."""
+def _proxy_for(url: URL) -> URL | None:
+    """The proxy the environment names for ``url``, with any credentials in it; None for a direct request."""
     proxies = urllib.request.getproxies_environment()
     address = proxies.get(url.scheme) or proxies.get("all")
     if not address or urllib.request.proxy_bypass_environment(url.host or "", proxies):
-        return None, None
+        return None
     proxy = URL(address if "://" in address else f"http://{address}")
     if proxy.scheme not in ("http", "https"):
         raise ConfigError(
             f"the proxy the environment names for {url.scheme}:// requests is a {proxy.scheme} proxy, "
-            "which the openai model cannot use",
+            "which DocPilot's HTTP clients cannot use",
             hint="point HTTP_PROXY / HTTPS_PROXY / ALL_PROXY at an http:// or https:// proxy, "
             "or list the endpoint's host in NO_PROXY",
         )
-    if proxy.user is None:
+    return proxy
+
+
+def env_proxy(url: URL) -> tuple[URL | None, str | None]:
+    """The proxy ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``ALL_PROXY`` name for ``url`` unless ``NO_PROXY``
+    exempts its host, and the ``Proxy-Authorization`` value for credentials in the proxy's URL."""
+    proxy = _proxy_for(url)
+    if proxy is None or proxy.user is None:
         return proxy, None
     return proxy.with_user(None), aiohttp.encode_basic_auth(proxy.user, proxy.password or "")
 
@@ -86,7 +96,36 @@ def close_abandoned(session: aiohttp.ClientSession, loop: asyncio.AbstractEventL
     closing.close()
 
 
-def new_session(tls: ssl.SSLContext | None) -> aiohttp.ClientSession:
+def new_session(tls: ssl.SSLContext | None, connections: int = CONNECTIONS) -> aiohttp.ClientSession:
     """A session for the running event loop, with its own pool of kept-alive connections."""
-    connector = aiohttp.TCPConnector(limit=CONNECTIONS, keepalive_timeout=IDLE_S, ssl=tls)
+    connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=IDLE_S, ssl=tls)
     return aiohttp.ClientSession(connector=connector)
+
+
+def routed_session(url: str, *, connections: int = CONNECTIONS,
+                   timeout: aiohttp.ClientTimeout | None = None) -> aiohttp.ClientSession:
+    """A session for the running event loop that asks the service at ``url`` as the environment routes it.
+
+    The proxy ``HTTP(S)_PROXY`` / ``NO_PROXY`` name for ``url`` (with the credentials in its
+    URL) and the TLS context (for an https URL or proxy) are read here, once; every request
+    of the session goes that way. ``timeout`` bounds each request (aiohttp's default when None).
+    """
+    target = URL(url)
+    proxy = _proxy_for(target)
+    speaks_tls = target.scheme == "https" or (proxy is not None and proxy.scheme == "https")
+    connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=IDLE_S,
+                                     ssl=tls_context() if speaks_tls else True)
+    options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+    if proxy is not None:
+        options["proxy"] = proxy.with_user(None)
+    if proxy is None or proxy.user is None:
+        return aiohttp.ClientSession(connector=connector, **options)
+    if target.scheme == "http":  # a plain request goes to the proxy itself, its credentials with it
+        credentials = aiohttp.encode_basic_auth(proxy.user, proxy.password or "")
+        return aiohttp.ClientSession(connector=connector, headers={"Proxy-Authorization": credentials}, **options)
+    # A tunnel's credentials go with its CONNECT, which only the session-wide proxy_auth reaches
+    # (deprecated for aiohttp 4, which pyproject.toml keeps out).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        auth = aiohttp.BasicAuth(proxy.user, proxy.password or "")
+        return aiohttp.ClientSession(connector=connector, proxy_auth=auth, **options)
