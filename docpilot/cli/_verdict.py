@@ -10,13 +10,14 @@ import click
 def emit(report, path: str, as_json: bool, *, live: bool = False) -> None:
     """A report's verdict for the terminal: the scorecard (or the variants' matrix), or with ``as_json`` the
     summary, gates, verdict and path as JSON on stdout; faults on stderr either way."""
-    from rich.console import Console
-
-    from docpilot.reports.scorecard import render_faults
-
     if as_json:
-        # Errors go to stderr, so the JSON on stdout stays whole.
-        render_faults(report, Console(stderr=True))
+        # Errors go to stderr, so the JSON on stdout stays whole; with none, the terminal's renderer is not loaded.
+        if any(row.error is not None for row in report.rows):
+            from rich.console import Console
+
+            from docpilot.reports.scorecard import render_faults
+
+            render_faults(report, Console(stderr=True))
         payload = {
             "summary": report.summary,
             "gates": [g.model_dump() for g in report.gates],
@@ -28,7 +29,12 @@ def emit(report, path: str, as_json: bool, *, live: bool = False) -> None:
                                             "verdict": v.verdict} for v in report.variants}
             payload["paired"] = report.paired.model_dump() if report.paired else None
         click.echo(json.dumps(payload, indent=2))
-    elif report.variants:
+        return
+    from rich.console import Console
+
+    from docpilot.reports.scorecard import render_faults
+
+    if report.variants:
         from docpilot.clock import command_ms
         from docpilot.reports.matrix import render_matrix
 
