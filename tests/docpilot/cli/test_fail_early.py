@@ -116,6 +116,18 @@ def test_faults_are_grouped_by_cause_before_the_scorecard(tmp_path, openai_serve
     assert report["summary"]["answer_f1"] is None
 
 
+def test_with_json_the_faults_go_to_stderr_and_the_json_stays_whole(tmp_path, openai_server) -> None:
+    base_url, script = openai_server
+    script.reset(Reply(answer="Set the token in the header [1].", interrupt_after_words=3))
+    result = run("eval", *BASE, "--provider", "openai", "--base-url", base_url, "--no-cache", "--json",
+                 "--out", str(tmp_path / "r.json"))
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["verdict"] == "fail"  # stdout holds the JSON alone
+    assert "errors:" in result.stderr and "no finish_reason" in result.stderr
+    rescored = run("score", str(tmp_path / "r.json"), "--json")
+    assert json.loads(rescored.stdout)["verdict"] == "fail" and "errors:" in rescored.stderr
+
+
 def test_a_rerun_with_every_turn_stored_needs_no_endpoint(tmp_path) -> None:
     # Shards of two: every shard finds its turns stored, so no turn is sent and the endpoint,
     # gone by then, is never asked anything (not even the probe).
