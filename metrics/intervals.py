@@ -91,10 +91,16 @@ def headline_intervals(rows: Sequence[Row], *, gate_only: bool = False,
     metrics = [METRICS[name] for name in INTERVAL_METRICS
                if METRICS[name].aggregate is mean and not (gate_only and METRICS[name].family != "retrieval")]
     found: dict[str, tuple[float, float]] = {}
+    pages: dict[str, str] = {}  # record id → its cluster, shared by the metrics over the same records
     for name, (members, values) in member_values(metrics, rows, ahead=ahead).items():
-        records = list(dict.fromkeys(row.id for row in members))
-        page = {row.id: page_of(row) for row in members}
-        interval = cluster_interval(per_record(members, values, "mean"), [page[r] for r in records])
+        for row in members:
+            if row.id not in pages:
+                pages[row.id] = page_of(row)
+        records = [row.id for row in members]
+        if len(set(records)) < len(records):  # samples of a record: read as their mean
+            records = list(dict.fromkeys(records))
+            values = per_record(members, values, "mean")
+        interval = cluster_interval(values, [pages[r] for r in records])
         if interval is not None:
             found[name] = interval
     return found
