@@ -144,15 +144,15 @@ def check_consistency(report: Report, path: str | Path) -> Report:
             if model_fields:
                 problems.append(f"record {row.id!r} has model results ({', '.join(model_fields)}) "
                                 "in a gate-only report")
-        times = {"latency_ms": row.latency_ms, "first_token_ms": row.first_token_ms,
-                 "first_thought_ms": row.first_thought_ms,
-                 **{f"stages_ms.{name}": value for name, value in row.stages_ms.items()}}  # fmt: skip
-        for name, value in times.items():
-            if value is not None and not (math.isfinite(value) and value >= 0):
+        times = (("latency_ms", row.latency_ms), ("first_token_ms", row.first_token_ms),
+                 ("first_thought_ms", row.first_thought_ms),
+                 *((f"stages_ms.{name}", value) for name, value in row.stages_ms.items()))
+        for name, value in times:
+            if value is not None and not 0 <= value < math.inf:  # NaN fails both comparisons
                 problems.append(f"record {row.id!r} has {name} = {value}; times are finite and not negative")
-        if any(not math.isfinite(value) for value in row.scores):
+        if not all(map(math.isfinite, row.scores)):
             problems.append(f"record {row.id!r} has a retrieval score that is not a finite number")
-        repeated = _repeated(row.retrieved)
+        repeated = None if len(set(row.retrieved)) == len(row.retrieved) else _repeated(row.retrieved)
         if repeated is not None:
             # A repeat would count twice in context precision and once in recall and nDCG.
             problems.append(f"record {row.id!r} lists section {repeated!r} more than once in retrieved; "
