@@ -1,13 +1,15 @@
 """Vocabulary entries chosen over every failing dev record, and `docpilot improve --apply` writing them.
 
-Each test builds a small docs folder on disk, runs the real `docpilot eval --gate-only`
-in a fresh process to get a report, and then the real `docpilot improve`.
+The module builds a small docs folder on disk and runs the real `docpilot eval --gate-only`
+on it once, in a fresh process; each test gets its own copy of those files (docs, report
+and cache) and runs the real `docpilot improve` on them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -85,17 +87,29 @@ def _docpilot(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, check=False)
 
 
-@pytest.fixture
-def run(tmp_path):
-    """A dev gate-only run over the small docs: (docs folder, report path)."""
-    docs = _docs(tmp_path, '{\n    "auth": "tokens",\n    "sso": ["tokens", "secrets"]\n}\n')
-    golden = tmp_path / "golden.yaml"
+@pytest.fixture(scope="module")
+def _dev_run(tmp_path_factory) -> Path:
+    """The folder of one dev gate-only run over the small docs, made once for the module and never changed:
+    docs/, golden.yaml, the report dev.json, and the cache (with its index) the run filled."""
+    folder = tmp_path_factory.mktemp("dev-run")
+    docs = _docs(folder, '{\n    "auth": "tokens",\n    "sso": ["tokens", "secrets"]\n}\n')
+    golden = folder / "golden.yaml"
     golden.write_text(_GOLDEN, encoding="utf-8")
-    out = tmp_path / "dev.json"
-    done = _docpilot(tmp_path, "eval", "--gate-only", "--split", "dev", "--docs", str(docs),
-                     "--golden", str(golden), "--out", str(out))
+    done = _docpilot(folder, "eval", "--gate-only", "--split", "dev", "--docs", str(docs),
+                     "--golden", str(golden), "--out", str(folder / "dev.json"))
     assert done.returncode in (0, 1), done.stderr
-    return docs, out
+    return folder
+
+
+@pytest.fixture
+def run(_dev_run, tmp_path):
+    """A dev gate-only run over the small docs, as this test's own files: (docs folder, report path).
+
+    A copy of the module's run, with its cache: the files are those the eval wrote, so a test
+    may edit the docs or apply entries without touching another test's.
+    """
+    shutil.copytree(_dev_run, tmp_path, dirs_exist_ok=True)
+    return tmp_path / "docs", tmp_path / "dev.json"
 
 
 def test_stop_words_numbers_and_corpus_wide_words_are_not_content_words(tmp_path):
