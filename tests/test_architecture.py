@@ -63,24 +63,43 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     return None
 
 
-def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """Project modules ``module`` imports anywhere in its body, function bodies included."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        names: list[str] = []
+_READ: dict[tuple[str, str, str], object] = {}
+"""What a check read from a source text, by the check's name, its argument and the text: the checks run
+on the checkout and on copies of it, and a file's text tells all they read of it."""
+
+
+def _read_once(check: str, path: Path, argument: str, read):
+    """``read(tree)`` of the source at ``path``, parsed once per distinct text for the ``check`` and ``argument``."""
+    text = path.read_text()
+    key = (check, argument, text)
+    if key not in _READ:
+        _READ[key] = read(ast.parse(text, str(path)))
+    return _READ[key]
+
+
+def _imported_names(tree: ast.AST, package: str) -> list[str]:
+    """Every name an ``import`` of ``tree`` imports, those inside functions included, relative ones made absolute."""
+    names: list[str] = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
             # `from docpilot.run import progress` imports docpilot.run.progress, not the package alone.
-            names = [f"{base}.{alias.name}" for alias in node.names] + [base]
-        for name in names:
-            target = _resolve(name, modules)
-            if target is not None and target != module and not module.startswith(target + "."):
-                found.add(target)
+            names += [f"{base}.{alias.name}" for alias in node.names] + [base]
+    return names
+
+
+def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Project modules ``module`` imports anywhere in its body, function bodies included."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for name in _read_once("imports", path, package, lambda tree: _imported_names(tree, package)):
+        target = _resolve(name, modules)
+        if target is not None and target != module and not module.startswith(target + "."):
+            found.add(target)
     return found
 
 
@@ -152,11 +171,10 @@ def layer_problems(root: Path) -> list[str]:
 
 
 MODULES = modules_of(ROOT)
-GRAPH = import_graph(ROOT)
 
 
 def test_no_import_cycle_between_project_modules():
-    assert find_cycle(GRAPH) is None
+    assert find_cycle(import_graph(ROOT)) is None
 
 
 def test_packages_keep_their_layers_and_form_no_cycle():
@@ -199,7 +217,7 @@ def test_the_layer_check_fails_on_a_package_in_no_layer(tmp_path):
 
 
 def test_arrows_point_one_way():
-    for module, targets in GRAPH.items():
+    for module, targets in import_graph(ROOT).items():
         layer = package_of(module)
         for target in targets:
             into = package_of(target)
@@ -288,11 +306,18 @@ def stage_orders(root: Path, steps: dict[str, tuple[str, ...]]) -> list[str]:
     """Every function of the project that calls a function of each of ``steps``: each one writes their order."""
     found = []
     for module, path in sorted(modules_of(root).items()):
-        for function in _functions(ast.parse(path.read_text(), str(path))):
-            called = {ast.unparse(n.func) for n in ast.walk(function) if isinstance(n, ast.Call)}
+        for function, called in _read_once("calls", path, "", _calls_by_function):
             if all(any(word in name for name in called for word in words) for words in steps.values()):
-                found.append(f"{module}.{function.name}")
+                found.append(f"{module}.{function}")
     return found
+
+
+def _calls_by_function(tree: ast.AST) -> list[tuple[str, set[str]]]:
+    """Each function of ``tree`` (nested ones too, in walk order) with what it calls, as ``ast.unparse`` writes it;
+    a nested function's calls count for the functions around it as well."""
+    written = {node: ast.unparse(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    return [(function.name, {written[n] for n in ast.walk(function) if isinstance(n, ast.Call)})
+            for function in _functions(tree)]
 
 
 def runtime_tests(root: Path) -> list[str]:
