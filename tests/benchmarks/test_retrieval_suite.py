@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,11 +31,19 @@ def _gate_only_summary(docs, golden, split: str) -> dict:
     return json.loads(completed.stdout)["summary"]
 
 
-def test_missing_corpora_are_reported_absent_and_the_demo_still_runs(tmp_path):
-    result = suite.run(tmp_path)
+@pytest.fixture(scope="module")
+def without_data(tmp_path_factory) -> tuple[Path, dict]:
+    """The suite run once with the default settings on a data folder that holds none of the shared corpora:
+    (that folder, the result). Only the demo corpus, which lives in the project, is measured."""
+    data = tmp_path_factory.mktemp("no-shared-data")
+    return data, suite.run(data)
+
+
+def test_missing_corpora_are_reported_absent_and_the_demo_still_runs(without_data):
+    data, result = without_data
     demo, fastapi, prefect = result["corpora"]
-    assert fastapi["absent"].startswith(str(tmp_path)) and prefect["absent"].startswith(str(tmp_path))
-    assert result["scifact_test_ndcg@10"] == {"absent": str(tmp_path / "beir-scifact")}
+    assert fastapi["absent"].startswith(str(data)) and prefect["absent"].startswith(str(data))
+    assert result["scifact_test_ndcg@10"] == {"absent": str(data / "beir-scifact")}
     assert set(demo["splits"]) == {"dev", "test"}
     text = suite.table(result)
     assert "| fastapi | – | absent:" in text and "SciFact: absent" in text
@@ -68,8 +77,8 @@ def test_the_ceiling_allows_eight_places_for_a_record_with_more_gold_entries():
     assert suite.ceiling_figures([many], lambda r: ranked, 20) == {"recall@8": 0.8, "mrr": 1.0}
 
 
-def test_the_demo_ceiling_bounds_the_default_figures_and_grows_with_depth(tmp_path):
-    demo = suite.run(tmp_path)["corpora"][0]
+def test_the_demo_ceiling_bounds_the_default_figures_and_grows_with_depth(without_data):
+    demo = without_data[1]["corpora"][0]
     for split, figures in demo["splits"].items():
         ceiling, ours = figures["ceiling"]["default"], figures["default"]
         for key in ("recall@8", "mrr"):
@@ -77,8 +86,8 @@ def test_the_demo_ceiling_bounds_the_default_figures_and_grows_with_depth(tmp_pa
             assert ours[key] <= by_depth[0] and by_depth == sorted(by_depth), (split, key)
 
 
-def test_the_hybrid_column_is_score_fused_hybrid_retrieval_with_the_static_embedder(tmp_path):
-    demo = suite.run(tmp_path)["corpora"][0]
+def test_the_hybrid_column_is_score_fused_hybrid_retrieval_with_the_static_embedder(without_data):
+    demo = without_data[1]["corpora"][0]
     corpus = load_corpus(ROOT / "docs")
     hybrid = Retriever(corpus, RetrievalConfig(retriever="hybrid", embedder="static", fusion="scores"))
     dev = [r for r in load_golden(ROOT / "evals" / "golden.yaml") if r.split == "dev"]
@@ -90,8 +99,8 @@ def test_the_hybrid_column_is_score_fused_hybrid_retrieval_with_the_static_embed
     assert demo["splits"]["dev"]["bm25"] == ranked
 
 
-def test_the_demo_figures_are_the_gate_only_figures(tmp_path):
-    demo = suite.run(tmp_path)["corpora"][0]
+def test_the_demo_figures_are_the_gate_only_figures(without_data):
+    demo = without_data[1]["corpora"][0]
     for split in ("dev", "test"):
         summary = _gate_only_summary(ROOT / "docs", ROOT / "evals" / "golden.yaml", split)
         ours = demo["splits"][split]["default"]
@@ -99,9 +108,10 @@ def test_the_demo_figures_are_the_gate_only_figures(tmp_path):
         assert ours["mrr"] == pytest.approx(summary["mrr"], abs=1e-12)
 
 
-def test_overrides_reach_every_corpus(tmp_path):
-    plain = suite.run(tmp_path)["corpora"][0]["splits"]["dev"]["default"]
-    bare = suite.run(tmp_path, {"title_weight": 0, "description_weight": 0})["corpora"][0]["splits"]["dev"]["default"]
+def test_overrides_reach_every_corpus(without_data):
+    data, result = without_data
+    plain = result["corpora"][0]["splits"]["dev"]["default"]
+    bare = suite.run(data, {"title_weight": 0, "description_weight": 0})["corpora"][0]["splits"]["dev"]["default"]
     assert bare != plain
 
 
