@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 
 # Prefect reads its settings when first imported, so its home is set for the whole process.
 os.environ["PREFECT_HOME"] = scratch_folder("docpilot-prefect-")
+# What runs outside a test (a module's shared eval, index or server) caches and reports in the
+# test process's own folders too, never in the checkout's .docpilot/ (each test gets its own, _isolated).
+os.environ["DOCPILOT_CACHE_DIR"] = scratch_folder("docpilot-cache-")
+os.environ["DOCPILOT_REPORTS_DIR"] = scratch_folder("docpilot-reports-")
 quiet_prefect()  # as the planner does before a run under Prefect: no telemetry, no chatter
 
 ROOT = Path(__file__).resolve().parent.parent
