@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -218,14 +220,25 @@ def test_a_poisoned_cache_is_read_as_misses_with_one_warning_and_runs_no_payload
     assert not marker.exists() and outside.exists()
 
 
+@pytest.fixture(scope="module")
+def gate_only_cache(tmp_path_factory) -> Path:
+    """The cache folder one gate-only run of the demo's first eight records filled, made once for the module
+    and never changed: a test copies it."""
+    folder = tmp_path_factory.mktemp("gate-only-cache")
+    cache = folder / "cache"
+    first = _demo_eval(folder, cache, "first.json", "--gate-only")
+    assert first.returncode in (0, 1), first.stderr
+    return cache
+
+
 @pytest.mark.parametrize("foreign", ["trigger", "setting"])
 @pytest.mark.slow
-def test_a_cache_database_of_another_make_is_not_opened_and_the_run_goes_on(tmp_path, foreign):
+def test_a_cache_database_of_another_make_is_not_opened_and_the_run_goes_on(tmp_path, foreign, gate_only_cache):
     """diskcache runs its settings as PRAGMA statements and trusts its triggers: a foreign database is never opened."""
     import sqlite3
 
     cache = tmp_path / "cache"
-    assert _demo_eval(tmp_path, cache, "first.json", "--gate-only").returncode in (0, 1)
+    shutil.copytree(gate_only_cache, cache)  # the cache a gate-only run of the demo left
     with sqlite3.connect(cache / "cache.db") as db:
         if foreign == "trigger":
             db.execute("CREATE TRIGGER forged AFTER INSERT ON Cache BEGIN DELETE FROM Cache; END")
