@@ -65,6 +65,37 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True if _SLOW_MODULE.search(collection_path.read_text(encoding="utf-8")) else None
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile`` with the modules whose every test is slow (by their own mark) handed out first.
+
+    xdist hands out files with more tests first, which leaves a long file of one or two tests
+    (a real model, a Prefect run) for the end, where one worker runs it while the other has
+    finished. Handed out first, such files overlap the many quick ones instead. Within each
+    group the files keep xdist's order; every file still runs whole on one worker.
+    """
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from collections import OrderedDict
+
+    from xdist.scheduler import LoadFileScheduling
+
+    def slow_module(scope: str) -> bool:
+        path = Path(config.rootpath) / scope
+        return path.suffix == ".py" and bool(_SLOW_MODULE.search(path.read_text(encoding="utf-8")))
+
+    class SlowModulesFirst(LoadFileScheduling):
+        _ordered = False
+
+        def _assign_work_unit(self, node) -> None:
+            if not self._ordered:  # the queue is complete when the first file is handed out
+                self._ordered = True
+                order = sorted(self.workqueue, key=lambda scope: not slow_module(scope))
+                self.workqueue = OrderedDict((scope, self.workqueue[scope]) for scope in order)
+            super()._assign_work_unit(node)
+
+    return SlowModulesFirst(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``slow`` the tests that start a server process or run the real model, by the fixtures and marks they use."""
     from tests.support.llama_server import needs_local
