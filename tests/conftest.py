@@ -65,6 +65,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True if _SLOW_MODULE.search(collection_path.read_text(encoding="utf-8")) else None
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: a run without xdist has no such hook
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``--dist loadfile`` with the modules whose every test is slow (by their own mark) handed out first.
 
