@@ -110,10 +110,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    """Caches and reports of every test go to its own temporary folder."""
+def _isolated(request, tmp_path, monkeypatch):
+    """Caches and reports of every test go to its own temporary folder; a run of the local model computes with
+    the test process's share of the cores (``tests.support.llama_server.THREADS``)."""
     monkeypatch.setenv("DOCPILOT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("DOCPILOT_REPORTS_DIR", str(tmp_path / "reports"))
+    from tests.support.llama_server import THREADS, needs_local
+
+    if needs_local.mark in request.node.iter_markers():
+        monkeypatch.setenv("DOCPILOT_MODEL__THREADS", str(THREADS))
     for name in list(os.environ):  # tracing is off unless a test turns it on
         if name.startswith("OTEL_"):
             monkeypatch.delenv(name)

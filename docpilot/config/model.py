@@ -153,6 +153,10 @@ class ModelConfig(_Strict):
     under its own key, so raising it asks only the new samples (docs/repeats.md)."""
     concurrency: int = _number(8, ge=1, le=1_024)
     """Model calls in flight at once."""
+    threads: int | None = _number(None, ge=1, le=1_024)
+    """`local`: the CPU threads llama.cpp's server computes with; empty means every core. Fewer
+    leave cores to other work on a shared machine, where llama.cpp's threads, which wait for each
+    other by spinning, slow down sharply once they outnumber the free cores."""
     timeout_s: float = _number(60.0, gt=0, le=DAY_S)
     """Per-call timeout, in seconds."""
     retries: int = _number(3, ge=0, le=100)

@@ -12,9 +12,9 @@ measured is the model, not the server:
     interrupt_requests False   by default the server ends a turn in flight (``[DONE]`` with
                                no finish_reason) when the next request arrives; it must
                                finish every turn it starts
-    n_threads = CPU count      one request at a time uses every core; the server serves
-                               one request at a time, so more turns in flight only queue
-                               (the first-token time shows the queue)
+    n_threads = model.threads  one request at a time uses every core (or the threads set);
+                               the server serves one request at a time, so more turns in
+                               flight only queue (the first-token time shows the queue)
     n_ctx 4096                 five primed sources and the answer fit; a shorter context
                                would make the server refuse long prompts
     seed = model.seed          replies repeat from run to run

@@ -110,7 +110,7 @@ def served_endpoint(config: Config) -> Iterator[Config]:
         return
     from docpilot.models.local import serve_local
 
-    with serve_local(settings.path, name=settings.name, seed=settings.seed) as url:
+    with serve_local(settings.path, name=settings.name, seed=settings.seed, threads=settings.threads) as url:
         yield config.model_copy(update={"model": settings.model_copy(update={"base_url": url})})
 
 
@@ -156,7 +156,8 @@ def ready_endpoint(config: Config) -> Iterator[Ready]:
 
             def start() -> Config:
                 if not served:
-                    url = stack.enter_context(serve_local(settings.path, name=settings.name, seed=settings.seed))
+                    url = stack.enter_context(serve_local(settings.path, name=settings.name, seed=settings.seed,
+                                                          threads=settings.threads))
                     probe_endpoint(url, settings.name, None, timeout_s=settings.timeout_s)
                     served.append(config.model_copy(update={"model": settings.model_copy(update={"base_url": url})}))
                 return served[0]

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from docpilot.models.base import Prompt, parse_refusal
 from docpilot.models.openai import OpenAIModel
 from tests.conftest import DATA, ROOT
-from tests.support.llama_server import NAME, default_server, needs_local
+from tests.support.llama_server import NAME, THREADS, default_server, needs_local
 
 pytestmark = needs_local
 
@@ -34,6 +34,15 @@ async def _ask_all(base_url: str, questions: list[str], *, max_tokens: int):
     async with OpenAIModel(base_url=base_url, model=NAME, max_tokens=max_tokens, timeout_s=TIMEOUT_S,
                            retries=0) as model:
         return await asyncio.gather(*(model.complete(_prompt(q)) for q in questions))
+
+
+def test_the_server_computes_with_the_threads_it_is_given() -> None:
+    from docpilot.models.local import server_command
+
+    command = server_command(ROOT / "model.gguf", 8080, name=NAME, seed=0, threads=1)
+    assert command[command.index("--n_threads") + 1] == command[command.index("--n_threads_batch") + 1] == "1"
+    every = server_command(ROOT / "model.gguf", 8080, name=NAME, seed=0)
+    assert every[every.index("--n_threads") + 1] == str(os.cpu_count())
 
 
 # Regression: with its defaults llama.cpp's server ends a turn in flight when the next request
@@ -97,6 +106,7 @@ def test_an_eval_with_the_local_provider_runs_end_to_end_and_stops_its_server(tm
             assert 0 < row["first_token_ms"] <= row["latency_ms"]
     assert report["config"]["model"]["provider"] == "local"
     assert report["config"]["model"]["concurrency"] == 1  # one request at a time: no queue measured
+    assert report["config"]["model"]["threads"] == THREADS  # DOCPILOT_MODEL__THREADS, as the suite sets it
     assert "verdict:" in result.stdout
     # The server was stopped with the run: nothing listens on its port any more.
     port = urlsplit(report["config"]["model"]["base_url"] or "http://127.0.0.1:1").port
