@@ -45,8 +45,8 @@ from docpilot.api.schema import (
 from docpilot.assistant.render import Panel
 from docpilot.config.model import ModelConfig
 from docpilot.models.base import paints
-from docpilot.models.body import read_at_most
 from docpilot.models.wire import line_limit, reply_char_limit, reply_too_long
+from docpilot.net.body import read_at_most
 from docpilot.net.retry import RetryPolicy, parse_retry_after
 from docpilot.net.sse import EventReader, LineTooLong
 from docpilot.schema import ErrorCode

@@ -44,9 +44,9 @@ from yarl import URL
 
 from docpilot.errors import ConfigError, ModelError
 from docpilot.models.base import Fault, Prompt, Turn, finish_piece
-from docpilot.models.body import read_at_most
 from docpilot.models.replies import Retryable, read_completion, read_failure, read_stream
 from docpilot.models.wire import PartialTurn
+from docpilot.net.body import read_at_most
 from docpilot.net.connection import (
     close_abandoned,
     env_proxy,

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 import aiohttp
 
 from docpilot.models.base import Fault
-from docpilot.models.body import drain, read_at_most
 from docpilot.models.wire import PartialTurn, excerpt, line_limit, reply_char_limit
+from docpilot.net.body import drain, read_at_most
 from docpilot.net.retry import parse_retry_after
 from docpilot.net.sse import EventReader, LineTooLong
 from docpilot.schema import ErrorCode

@@ -25,15 +25,15 @@ from docpilot.assistant.primer import history_messages
 from docpilot.assistant.workspace import Trace, Workspace
 from docpilot.errors import ConfigError
 from docpilot.models.base import Prompt, Source, Turn
-from docpilot.models.body import read_at_most
+from docpilot.net.body import read_at_most
 from docpilot.run.limiter import Limiter
 from docpilot.server.process import local_server
 from docpilot.targets.ask import Endpoint, TargetReplyError, ask_target
 
+__all__ = ["FirstReply", "ask_all", "check_server", "fill_trace", "local_server", "server_asker", "target_asker"]
+
 _HEALTH_BYTES = 1 << 16
 """The most of a health report read: DocPilot's is a few hundred bytes."""
-
-__all__ = ["FirstReply", "ask_all", "check_server", "fill_trace", "local_server", "server_asker", "target_asker"]
 
 
 def fill_trace(trace: Trace, remote: RemoteTurn, began: float | None = None) -> Trace:

@@ -1,4 +1,4 @@
-"""Reading an HTTP response body the way a model client must: within a bound, or to its end for reuse.
+"""Reading an HTTP response body as every asker must: within a bound, or to its end for reuse.
 
 A service decides how much it sends; these read no more of it than the caller can use,
 so a body without end costs bounded memory.
