@@ -40,12 +40,14 @@ eval: install
 # each process compile them again (about a quarter of a second of CPU apiece).
 COMPILE := $(BIN)/python -m compileall -q -j 0 docpilot metrics flows tasks benchmarks tests/support
 
-# The whole suite: lint, then every test, two at a time (a test file stays on one worker,
-# so the servers a file shares start once).
+# The whole suite: lint, then every test, three at a time (a test file stays on one worker,
+# so the servers a file shares start once). Three workers on two cores, since a sixth of
+# two workers' time went on waiting (for a server to start, a child to exit): 308 s → 277 s,
+# with the same CPU time. The fast tier computes all the way, and stays at two.
 test: install
 	$(BIN)/ruff check .
 	$(COMPILE)
-	$(BIN)/python -m pytest -n 2 --dist loadfile -r s
+	$(BIN)/python -m pytest -n 3 --dist loadfile -r s
 
 # The fast tier: lint, and the tests that start no server process and take no seconds
 # (the `slow` marker, tests/conftest.py).
