@@ -11,35 +11,31 @@ limiter (``run.limiter``), on the run's one event loop:
   in the stage cache first and stored as soon as it exists; turns go to the model
   through the run's model lane (``run.lane``), which reads the run's first reply
   strictly (``models.probe.fault_of``);
-- ``ServedAssistant``: each question asked of a running ``docpilot serve`` (started for
-  the run when no URL is given), which retrieves, primes and answers on its side;
-  nothing is cached, what is measured is the server, network included;
-- ``TargetAssistant``: each question asked of another assistant's HTTP API, configured
-  under ``targets:``, its first reply read strictly.
+- ``ServedAssistant`` (``run.remote``): each question asked of a running ``docpilot serve``
+  (started for the run when no URL is given), which retrieves, primes and answers on its
+  side; nothing is cached, what is measured is the server, network included;
+- ``TargetAssistant`` (``run.remote``): each question asked of another assistant's HTTP
+  API, configured under ``targets:``, its first reply read strictly.
+
+The two asked over HTTP live with their HTTP client (``run.remote``), which a run of
+DocPilot's own assistant never imports.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from typing import TYPE_CHECKING
 
-import aiohttp
-
 from docpilot import progress
-from docpilot.net.connection import routed_session
 from docpilot.run import road
 from docpilot.run.context import Assistant, RunContext
 from docpilot.run.lane import Interrupted, ModelLane
-from docpilot.run.remote import FirstReply, ask_all, check_server, fill_trace, server_asker, target_asker
 
 if TYPE_CHECKING:
     from docpilot.assistant.workspace import Trace
     from docpilot.config.model import ModelConfig
     from docpilot.run.job import EvalJob
-    from docpilot.run.limiter import Limiter
-    from docpilot.run.remote import Asking
     from docpilot.run.variants import SharedRanking
 
 
@@ -158,157 +154,6 @@ class OwnAssistant(Assistant):
             self._stack.close()
 
 
-class _OverHttp(Assistant):
-    """An assistant asked over HTTP: each question within the run's limiter, the first reply read strictly."""
-
-    def __init__(self) -> None:
-        self._client: aiohttp.ClientSession | None = None
-        self._first = FirstReply()
-        self._limiter: Limiter | None = None
-
-    def open(self, run: RunContext) -> None:
-        self._limiter = run.limiter
-
-    def _asking(self, run: RunContext, client: aiohttp.ClientSession, search: bool) -> Asking:
-        raise NotImplementedError
-
-    def _url(self) -> str:
-        """The address the questions go to (the session is routed for it)."""
-        raise NotImplementedError
-
-    def _timeout(self, run: RunContext) -> aiohttp.ClientTimeout:
-        """How long a request may wait to connect and between two pieces of its reply."""
-        raise NotImplementedError
-
-    async def _ready(self, run: RunContext, client: aiohttp.ClientSession) -> None:
-        """Check, once, what must hold before the first question."""
-
-    def _client_of(self, run: RunContext) -> aiohttp.ClientSession:
-        if self._client is None:
-            async def made() -> aiohttp.ClientSession:  # on the run's loop, which its connections belong to
-                client = routed_session(self._url(), connections=run.limiter.turns, timeout=self._timeout(run))
-                try:
-                    await self._ready(run, client)
-                except BaseException:
-                    await client.close()
-                    raise
-                return client
-
-            self._client = run.limiter.run(made())
-        return self._client
-
-    def _ask(self, run: RunContext, traces: list[Trace], *, search: bool = False) -> None:
-        client = self._client_of(run)
-        replies = run.limiter.run(ask_all(run.limiter, traces, self._asking(run, client, search), self._first))
-        for trace, (began, remote) in zip(traces, replies, strict=True):
-            fill_trace(trace, remote, began)
-            trace.unranked = self.shows_no_ranking(remote)
-            # The assistant's own stage timings (embed, retrieve, model), when it sent them.
-            trace.stages_ms = remote.stages_ms() if remote.timing is not None or remote.server_timing else {}
-
-    def shows_no_ranking(self, remote) -> bool:
-        """Whether a reply showed no ranking that retrieval metrics may read."""
-        return False
-
-    def rank(self, run: RunContext, traces: list[Trace]) -> list[Trace]:
-        self._ask(run, traces, search=True)
-        run.progress.advance("retrieve", len(traces))
-        return traces
-
-    def answer(self, run: RunContext, traces: list[Trace]) -> list[Trace]:
-        """Each record asked; with ``model.repeat`` above 1, the shard asked that many times over, a sample per
-        round (the assistant retrieves each time: its retrieval is part of what is measured)."""
-        repeat = run.job.config.model.repeat
-        rounds = [traces] if repeat == 1 else [road.sampled(traces, s) for s in range(repeat)]
-        for asked in rounds:
-            self._ask(run, asked)
-            run.progress.advance("model", len(asked))
-        run.progress.advance("retrieve", len(traces))
-        return [trace for samples in zip(*rounds, strict=True) for trace in samples]
-
-    def close(self) -> None:
-        if self._client is not None:
-            with contextlib.suppress(Interrupted):
-                self._limiter.run(self._client.close())
-
-
-class ServedAssistant(_OverHttp):
-    """DocPilot's own assistant behind ``docpilot serve``: the one at ``url``, or one started for the run."""
-
-    def __init__(self, url: str | None, token: str | None = None) -> None:
-        super().__init__()
-        self.url = url
-        self._token = token
-        self._stack = contextlib.ExitStack()
-
-    def open(self, run: RunContext) -> None:
-        super().open(run)
-        if self._token is None:
-            from docpilot.api.schema import TOKEN_VARIABLE
-
-            self._token = os.environ.get(TOKEN_VARIABLE, "").strip() or None
-        if self.url is None:
-            from docpilot.run.reaper import watch_children
-            from docpilot.run.remote import local_server
-
-            watch_children()  # the local server (and its workers) go if this process is killed
-            self.url = self._stack.enter_context(local_server(run.job.config))
-
-    def _url(self) -> str:
-        return self.url
-
-    def _timeout(self, run: RunContext) -> aiohttp.ClientTimeout:
-        # The server's own model is bounded by model.timeout_s; the margin covers its retrieval and queue.
-        bound = run.job.config.model.timeout_s + 30.0
-        return aiohttp.ClientTimeout(total=None, sock_connect=bound, sock_read=bound)
-
-    async def _ready(self, run: RunContext, client: aiohttp.ClientSession) -> None:
-        await check_server(client, self.url, run.workspace)  # down, or serving other docs: before any question
-
-    def _asking(self, run: RunContext, client: aiohttp.ClientSession, search: bool) -> Asking:
-        # The server's turns join the run's trace, when it is traced.
-        traceparent = run.trace.traceparent if run.trace is not None else None
-        return server_asker(client, run.workspace, self.url, self._token, traceparent)
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._stack.close()
-
-
-class TargetAssistant(_OverHttp):
-    """Another assistant's HTTP API, as the config's ``targets.NAME`` describes it."""
-
-    stage_labels: dict[str, str] = {}  # noqa: RUF012
-
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self.name = name
-        self.stage_labels = {"retrieve": f"ask {name}", "model": "score"}
-        self._endpoint = None
-
-    def open(self, run: RunContext) -> None:
-        from docpilot.targets.ask import Endpoint
-        from docpilot.targets.sources import SourceResolver
-
-        super().open(run)
-        config = run.job.config
-        self._endpoint = Endpoint.open(config.targets[self.name], self.name, SourceResolver(run.workspace.corpus))
-
-    def _url(self) -> str:
-        return self._endpoint.url
-
-    def _timeout(self, run: RunContext) -> aiohttp.ClientTimeout:
-        return aiohttp.ClientTimeout(total=None)  # each attempt is bounded by the target's timeout_s
-
-    def _asking(self, run: RunContext, client: aiohttp.ClientSession, search: bool) -> Asking:
-        return target_asker(client, self._endpoint.searching() if search else self._endpoint)
-
-    def shows_no_ranking(self, remote) -> bool:
-        return remote.retrieval is None  # a target whose reply maps no sources
-
-
 def assistant_for(job: EvalJob, shared_ranking: SharedRanking | None = None) -> Assistant:
     """Who answers the job's questions, chosen once: the one place a run's runtime is read.
 
@@ -317,8 +162,8 @@ def assistant_for(job: EvalJob, shared_ranking: SharedRanking | None = None) -> 
     run); otherwise DocPilot's own assistant answers here. ``--gate-only`` on the
     local runtime calls no model, so its endpoint is never started.
     """
-    if job.runtime == "server" and job.config.target is not None:
-        return TargetAssistant(job.config.target)
-    if job.runtime == "server":
-        return ServedAssistant(job.url)
-    return OwnAssistant(shared_ranking, endpoint_ready=job.gate_only)
+    if job.runtime != "server":
+        return OwnAssistant(shared_ranking, endpoint_ready=job.gate_only)
+    from docpilot.run.remote import ServedAssistant, TargetAssistant  # the HTTP client stack, for these alone
+
+    return TargetAssistant(job.config.target) if job.config.target is not None else ServedAssistant(job.url)

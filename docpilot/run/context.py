@@ -1,5 +1,5 @@
 """What one eval holds while it runs (job, workspace, assistant, limiter, scores so far, stop flag), and what
-every assistant does for the road (``Assistant``; the three of them are in ``run.assistants``).
+every assistant does for the road (``Assistant``; chosen by ``run.assistants.assistant_for``).
 
 A ``RunContext`` is made by ``evaluate`` (or by a Dask worker for the shard it was sent)
 and handed to every step of the road (``run.road``): nothing of a run lives in a module

@@ -1,10 +1,11 @@
-"""The eval's server runtime: every record of a shard asked of a running DocPilot server.
+"""The assistants asked over HTTP: DocPilot's server (``ServedAssistant``) and a target (``TargetAssistant``).
 
-The assistants that answer over HTTP (``run.assistants``: DocPilot's server, a target)
-ask each record's question with ``ask_all``, on the run's loop and within its limiter,
-and ``fill_trace`` puts each reply into its trace so that the eval's own render and
-score steps make the row: the row's latency and first token are then the times the
-client saw, network included.
+``run.assistants.assistant_for`` chooses one of them for a run that is not DocPilot's own
+assistant in this process, so only such a run loads the HTTP client stack. Each asks a
+shard's questions with ``ask_all``, on the run's loop and within its limiter, its first
+reply read strictly (``FirstReply``), and ``fill_trace`` puts each reply into its trace
+so that the eval's own render and score steps make the row: the row's latency and
+first token are then the times the client saw, network included.
 
 ``local_server`` (from ``docpilot.server.process``) starts ``docpilot serve`` on a free
 loopback port for an eval that was given no server URL, and stops it afterwards.
@@ -13,7 +14,9 @@ loopback port for an eval that was given no server URL, and stops it afterwards.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,11 +29,15 @@ from docpilot.assistant.workspace import Trace, Workspace
 from docpilot.errors import ConfigError
 from docpilot.models.base import Prompt, Source, Turn
 from docpilot.net.body import read_at_most
-from docpilot.run.limiter import Limiter
+from docpilot.net.connection import routed_session
+from docpilot.run import road
+from docpilot.run.context import Assistant, RunContext
+from docpilot.run.limiter import Interrupted, Limiter
 from docpilot.server.process import local_server
 from docpilot.targets.ask import Endpoint, TargetReplyError, ask_target
 
-__all__ = ["FirstReply", "ask_all", "check_server", "fill_trace", "local_server", "server_asker", "target_asker"]
+__all__ = ["FirstReply", "ServedAssistant", "TargetAssistant", "ask_all", "check_server", "fill_trace",
+           "local_server", "server_asker", "target_asker"]
 
 _HEALTH_BYTES = 1 << 16
 """The most of a health report read: DocPilot's is a few hundred bytes."""
@@ -170,3 +177,152 @@ async def check_server(client: aiohttp.ClientSession, url: str, ws: Workspace) -
             f"(corpus {served[:12]}, here {ws.corpus.fingerprint[:12]})",
             hint="serve the same docs folder the eval reads (corpus.docs or --docs), then run again",
         )
+
+
+class _OverHttp(Assistant):
+    """An assistant asked over HTTP: each question within the run's limiter, the first reply read strictly."""
+
+    def __init__(self) -> None:
+        self._client: aiohttp.ClientSession | None = None
+        self._first = FirstReply()
+        self._limiter: Limiter | None = None
+
+    def open(self, run: RunContext) -> None:
+        self._limiter = run.limiter
+
+    def _asking(self, run: RunContext, client: aiohttp.ClientSession, search: bool) -> Asking:
+        raise NotImplementedError
+
+    def _url(self) -> str:
+        """The address the questions go to (the session is routed for it)."""
+        raise NotImplementedError
+
+    def _timeout(self, run: RunContext) -> aiohttp.ClientTimeout:
+        """How long a request may wait to connect and between two pieces of its reply."""
+        raise NotImplementedError
+
+    async def _ready(self, run: RunContext, client: aiohttp.ClientSession) -> None:
+        """Check, once, what must hold before the first question."""
+
+    def _client_of(self, run: RunContext) -> aiohttp.ClientSession:
+        if self._client is None:
+            async def made() -> aiohttp.ClientSession:  # on the run's loop, which its connections belong to
+                client = routed_session(self._url(), connections=run.limiter.turns, timeout=self._timeout(run))
+                try:
+                    await self._ready(run, client)
+                except BaseException:
+                    await client.close()
+                    raise
+                return client
+
+            self._client = run.limiter.run(made())
+        return self._client
+
+    def _ask(self, run: RunContext, traces: list[Trace], *, search: bool = False) -> None:
+        client = self._client_of(run)
+        replies = run.limiter.run(ask_all(run.limiter, traces, self._asking(run, client, search), self._first))
+        for trace, (began, remote) in zip(traces, replies, strict=True):
+            fill_trace(trace, remote, began)
+            trace.unranked = self.shows_no_ranking(remote)
+            # The assistant's own stage timings (embed, retrieve, model), when it sent them.
+            trace.stages_ms = remote.stages_ms() if remote.timing is not None or remote.server_timing else {}
+
+    def shows_no_ranking(self, remote) -> bool:
+        """Whether a reply showed no ranking that retrieval metrics may read."""
+        return False
+
+    def rank(self, run: RunContext, traces: list[Trace]) -> list[Trace]:
+        self._ask(run, traces, search=True)
+        run.progress.advance("retrieve", len(traces))
+        return traces
+
+    def answer(self, run: RunContext, traces: list[Trace]) -> list[Trace]:
+        """Each record asked; with ``model.repeat`` above 1, the shard asked that many times over, a sample per
+        round (the assistant retrieves each time: its retrieval is part of what is measured)."""
+        repeat = run.job.config.model.repeat
+        rounds = [traces] if repeat == 1 else [road.sampled(traces, s) for s in range(repeat)]
+        for asked in rounds:
+            self._ask(run, asked)
+            run.progress.advance("model", len(asked))
+        run.progress.advance("retrieve", len(traces))
+        return [trace for samples in zip(*rounds, strict=True) for trace in samples]
+
+    def close(self) -> None:
+        if self._client is not None:
+            with contextlib.suppress(Interrupted):
+                self._limiter.run(self._client.close())
+
+
+class ServedAssistant(_OverHttp):
+    """DocPilot's own assistant behind ``docpilot serve``: the one at ``url``, or one started for the run."""
+
+    def __init__(self, url: str | None, token: str | None = None) -> None:
+        super().__init__()
+        self.url = url
+        self._token = token
+        self._stack = contextlib.ExitStack()
+
+    def open(self, run: RunContext) -> None:
+        super().open(run)
+        if self._token is None:
+            from docpilot.api.schema import TOKEN_VARIABLE
+
+            self._token = os.environ.get(TOKEN_VARIABLE, "").strip() or None
+        if self.url is None:
+            from docpilot.run.reaper import watch_children
+
+            watch_children()  # the local server (and its workers) go if this process is killed
+            self.url = self._stack.enter_context(local_server(run.job.config))
+
+    def _url(self) -> str:
+        return self.url
+
+    def _timeout(self, run: RunContext) -> aiohttp.ClientTimeout:
+        # The server's own model is bounded by model.timeout_s; the margin covers its retrieval and queue.
+        bound = run.job.config.model.timeout_s + 30.0
+        return aiohttp.ClientTimeout(total=None, sock_connect=bound, sock_read=bound)
+
+    async def _ready(self, run: RunContext, client: aiohttp.ClientSession) -> None:
+        await check_server(client, self.url, run.workspace)  # down, or serving other docs: before any question
+
+    def _asking(self, run: RunContext, client: aiohttp.ClientSession, search: bool) -> Asking:
+        # The server's turns join the run's trace, when it is traced.
+        traceparent = run.trace.traceparent if run.trace is not None else None
+        return server_asker(client, run.workspace, self.url, self._token, traceparent)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._stack.close()
+
+
+class TargetAssistant(_OverHttp):
+    """Another assistant's HTTP API, as the config's ``targets.NAME`` describes it."""
+
+    stage_labels: dict[str, str] = {}  # noqa: RUF012
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.stage_labels = {"retrieve": f"ask {name}", "model": "score"}
+        self._endpoint = None
+
+    def open(self, run: RunContext) -> None:
+        from docpilot.targets.sources import SourceResolver
+
+        super().open(run)
+        config = run.job.config
+        self._endpoint = Endpoint.open(config.targets[self.name], self.name, SourceResolver(run.workspace.corpus))
+
+    def _url(self) -> str:
+        return self._endpoint.url
+
+    def _timeout(self, run: RunContext) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(total=None)  # each attempt is bounded by the target's timeout_s
+
+    def _asking(self, run: RunContext, client: aiohttp.ClientSession, search: bool) -> Asking:
+        return target_asker(client, self._endpoint.searching() if search else self._endpoint)
+
+    def shows_no_ranking(self, remote) -> bool:
+        return remote.retrieval is None  # a target whose reply maps no sources

@@ -46,7 +46,7 @@ def served_shard(ws: Workspace, traces: list[Trace], url: str, *, token: str | N
                  concurrency: int = 8) -> tuple[list[Trace], dict[str, dict[str, float]]]:
     """Ask a running ``docpilot serve`` every record of a shard, as the server runtime does; the filled traces
     and each record's server stage timings (records whose server sent none are left out)."""
-    from docpilot.run.assistants import ServedAssistant
+    from docpilot.run.remote import ServedAssistant
 
     job = EvalJob(config=ws.config, golden=ws.config.golden, runtime="server", url=url)
     run = RunContext(job, ws, ServedAssistant(url, token), Limiter(concurrency))

@@ -96,8 +96,9 @@ def test_the_choice_agrees_with_prefects_own_settings(nowhere, tmp_path, where):
     assert ours == _prefect_sees_an_api(env, folder) == (where not in ("nowhere", "other profile"))
 
 
-def test_an_inline_eval_never_imports_prefect(tmp_path, nowhere):
-    # The whole command, in a fresh interpreter: the CLI, the demo's config and golden set.
+def test_an_inline_eval_never_imports_prefect_nor_a_gate_only_one_the_http_client(tmp_path, nowhere):
+    # The whole command, in a fresh interpreter: the CLI, the demo's config and golden set. DocPilot's own
+    # assistant asks no one over HTTP in a gate-only run, so aiohttp (about 0.14 s to import) stays out too.
     script = (
         "import sys\n"
         "from docpilot.cli import main\n"
@@ -106,7 +107,8 @@ def test_an_inline_eval_never_imports_prefect(tmp_path, nowhere):
         "except SystemExit as exit:\n"
         "    code = exit.code\n"
         "import json\n"
-        "print(json.dumps({'code': code, 'prefect': sorted(m for m in sys.modules if m.split('.')[0] == 'prefect')}))\n"
+        "print(json.dumps({'code': code, 'prefect': sorted(m for m in sys.modules if m.split('.')[0] == 'prefect'),\n"
+        "                  'aiohttp': 'aiohttp' in sys.modules}))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | nowhere
     out = subprocess.run(
@@ -114,7 +116,7 @@ def test_an_inline_eval_never_imports_prefect(tmp_path, nowhere):
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result == {"code": 0, "prefect": []}, out.stderr
+    assert result == {"code": 0, "prefect": [], "aiohttp": False}, out.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert (report["orchestrator"], report["orchestrator_reason"]) == ("inline", "no Prefect API is configured")
 
