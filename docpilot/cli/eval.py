@@ -142,16 +142,18 @@ def eval_command(
     input error.
     """
     outputs = chosen_outputs(formats)
-    from docpilot import progress
     from docpilot.config.loading import load_config
+
+    config = load_config(config_path, overrides=_overrides(docs, golden, record_set, provider, model, base_url,
+                                                             concurrency, repeat))
+    # The run's code comes in once the config holds: a config error is told without it.
+    from docpilot import progress
     from docpilot.errors import UsageError
     from docpilot.flows.plan import Options, plan, with_target
     from docpilot.run.evaluation import evaluate
     from docpilot.run.job import build_job
     from docpilot.schema import Selection
 
-    config = load_config(config_path, overrides=_overrides(docs, golden, record_set, provider, model, base_url,
-                                                             concurrency, repeat))
     config = with_target(config, target_name)
     check_settings(config)
     variants = _variants(config, variant_options, models_option, gate_variant)
