@@ -122,6 +122,13 @@ def _isolated(request, tmp_path, monkeypatch):
     for name in list(os.environ):  # tracing is off unless a test turns it on
         if name.startswith("OTEL_"):
             monkeypatch.delenv(name)
+    # In a checkout without the demo's own .docpilot/ (a fresh clone, as CI has), one appearing names a test
+    # that cached or reported where a user's run would: in the checkout, not its own folders.
+    clean = not (ROOT / ".docpilot").exists()
+    yield
+    if clean and (ROOT / ".docpilot").exists():
+        pytest.fail(f"{ROOT / '.docpilot'} appeared during this test (or one beside it on another worker): "
+                    "a test's runs cache and report in its own folders (DOCPILOT_CACHE_DIR, DOCPILOT_REPORTS_DIR)")
 
 
 @pytest.fixture(scope="session")

@@ -111,10 +111,11 @@ def test_a_gold_section_past_the_depth_searched_has_no_rank(gate_only):
     assert (rows["nothing"]["gold_rank"], rows["nothing"]["gold_depth"]) == (None, None)  # a negative has none
 
 
-def test_the_metrics_still_read_the_top_8_only(gate_only, corpus):
+def test_the_metrics_still_read_the_top_8_only(gate_only, corpus, tmp_path):
     path, report = gate_only
     docs, _ = corpus
-    workspace = open_workspace(Config.model_validate({"corpus": {"docs": str(docs)}, **BM25}), use_cache=False)
+    config = Config.model_validate({"corpus": {"docs": str(docs)}, "cache_dir": str(tmp_path / "cache"), **BM25})
+    workspace = open_workspace(config, use_cache=False)  # its index is saved under cache_dir all the same
     for row in report["rows"]:
         expected = workspace.retriever.search(row["question"], scope=row["scope"], k=8)
         assert row["retrieved"] == [hit.section_id for hit in expected], row["id"]
