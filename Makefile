@@ -42,8 +42,9 @@ COMPILE := $(BIN)/python -m compileall -q -j 0 docpilot metrics flows tasks benc
 
 # The whole suite: lint, then every test, three at a time (a test file stays on one worker,
 # so the servers a file shares start once). Three workers on two cores, since a sixth of
-# two workers' time went on waiting (for a server to start, a child to exit): 308 s → 277 s,
-# with the same CPU time. The fast tier computes all the way, and stays at two.
+# two workers' time went on waiting (for a server to start, a child to exit): on a fresh
+# clone 371 s → 318 s, with the same CPU time. The fast tier computes all the way (a third
+# worker gained nothing there), and stays at two.
 test: install
 	$(BIN)/ruff check .
 	$(COMPILE)
