@@ -147,8 +147,11 @@ def member_values(metrics: Sequence[Metric], rows: Sequence[Row], *,
     """
     found: dict[str, tuple[list[Row], list[float]]] = {}
     batch: dict[str, list[float]] | None = None
+    members: dict[int, list[Row]] = {}  # each population selected once, as in ``summarize``
     for metric in metrics:
-        population = [row for row in rows if metric.population.includes(row)]
+        population = members.get(id(metric.population))
+        if population is None:
+            population = members[id(metric.population)] = [row for row in rows if metric.population.includes(row)]
         if _batched(metric):
             if batch is None:
                 batch = ahead.retrieval(population) if ahead is not None else _retrieval_batch(population)
