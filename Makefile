@@ -37,18 +37,16 @@ eval: install
 # Python keeps its bytecode, whatever the shell says. The suite starts a few hundred Python
 # processes (`docpilot eval`, servers, helpers), each importing the project, and each pytest
 # worker rewrites every test module's asserts: with PYTHONDONTWRITEBYTECODE set, nothing is
-# kept, so every process compiles the project again (about a quarter of a second of CPU
-# apiece) and every worker rewrites the tests again on every run (about 5 s apiece). The
-# compiled files go in the __pycache__ folders git ignores; the project's are compiled up
-# front, before the workers start side by side.
+# kept, so every process compiles the project again and every worker rewrites the tests
+# again on every run. The compiled files go in the __pycache__ folders git ignores; the
+# project's are compiled up front, before the workers start side by side.
 unexport PYTHONDONTWRITEBYTECODE
 COMPILE := $(BIN)/python -m compileall -q -j 0 docpilot metrics flows tasks benchmarks tests/support
 
 # The whole suite: lint, then every test, three at a time (a test file stays on one worker,
-# so the servers a file shares start once). Three workers on two cores, since a sixth of
-# two workers' time went on waiting (for a server to start, a child to exit): on a fresh
-# clone 371 s → 318 s, with the same CPU time. The fast tier computes all the way (a third
-# worker gained nothing there), and stays at two.
+# so the servers a file shares start once). Three on two cores: a third worker fills the
+# time the others wait for servers and children (docs/architecture.md#measurements). The
+# fast tier computes all the way, and stays at two.
 test: install
 	$(BIN)/ruff check .
 	$(COMPILE)
