@@ -6,6 +6,7 @@ seeded random sequence of answers and refusals; it counts the turns it was asked
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -114,7 +115,8 @@ def test_pass_rates_and_flip_rate_equal_an_oracle_over_the_rows(tmp_path, openai
     # The summary reads each record's mean: over-refusal by the model is the mean of the positives' refusal rates.
     positives = [r for r in RECORDS if r["gold"]]
     refused = [sum(row.refused for row in report.rows if row.id == r["id"]) / 5 for r in positives]
-    assert report.summary["over_refusal_answer"] == sum(refused) / len(refused)
+    # A mean is summed exactly (``math.fsum``): 0.2 + 0.8 + 0.4 summed in order is 1.4000000000000001.
+    assert report.summary["over_refusal_answer"] == math.fsum(refused) / len(refused)
     assert summarize(report.rows)[1]["over_refusal_answer"] == len(positives)
 
 
