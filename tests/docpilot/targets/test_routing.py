@@ -47,14 +47,19 @@ def _ask_target(target: Target) -> RemoteTurn:
     return asyncio.run(run())
 
 
-def test_a_target_is_asked_through_the_proxy_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[Request] = []
+def _answering(seen: list[Request]):
+    """A script that keeps each request in ``seen`` and answers every one with ``ANSWER``."""
 
-    def proxy(n: int, request: Request) -> Reply:
+    def answer(n: int, request: Request) -> Reply:
         seen.append(request)
         return Reply(200, {"content-type": "application/json"}, json.dumps(ANSWER).encode())
 
-    with scripted(proxy) as proxy_url:
+    return answer
+
+
+def test_a_target_is_asked_through_the_proxy_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Request] = []
+    with scripted(_answering(seen)) as proxy_url:
         monkeypatch.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://ops:s3cret@"))
         turn = _ask_target(_target("http://assistant.invalid/ask"))
     assert turn.error is None and turn.answer == ANSWER["answer"]
@@ -66,12 +71,7 @@ def test_a_target_is_asked_through_the_proxy_the_environment_names(monkeypatch: 
 
 def test_no_proxy_sends_the_question_straight_to_the_target(monkeypatch: pytest.MonkeyPatch) -> None:
     direct: list[Request] = []
-
-    def target(n: int, request: Request) -> Reply:
-        direct.append(request)
-        return Reply(200, {"content-type": "application/json"}, json.dumps(ANSWER).encode())
-
-    with scripted(target) as url:
+    with scripted(_answering(direct)) as url:
         monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
         monkeypatch.setenv("NO_PROXY", "127.0.0.1")
         turn = _ask_target(_target(f"{url}/ask"))
@@ -111,16 +111,12 @@ def test_a_server_stream_cut_mid_body_is_incomplete_not_an_answer() -> None:
 def test_a_session_asks_question_after_question_over_one_connection() -> None:
     seen: list[Request] = []
 
-    def target(n: int, request: Request) -> Reply:
-        seen.append(request)
-        return Reply(200, {"content-type": "application/json"}, json.dumps(ANSWER).encode())
-
     async def run(url: str) -> list[RemoteTurn]:
         async with routed_session(url, connections=4) as session:
             endpoint = Endpoint.open(_target(f"{url}/ask"))
             return [await ask_target(session, endpoint, f"Question {i}?", None, f"q{i}") for i in range(3)]
 
-    with scripted(target) as url:
+    with scripted(_answering(seen)) as url:
         turns = asyncio.run(run(url))
     assert [t.error for t in turns] == [None, None, None]
     assert len(seen) == 3 and len({r.peer for r in seen}) == 1  # kept alive from one question to the next
