@@ -9,6 +9,7 @@ import pytest
 
 from docpilot.assistant.workspace import open_workspace
 from docpilot.config.model import Config
+from docpilot.run import road
 from docpilot.run.context import RunContext
 from docpilot.run.job import shards
 from docpilot.run.lane import Interrupted
@@ -98,7 +99,16 @@ def test_every_answered_turn_is_stored_and_not_asked_again(tmp_path):
 
 
 @pytest.mark.slow  # takes seconds
-def test_an_interrupted_run_keeps_its_answered_turns_and_resumes(tmp_path):
+def test_an_interrupted_run_keeps_its_answered_turns_and_resumes(tmp_path, monkeypatch):
+    # Storing a turn is slow here (a busy disk), so the turns answered before the interrupt
+    # are still being written when it comes: closing the run, as a run does, waits for them.
+    put_turn = road._put_turn
+
+    def slow_put(ws, trace):
+        time.sleep(0.2)
+        put_turn(ws, trace)
+
+    monkeypatch.setattr(road, "_put_turn", slow_put)
     script = OpenAIScript(default=Reply(latency_s=0.3))
     with serve_openai(script) as base_url:
         ws = _workspace(tmp_path, base_url, concurrency=1)
@@ -119,6 +129,7 @@ def test_an_interrupted_run_keeps_its_answered_turns_and_resumes(tmp_path):
         # A stage of that run that starts after the interruption does not send anything.
         with pytest.raises(Interrupted):
             model_shard(ws, _primed(ws, _records(6)), run)
+        run.close()  # as a run does once it stops: every turn answered before the interrupt is stored
 
         resumed = _primed(ws, _records(6))  # the next run: a context of its own, nothing to reset
         answered = 6 - len(lookup_turns(ws, resumed))
