@@ -22,6 +22,17 @@ def score_command(report_path, as_json):
     infinite or negative times, a section listed twice in a row's retrieved) is
     refused with exit 2.
     """
+    from docpilot.reports.report import collector_paused
+
+    # The report's rows and what the rescore makes of them hold no reference cycles; they
+    # are gone before the collector is on again, so it has nothing of theirs to walk.
+    with collector_paused():
+        verdict = _scored(report_path, as_json)
+    sys.exit(0 if verdict == "pass" else 1)
+
+
+def _scored(report_path: str, as_json: bool) -> str:
+    """Rescore the report, print it, and return its verdict."""
     from docpilot.reports.report import check_consistency, load_report, rescore
 
     report = check_consistency(load_report(report_path), report_path)
@@ -32,4 +43,4 @@ def score_command(report_path, as_json):
     else:
         report = rescore(report)
     emit(report, report_path, as_json)
-    sys.exit(0 if report.verdict == "pass" else 1)
+    return report.verdict

@@ -7,11 +7,14 @@ previous one intact, and a path that is not a regular file is refused.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import hashlib
 import json
 import math
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,7 +24,7 @@ from docpilot import __version__
 from docpilot.errors import ReportError
 from docpilot.redact import redact, redact_config
 from docpilot.reports.output import write_atomically
-from docpilot.schema import FlakyRecord, LeakFound, Report, Stability
+from docpilot.schema import FlakyRecord, LeakFound, Report, Row, Stability
 from docpilot.userfiles.intake import REPORT_FILE, read_text
 
 _CODE_PACKAGES = ("docpilot", "metrics", "tasks", "flows")
@@ -94,7 +97,8 @@ def load_report(path: str | Path) -> Report:
     path = Path(path)
     text = read_text(path, REPORT_FILE, error=_unreadable)
     try:
-        return Report.model_validate_json(text)  # parsed and checked in one pass, without Python's JSON objects
+        with collector_paused():
+            return Report.model_validate_json(text)  # parsed and checked in one pass, without Python's JSON objects
     except RecursionError:
         raise ReportError(f"{path}: nested too deeply to be a DocPilot report") from None
     except ValidationError as exc:
@@ -105,6 +109,23 @@ def load_report(path: str | Path) -> Report:
         raise ReportError(
             f"{path}: not a DocPilot report: {where}: {first['msg']} ({exc.error_count()} problem(s))"
         ) from None
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cycle collector off for the block, and on again after it if it was on.
+
+    For work over a report: its rows hold no reference cycles, so the collections that
+    tens of thousands of new objects set off find nothing, yet each walks every object
+    made so far (docs/architecture.md#measurements).
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _not_json(path: Path, text: str) -> ReportError:
@@ -135,28 +156,18 @@ def check_consistency(report: Report, path: str | Path) -> Report:
     """
     problems: list[str] = []
     for row in report.rows:
-        if report.gate_only:
-            model_fields = [name for name, present in (
-                ("answer", row.answer is not None), ("error", row.error is not None),
-                ("refused_by: model", row.refused_by == "model"), ("usage", bool(row.usage)),
-                ("first_token_ms", row.first_token_ms is not None), ("stages_ms.model", "model" in row.stages_ms),
-            ) if present]  # fmt: skip
-            if model_fields:
-                problems.append(f"record {row.id!r} has model results ({', '.join(model_fields)}) "
-                                "in a gate-only report")
-        times = (("latency_ms", row.latency_ms), ("first_token_ms", row.first_token_ms),
-                 ("first_thought_ms", row.first_thought_ms),
-                 *((f"stages_ms.{name}", value) for name, value in row.stages_ms.items()))
-        for name, value in times:
-            if value is not None and not 0 <= value < math.inf:  # NaN fails both comparisons
-                problems.append(f"record {row.id!r} has {name} = {value}; times are finite and not negative")
+        if report.gate_only and (row.answer is not None or row.error is not None or row.refused_by == "model"
+                                 or row.usage or row.first_token_ms is not None or "model" in row.stages_ms):
+            problems.append(f"record {row.id!r} has model results ({', '.join(_model_results(row))}) "
+                            "in a gate-only report")
+        for name, value in _times(row):
+            problems.append(f"record {row.id!r} has {name} = {value}; times are finite and not negative")
         if not all(map(math.isfinite, row.scores)):
             problems.append(f"record {row.id!r} has a retrieval score that is not a finite number")
-        repeated = None if len(set(row.retrieved)) == len(row.retrieved) else _repeated(row.retrieved)
-        if repeated is not None:
+        if len(set(row.retrieved)) < len(row.retrieved):
             # A repeat would count twice in context precision and once in recall and nDCG.
-            problems.append(f"record {row.id!r} lists section {repeated!r} more than once in retrieved; "
-                            "a run ranks each section once")
+            problems.append(f"record {row.id!r} lists section {_repeated(row.retrieved)!r} more than once in "
+                            "retrieved; a run ranks each section once")
     if report.wall_ms is not None and not (math.isfinite(report.wall_ms) and report.wall_ms >= 0):
         problems.append(f"wall_ms = {report.wall_ms}; times are finite and not negative")
     if problems:
@@ -164,6 +175,27 @@ def check_consistency(report: Report, path: str | Path) -> Report:
         raise ReportError(f"{path}: the report is not consistent: {problems[0]}{more}; it cannot be scored; "
                           "fix: run `docpilot eval` again instead of editing the report")
     return report
+
+
+def _model_results(row: Row) -> list[str]:
+    """The fields of a row that only a model's turn fills in, among those the row has."""
+    return [name for name, present in (
+        ("answer", row.answer is not None), ("error", row.error is not None),
+        ("refused_by: model", row.refused_by == "model"), ("usage", bool(row.usage)),
+        ("first_token_ms", row.first_token_ms is not None), ("stages_ms.model", "model" in row.stages_ms),
+    ) if present]  # fmt: skip
+
+
+def _times(row: Row) -> list[tuple[str, float]]:
+    """A row's times that are no finite, non-negative number of milliseconds, by name (none, for a row a run wrote)."""
+    latency, first_token, first_thought = row.latency_ms, row.first_token_ms, row.first_thought_ms
+    if ((latency is None or 0 <= latency < math.inf) and (first_token is None or 0 <= first_token < math.inf)
+            and (first_thought is None or 0 <= first_thought < math.inf)
+            and all(0 <= value < math.inf for value in row.stages_ms.values())):  # NaN fails both comparisons
+        return []
+    times = (("latency_ms", latency), ("first_token_ms", first_token), ("first_thought_ms", first_thought),
+             *((f"stages_ms.{name}", value) for name, value in row.stages_ms.items()))
+    return [(name, value) for name, value in times if value is not None and not 0 <= value < math.inf]
 
 
 def _repeated(sections: list[str]) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -61,5 +62,32 @@ def test_a_section_repeated_in_retrieved_is_refused_naming_the_report_and_the_re
     assert "fix:" in result.stderr and "Traceback" not in result.stderr and result.stdout == ""
 
 
+@pytest.mark.parametrize("field", ["first_thought_ms", "stages_ms"])
+def test_a_bad_time_anywhere_in_a_row_is_refused_by_its_name(tmp_path, full_report, field):
+    edited = json.loads(json.dumps(full_report))
+    row = edited["rows"][-1]
+    if field == "stages_ms":
+        row["stages_ms"] = {**row["stages_ms"], "retrieve": "__TIME__"}
+    else:
+        row[field] = "__TIME__"
+    result = _score(tmp_path, {}, raw=json.dumps(edited).replace('"__TIME__"', "NaN"))
+    assert result.exit_code == 2, result.output
+    name = "stages_ms.retrieve" if field == "stages_ms" else field
+    assert f"record {row['id']!r} has {name} = nan; times are finite and not negative" in result.stderr
+
+
 def test_an_untouched_report_still_scores(tmp_path, full_report):
     assert _score(tmp_path, full_report).exit_code == 0
+
+
+def test_scoring_leaves_pythons_cycle_collector_as_it_found_it(tmp_path, full_report):
+    # `score` reads and rescores with the collector paused; a caller in the same process
+    # (this test's, a notebook's) gets it back as it was, after a verdict or a refusal.
+    assert gc.isenabled()
+    assert _score(tmp_path, full_report).exit_code == 0 and gc.isenabled()
+    assert _score(tmp_path, {}, raw="{").exit_code == 2 and gc.isenabled()
+    gc.disable()
+    try:
+        assert _score(tmp_path, full_report).exit_code == 0 and not gc.isenabled()
+    finally:
+        gc.enable()
