@@ -63,12 +63,30 @@ def cluster_interval(values: Sequence[float], clusters: Sequence[str], *, replic
     """
     if not values:
         return None
-    keys = {key: i for i, key in enumerate(dict.fromkeys(clusters))}
-    index = np.fromiter((keys[c] for c in clusters), dtype=np.intp, count=len(clusters))
-    sums = np.bincount(index, weights=np.asarray(values, dtype=float), minlength=len(keys))
-    counts = np.bincount(index, minlength=len(keys)).astype(float)
-    draws = _draws(len(keys), replicates, seed)
-    means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    return _bootstrap(values, _Clusters(clusters), replicates=replicates, seed=seed, level=level)
+
+
+class _Clusters:
+    """Which cluster each value falls in, as indices 0..G-1 in the order the clusters first appear."""
+
+    def __init__(self, clusters: Sequence[str]) -> None:
+        keys = {key: i for i, key in enumerate(dict.fromkeys(clusters))}
+        self.size = len(keys)
+        self.index = np.fromiter((keys[c] for c in clusters), dtype=np.intp, count=len(clusters))
+        self._counts = np.bincount(self.index, minlength=self.size).astype(float)
+        self._drawn: dict[tuple[int, int], np.ndarray] = {}
+
+    def drawn_counts(self, replicates: int, seed: int) -> np.ndarray:
+        """Σ_j N_{g*_j} of each draw: the same for every metric over these clusters, so summed once."""
+        if (replicates, seed) not in self._drawn:
+            self._drawn[replicates, seed] = self._counts[_draws(self.size, replicates, seed)].sum(axis=1)
+        return self._drawn[replicates, seed]
+
+
+def _bootstrap(values: Sequence[float], clusters: _Clusters, *, replicates: int = REPLICATES, seed: int = SEED,
+               level: float = LEVEL) -> tuple[float, float]:
+    sums = np.bincount(clusters.index, weights=np.asarray(values, dtype=float), minlength=clusters.size)
+    means = sums[_draws(clusters.size, replicates, seed)].sum(axis=1) / clusters.drawn_counts(replicates, seed)
     low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
     return float(low), float(high)
 
@@ -91,16 +109,16 @@ def headline_intervals(rows: Sequence[Row], *, gate_only: bool = False,
     metrics = [METRICS[name] for name in INTERVAL_METRICS
                if METRICS[name].aggregate is mean and not (gate_only and METRICS[name].family != "retrieval")]
     found: dict[str, tuple[float, float]] = {}
-    pages: dict[str, str] = {}  # record id → its cluster, shared by the metrics over the same records
+    clustered: dict[int, tuple[bool, _Clusters]] = {}  # each population's records clustered once, by its list
     for name, (members, values) in member_values(metrics, rows, ahead=ahead).items():
-        for row in members:
-            if row.id not in pages:
-                pages[row.id] = page_of(row)
-        records = [row.id for row in members]
-        if len(set(records)) < len(records):  # samples of a record: read as their mean
-            records = list(dict.fromkeys(records))
-            values = per_record(members, values, "mean")
-        interval = cluster_interval(values, [pages[r] for r in records])
-        if interval is not None:
-            found[name] = interval
+        if not members:
+            continue
+        if id(members) not in clustered:
+            records = dict.fromkeys(row.id for row in members)
+            sampled = len(records) < len(members)  # samples of a record: read as their mean
+            firsts = {row.id: row for row in reversed(members)} if sampled else None
+            clusters = [page_of(firsts[r]) for r in records] if firsts is not None else [page_of(r) for r in members]
+            clustered[id(members)] = sampled, _Clusters(clusters)
+        sampled, clusters = clustered[id(members)]
+        found[name] = _bootstrap(per_record(members, values, "mean") if sampled else values, clusters)
     return found
