@@ -50,10 +50,12 @@ def overlap_band(overlap: float | None) -> str | None:
 
 def slice_by_overlap(rows: Sequence[Row], *, gate_only: bool = False, ahead: Ahead | None = None) -> dict[str, Slice]:
     """Band → the summary of the rows whose ``overlap`` falls in it; bands in ``BANDS`` order, empty ones left out."""
+    banded: dict[str | None, list[Row]] = {name: [] for name, _ in BANDS}
+    for row in rows:
+        banded.setdefault(overlap_band(row.overlap), []).append(row)
     bands = {}
     for name, _ in BANDS:
-        members = [row for row in rows if overlap_band(row.overlap) == name]
-        if members:
+        if members := banded[name]:
             summary, counts = summarize(members, gate_only=gate_only, ahead=ahead)
             bands[name] = Slice(records=len(members), summary=summary, counts=counts)
     return bands
