@@ -11,7 +11,7 @@ alternately, ``--repeat`` times each, in fresh processes:
    positives, recall@1/3/5/8, MRR and nDCG@8 computed;
 3. ``python -c``: the floor under (1), what ``score`` cannot leave out while it checks the
    report: its imports (click, NumPy, the schema's models) and the report read and checked
-   against the schema, with nothing computed.
+   against the schema as ``score`` reads it (``load_report``), with nothing computed.
 
 The figure is the median of (1) ÷ the median of (2); ``floor_ratio`` is (3) ÷ (2).
 
@@ -43,8 +43,8 @@ print(json.dumps({m: sum(v[m] for v in found.values()) / len(found) for m in ("r
 
 FLOOR_SCRIPT = """
 import sys, click, numpy
-from docpilot.schema import Report
-Report.model_validate_json(open(sys.argv[1], "rb").read())
+from docpilot.reports.report import load_report
+load_report(sys.argv[1])
 """
 
 
