@@ -64,6 +64,8 @@ def test_refresh_and_no_cache(tmp_path):
     uncached = run_eval(job(tmp_path / "other", use_cache=False), "inline")
     assert all(r.cached == [] for r in uncached.rows)
     assert describe_cache(tmp_path / "other" / "cache")["entries"] == {"retrieve": 0, "model": 0}
+    # The search index is no result of the run: it is saved beside the stage cache all the same.
+    assert list((tmp_path / "other" / "cache" / "index").glob("*/manifest.json"))
 
 
 def test_a_changed_metric_rescored_from_cached_rows_calls_no_model(tmp_path):
