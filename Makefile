@@ -41,8 +41,8 @@ eval: install
 COMPILE := $(BIN)/python -m compileall -q -j 0 docpilot metrics flows tasks benchmarks tests/support
 
 # The whole suite: lint, then every test, two at a time (a test file stays on one worker,
-# so the servers a file shares start once). A third worker on two cores was faster but put
-# the timing of the interrupt tests at risk (docs/architecture.md#measurements).
+# so the servers a file shares start once). A third worker on two cores measured no faster
+# (docs/architecture.md#measurements).
 test: install
 	$(BIN)/ruff check .
 	$(COMPILE)
