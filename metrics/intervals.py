@@ -114,11 +114,11 @@ def headline_intervals(rows: Sequence[Row], *, gate_only: bool = False,
         if not members:
             continue
         if id(members) not in clustered:
-            records = dict.fromkeys(row.id for row in members)
-            sampled = len(records) < len(members)  # samples of a record: read as their mean
-            firsts = {row.id: row for row in reversed(members)} if sampled else None
-            clusters = [page_of(firsts[r]) for r in records] if firsts is not None else [page_of(r) for r in members]
-            clustered[id(members)] = sampled, _Clusters(clusters)
+            firsts: dict[str, Row] = {}  # each record's first row, in the order records first appear
+            for row in members:
+                firsts.setdefault(row.id, row)
+            sampled = len(firsts) < len(members)  # samples of a record: read as their mean
+            clustered[id(members)] = sampled, _Clusters([page_of(row) for row in firsts.values()])
         sampled, clusters = clustered[id(members)]
         found[name] = _bootstrap(per_record(members, values, "mean") if sampled else values, clusters)
     return found

@@ -156,6 +156,7 @@ def check_consistency(report: Report, path: str | Path) -> Report:
     """
     problems: list[str] = []
     for row in report.rows:
+        # The fields of _model_results, tested without building its list: most rows have none.
         if report.gate_only and (row.answer is not None or row.error is not None or row.refused_by == "model"
                                  or row.usage or row.first_token_ms is not None or "model" in row.stages_ms):
             problems.append(f"record {row.id!r} has model results ({', '.join(_model_results(row))}) "
